@@ -1,0 +1,77 @@
+"""The one error tree of the connector runtime.
+
+::
+
+    ConnectError                    root: anything the runtime or a connector raises on purpose
+    ├── ConfigError                 a config is invalid; ``.errors`` maps each bad field to what was expected
+    ├── DataError                   a record cannot be converted, transformed or written as it is
+    ├── RetriableError              a transient failure; the same operation may succeed if retried
+    ├── ProducerFencedError         a newer instance of the same task started; this one must stop
+    ├── BackendError                the record/offset store failed (sqlite3 / confluent_kafka errors, chained)
+    │   └── BackendUnavailableError the store could not be reached within its bounded wait
+    └── WaitTimeoutError            a bounded wait ran out; the message says what was waited for
+
+Backends translate ``sqlite3`` and ``confluent_kafka`` exceptions into these at their edge and chain
+the original (``raise BackendError(...) from exc``). The Airflow provider turns them into Airflow
+exceptions with the same message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+class ConnectError(Exception):
+    """Root of every error the connector runtime raises on purpose."""
+
+
+class ConfigError(ConnectError):
+    """A connector, task or runtime config is invalid.
+
+    ``errors`` maps each invalid field name to a message saying what was expected, so a single error
+    reports every bad field at once.
+    """
+
+    def __init__(self, message: str | None = None, errors: Mapping[str, str] | None = None) -> None:
+        self.errors: dict[str, str] = dict(errors or {})
+        if message is None:
+            message = "invalid configuration: " + "; ".join(
+                f"{name}: {why}" for name, why in self.errors.items()
+            )
+        super().__init__(message)
+
+
+class DataError(ConnectError):
+    """A record's key, value or headers cannot be converted, transformed or written."""
+
+
+class RetriableError(ConnectError):
+    """A transient failure: the runtime may retry the same operation (e.g. redeliver a ``put``)."""
+
+
+class ProducerFencedError(ConnectError):
+    """A newer instance of the same task initialised its producer; this instance may not commit."""
+
+
+class BackendError(ConnectError):
+    """The record and offset store failed; the underlying exception is chained as ``__cause__``."""
+
+
+class BackendUnavailableError(BackendError):
+    """The store could not be reached within its bounded wait (the message names where and how long)."""
+
+
+class WaitTimeoutError(ConnectError):
+    """A bounded wait ran out; the message says what was waited for and for how long."""
+
+
+__all__ = [
+    "BackendError",
+    "BackendUnavailableError",
+    "ConfigError",
+    "ConnectError",
+    "DataError",
+    "ProducerFencedError",
+    "RetriableError",
+    "WaitTimeoutError",
+]

@@ -1,0 +1,58 @@
+"""Backends: where records and offsets live. ``open_backend(url)`` picks one by URL scheme.
+
+- ``sqlite:///path/to/file.db`` (embedded default; ``sqlite:///:memory:`` is refused: processes must share it)
+- ``kafka://host:9092[,host2:9092]`` with client settings (any librdkafka property)
+
+Backend modules are imported only when a URL needs them, so ``confluent_kafka`` is never imported
+for the SQLite backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from connect_runtime.api.errors import ConfigError
+from connect_runtime.backends.base import (
+    Backend,
+    ConsumedRecord,
+    Consumer,
+    OffsetStore,
+    Producer,
+    ProducerRecord,
+    TransactionalProducer,
+    Written,
+)
+
+
+def open_backend(url: str | Backend, settings: Mapping[str, Any] | None = None) -> Backend:
+    """Open the backend a URL names. ``settings`` are backend client settings (Kafka: librdkafka
+    properties and ``producer.override.*`` / ``consumer.override.*`` / ``admin.override.*``;
+    SQLite: ``busy.timeout.ms``, ``synchronous``, ``default.partitions``)."""
+    if isinstance(url, Backend):
+        return url
+    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    if scheme == "sqlite":
+        from connect_runtime.backends.sqlite import SQLiteBackend
+
+        return SQLiteBackend.from_url(url, settings or {})
+    if scheme == "kafka":
+        from connect_runtime.backends.kafka import KafkaBackend
+
+        return KafkaBackend.from_url(url, settings or {})
+    raise ConfigError(
+        errors={"backend": f"expected a URL sqlite:///path/to/file.db or kafka://host:port[,host:port], got {url!r}"}
+    )
+
+
+__all__ = [
+    "Backend",
+    "ConsumedRecord",
+    "Consumer",
+    "OffsetStore",
+    "Producer",
+    "ProducerRecord",
+    "TransactionalProducer",
+    "Written",
+    "open_backend",
+]

@@ -1,0 +1,268 @@
+"""The store interface: where records and offsets live.
+
+One interface, two implementations: ``sqlite`` (embedded default, ``sqlite:///path/file.db``) and
+``kafka`` (``kafka://host:9092[,host2:9092]``). The runtime only talks to these classes; it never
+imports ``sqlite3`` or ``confluent_kafka`` itself. Everything here is byte-level: the runtime's
+converters make the bytes, and source offsets are stored exactly as Kafka Connect stores them
+(key ``["<connector>",{partition}]``, value ``{offset}`` as compact JSON, ``None`` value = delete;
+see :mod:`connect_runtime.runtime.offsets`).
+
+Errors: implementations translate their library's exceptions into
+:class:`~connect_runtime.api.errors.BackendError` (chained), :class:`ProducerFencedError` for a
+fenced producer, :class:`BackendUnavailableError` when the store cannot be reached within a bounded
+wait. Every blocking call takes or has a bounded timeout.
+
+Threads: a Backend object may be shared by threads; every producer, consumer and offset store it
+returns is used by one thread only.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Mapping, Sequence
+from typing import NamedTuple
+
+from connect_runtime.api.records import RecordMetadata, TopicPartition
+
+WireHeaders = list[tuple[str, "bytes | None"]]
+
+
+class ProducerRecord(NamedTuple):
+    """A converted record on its way to a topic. Plain tuples of the same shape are accepted too.
+
+    ``partition=None`` lets the backend choose: ``crc32(key) % partitions`` for a keyed record,
+    partition 0 for a record without a key.
+    """
+
+    topic: str
+    partition: int | None
+    key: bytes | None
+    value: bytes | None
+    timestamp: int | None = None
+    headers: WireHeaders | None = None
+
+
+class ConsumedRecord(NamedTuple):
+    """A committed record read from a topic."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int | None
+    headers: WireHeaders | None
+
+
+OffsetEntry = tuple[bytes, "bytes | None"]
+"""A source offset as stored: (key bytes, value bytes or None to delete)."""
+
+Ranges = dict[TopicPartition, tuple[int, int]]
+"""Per topic partition, the offsets ``[first, next)`` written by one flush or commit."""
+
+
+class Written(NamedTuple):
+    """What one flush or transaction commit durably wrote."""
+
+    ranges: Ranges
+    metadata: list[RecordMetadata] | None
+    """Per record, in send order; only when the producer was created with ``track_metadata=True``."""
+
+
+class Producer(abc.ABC):
+    """A non-transactional producer (at-least-once source runs, dead letter queues)."""
+
+    @abc.abstractmethod
+    def send(self, records: Sequence[ProducerRecord]) -> None:
+        """Queue records for writing (may write asynchronously)."""
+
+    @abc.abstractmethod
+    def flush(self, timeout: float) -> Written:
+        """Wait until everything sent since the last flush is durably written; what it wrote."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the producer; unflushed records may be lost."""
+
+
+class TransactionalProducer(Producer):
+    """One task's transactional producer (KIP-618).
+
+    ``init_transactions`` registers ``transactional_id`` and fences every older producer with the
+    same id: their next ``commit_transaction`` raises :class:`ProducerFencedError` and writes nothing.
+    Records sent between ``begin_transaction`` and ``commit_transaction`` and the source offsets
+    passed to ``commit_transaction`` become visible together, or (abort, crash, fencing) never.
+    """
+
+    transactional_id: str
+
+    @abc.abstractmethod
+    def init_transactions(self, timeout: float) -> None:
+        """Register this producer and fence older instances of the same ``transactional_id``."""
+
+    @abc.abstractmethod
+    def begin_transaction(self) -> None:
+        """Start a transaction."""
+
+    @abc.abstractmethod
+    def commit_transaction(self, offsets: Sequence[OffsetEntry], timeout: float) -> Written:
+        """Write the offsets into this producer's offset store in the same transaction as the records,
+        then commit. Raises :class:`ProducerFencedError` (nothing written) if fenced."""
+
+    @abc.abstractmethod
+    def abort_transaction(self, timeout: float) -> None:
+        """Drop everything sent since ``begin_transaction``."""
+
+
+class OffsetStore(abc.ABC):
+    """Source offsets of one offsets store (Kafka: one offsets topic; SQLite: one named table slice)."""
+
+    @abc.abstractmethod
+    def get(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        """The committed values of these keys (absent keys are left out)."""
+
+    @abc.abstractmethod
+    def read_all(self) -> dict[bytes, bytes]:
+        """Every committed key with its latest non-deleted value."""
+
+    @abc.abstractmethod
+    def put(self, entries: Sequence[OffsetEntry], timeout: float) -> None:
+        """Write entries durably (a ``None`` value deletes the key)."""
+
+    def close(self) -> None:
+        """Release resources."""
+
+
+class Consumer(abc.ABC):
+    """A read_committed consumer with explicit assignment, in consumer group ``group_id``.
+
+    Group offsets are committed only through :meth:`commit` (never automatically).
+    """
+
+    group_id: str | None
+
+    @abc.abstractmethod
+    def partitions(self, topics: Sequence[str] = (), pattern: str | None = None) -> list[TopicPartition]:
+        """Every partition of the named topics, or of the topics whose name fully matches ``pattern``."""
+
+    @abc.abstractmethod
+    def committed(self, partitions: Sequence[TopicPartition], timeout: float) -> dict[TopicPartition, int | None]:
+        """The group's committed offsets (next offset to read), ``None`` where nothing was committed."""
+
+    @abc.abstractmethod
+    def end_offsets(self, partitions: Sequence[TopicPartition], timeout: float) -> dict[TopicPartition, int]:
+        """The read_committed end of each partition (the offset after the last committed record)."""
+
+    @abc.abstractmethod
+    def beginning_offsets(self, partitions: Sequence[TopicPartition], timeout: float) -> dict[TopicPartition, int]:
+        """The first offset of each partition."""
+
+    @abc.abstractmethod
+    def assign(self, positions: Mapping[TopicPartition, int]) -> None:
+        """Read exactly these partitions, each from the given offset (replaces any assignment)."""
+
+    @abc.abstractmethod
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """Move the read position of one assigned partition."""
+
+    @abc.abstractmethod
+    def pause(self, partitions: Sequence[TopicPartition]) -> None:
+        """Stop returning records of these partitions."""
+
+    @abc.abstractmethod
+    def resume(self, partitions: Sequence[TopicPartition]) -> None:
+        """Return records of these partitions again."""
+
+    @abc.abstractmethod
+    def poll(self, max_records: int, timeout: float) -> list[ConsumedRecord]:
+        """Up to ``max_records`` committed records of unpaused assigned partitions, in offset order per
+        partition; waits at most ``timeout`` seconds, returning ``[]`` when none came."""
+
+    @abc.abstractmethod
+    def commit(self, offsets: Mapping[TopicPartition, int], timeout: float) -> None:
+        """Synchronously commit group offsets (next offset to read)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the consumer (commits nothing)."""
+
+
+class Backend(abc.ABC):
+    """A record and offset store, opened from a URL by :func:`connect_runtime.backends.open_backend`."""
+
+    url: str
+    cluster_id: str | None
+    """Prefix of transactional ids (``<cluster id>-<connector>-<task>``); ``None`` for no prefix."""
+
+    @abc.abstractmethod
+    def transactional_producer(
+        self, transactional_id: str, offset_store: str | None = None, *, track_metadata: bool = False
+    ) -> TransactionalProducer:
+        """A task's transactional producer whose commits also write ``offset_store`` (None = default)."""
+
+    @abc.abstractmethod
+    def producer(self, *, track_metadata: bool = False) -> Producer:
+        """A non-transactional producer."""
+
+    @abc.abstractmethod
+    def offset_store(self, name: str | None = None) -> OffsetStore:
+        """The source offset store ``name`` (None = the default, ``connect-offsets``)."""
+
+    @abc.abstractmethod
+    def consumer(self, group_id: str | None = None) -> Consumer:
+        """A read_committed consumer; ``group_id=None`` for reading without a group."""
+
+    @abc.abstractmethod
+    def create_topics(self, topics: Mapping[str, int], *, exist_ok: bool = True) -> None:
+        """Create topics with the given partition counts (existing ones are left as they are)."""
+
+    @abc.abstractmethod
+    def list_topics(self) -> dict[str, int]:
+        """Every topic and its partition count."""
+
+    def read_range(
+        self, partition: TopicPartition, start: int, end: int, *, batch_size: int = 10_000, timeout: float = 30.0
+    ) -> Iterator[ConsumedRecord]:
+        """Committed records of one partition with ``start <= offset < end``, in offset order."""
+        consumer = self.consumer(None)
+        try:
+            consumer.assign({partition: start})
+            position = start
+            while position < end:
+                batch = consumer.poll(min(batch_size, end - position), timeout)
+                if not batch:
+                    ends = consumer.end_offsets([partition], timeout)
+                    if ends[partition] <= position:
+                        return
+                    continue
+                for rec in batch:
+                    if rec.offset >= end:
+                        return
+                    position = rec.offset + 1
+                    yield rec
+        finally:
+            consumer.close()
+
+    def close(self) -> None:
+        """Release connections."""
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = [
+    "Backend",
+    "ConsumedRecord",
+    "Consumer",
+    "OffsetEntry",
+    "OffsetStore",
+    "Producer",
+    "ProducerRecord",
+    "Ranges",
+    "TransactionalProducer",
+    "WireHeaders",
+    "Written",
+]

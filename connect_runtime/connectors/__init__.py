@@ -1,0 +1,1 @@
+"""Built-in connectors: ``files.DirectorySource``, ``files.FileSink``, ``datagen.DataGenSource``."""
