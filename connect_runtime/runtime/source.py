@@ -1,0 +1,962 @@
+"""One bounded run of a source connector: ``run_source(config, backend)``.
+
+What happens, in order (Kafka Connect's ``Worker`` + ``AbstractWorkerSourceTask``, bounded):
+
+1. The raw config is validated against the runtime's fields (``SOURCE_CONFIG`` plus
+   :data:`RUN_CONFIG` below), the connector's ``validate()`` and the transform/converter pipeline;
+   every invalid field is named in one :class:`ConfigError`.
+2. The connector is started with a context whose ``offset_storage_reader`` reads committed offsets
+   (KIP-131), then asked for ``task_configs(tasks.max)``. Every task runs in its own thread with its
+   own producer, offset store and pipeline (only the :class:`Backend` object is shared).
+3. Each task loops: ``poll()`` → pipeline (transforms, converters) → ``send``. The loop is written
+   once in :class:`_WorkerTask`; :class:`_ExactlyOnceTask` (a transactional producer per task,
+   offsets committed in the same transaction as the records, KIP-618) and :class:`_AtLeastOnceTask`
+   (flush the records, then write the offsets) differ only in their hooks.
+4. The run stops when every task is idle for ``poll.idle.timeout.ms``, or at ``max_records``
+   (never more are written) or ``max_seconds``; every task then commits its last boundary and is
+   stopped. A connector's ``request_task_reconfiguration()`` makes the runtime plan and run tasks
+   again after the current ones finished (at most :data:`MAX_REPLANS` times, within the bounds).
+5. Any failure aborts the open transactions and fails the run with the first error; what was
+   committed before stays committed. A :class:`ProducerFencedError` (a newer instance of a task
+   started) fails the run with that error and nothing more is committed.
+
+``commit_record`` (KIP-416) is called only on tasks whose class overrides it, and only then do
+producers track per-record metadata, so the hook costs nothing when unused.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import Any
+
+from connect_runtime.api.config import ConfigDef, Password, Range, Type
+from connect_runtime.api.connector import (
+    ConnectorTransactionBoundaries,
+    ExactlyOnceSupport,
+    SourceConnector,
+    SourceConnectorContext,
+)
+from connect_runtime.api.errors import ConfigError, ConnectError, ProducerFencedError, WaitTimeoutError
+from connect_runtime.api.records import RecordMetadata, SourceRecord, TopicPartition
+from connect_runtime.api.source import (
+    OffsetStorageReader,
+    SourceTask,
+    SourceTaskContext,
+    TransactionContext,
+)
+from connect_runtime.backends import open_backend
+from connect_runtime.backends.base import (
+    Backend,
+    OffsetEntry,
+    OffsetStore,
+    Producer,
+    TransactionalProducer,
+    Written,
+)
+from connect_runtime.runtime.config import SOURCE_CONFIG
+from connect_runtime.runtime.offsets import OffsetWriter, StoreOffsetReader
+from connect_runtime.runtime.pipeline import SourcePipeline
+from connect_runtime.runtime.plugins import load_class
+
+log = logging.getLogger(__name__)
+
+RUN_CONFIG = (
+    ConfigDef()
+    .define("poll.idle.timeout.ms", Type.LONG, default=500, validator=Range.at_least(0),
+            doc="A task is idle once poll() returned nothing for this long; the run ends when every task is idle.")
+    .define("task.shutdown.graceful.timeout.ms", Type.LONG, default=30000, validator=Range.at_least(1),
+            doc="Bound on the wait for tasks to commit their last boundary and stop once the run stops.")
+)
+"""Source-run fields owned by this module (on top of ``SOURCE_CONFIG``)."""
+
+MAX_REPLANS = 100
+"""How many times one run plans tasks again after ``request_task_reconfiguration()``."""
+
+PROGRESS_EVERY = 5.0
+"""Seconds between two ``progress`` callbacks (plus one at the end)."""
+
+_IDLE_BACKOFF = 0.005
+"""Seconds an idle task waits before polling again (interrupted by the run's stop)."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Result
+
+
+@dataclass
+class SourceRunResult:
+    """What one source run committed. ``to_dict()`` is plain JSON (for XCom and the CLI).
+
+    ``ranges``: per topic, per partition (string key) the offsets ``[from, to)`` this run wrote,
+    merged over its transactions. ``source_offsets``: the latest offset this run committed per
+    source partition. ``transactions``: commit points (exactly-once: committed transactions;
+    at-least-once: offset flushes). ``filtered``/``skipped``: records a transform dropped or error
+    tolerance skipped (their offsets are committed, the records are not written).
+    """
+
+    connector: str
+    records: int = 0
+    ranges: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    source_offsets: list[dict[str, Any]] = field(default_factory=list)
+    transactions: int = 0
+    filtered: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "connector": self.connector,
+            "records": self.records,
+            "ranges": {t: {p: [r[0], r[1]] for p, r in parts.items()} for t, parts in self.ranges.items()},
+            "source_offsets": [
+                {"partition": dict(e["partition"]), "offset": None if e["offset"] is None else dict(e["offset"])}
+                for e in self.source_offsets
+            ],
+            "transactions": self.transactions,
+            "filtered": self.filtered,
+            "skipped": self.skipped,
+            "seconds": self.seconds,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SourceRunResult:
+        return cls(
+            connector=data["connector"],
+            records=int(data["records"]),
+            ranges={t: {str(p): [int(r[0]), int(r[1])] for p, r in parts.items()}
+                    for t, parts in data["ranges"].items()},
+            source_offsets=[{"partition": dict(e["partition"]),
+                             "offset": None if e["offset"] is None else dict(e["offset"])}
+                            for e in data["source_offsets"]],
+            transactions=int(data["transactions"]),
+            filtered=int(data["filtered"]),
+            skipped=int(data["skipped"]),
+            seconds=float(data["seconds"]),
+        )
+
+    def topic_partitions(self) -> dict[TopicPartition, tuple[int, int]]:
+        """``ranges`` keyed by :class:`TopicPartition` (what ``Backend.read_range`` takes)."""
+        return {TopicPartition(t, int(p)): (r[0], r[1]) for t, parts in self.ranges.items() for p, r in parts.items()}
+
+
+# --------------------------------------------------------------------------------------------------
+# Validation
+
+
+def _to_prop(value: Any) -> Any:
+    """Kafka Connect hands connectors string configs; typed JSON values become their string form."""
+    if value is None or isinstance(value, (str, Password)):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, Mapping):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return str(value)
+
+
+@dataclass
+class _Plan:
+    """A validated run: the connector (not started yet) and the typed runtime values."""
+
+    name: str
+    props: dict[str, Any]
+    values: dict[str, Any]
+    connector: SourceConnector
+    task_class: type[SourceTask]
+    boundary: str
+
+
+def _prepare(config: Mapping[str, Any], exactly_once: bool) -> _Plan:
+    if not isinstance(config, Mapping):
+        raise ConfigError(errors={"config": f"expected a mapping of config fields, got {type(config).__name__}"})
+    props = {str(k): _to_prop(v) for k, v in config.items()}
+    errors: dict[str, str] = {}
+    checked = SOURCE_CONFIG.merge(RUN_CONFIG).validate(props)
+    for cv in checked:
+        if cv.errors:
+            errors[cv.name] = "; ".join(cv.errors)
+    values = {cv.name: cv.value for cv in checked}
+
+    connector: SourceConnector | None = None
+    task_class: type[SourceTask] | None = None
+    if "connector.class" not in errors:
+        path = values["connector.class"]
+        try:
+            cls = load_class(path, "connector.class", SourceConnector)
+            connector = cls()
+        except ConfigError as exc:
+            errors.update(exc.errors or {"connector.class": str(exc)})
+        except Exception as exc:  # a constructor must not do I/O; report what it did
+            errors["connector.class"] = f"class {path!r} could not be created: {exc!r}"
+    if connector is not None:
+        for cv in connector.validate(props):
+            if cv.errors and cv.name not in errors:
+                errors[cv.name] = "; ".join(cv.errors)
+        tc = connector.task_class()
+        if isinstance(tc, type) and issubclass(tc, SourceTask):
+            task_class = tc
+        else:
+            errors["connector.class"] = (
+                f"{type(connector).__name__}.task_class() returned {tc!r}, which is not a SourceTask subclass"
+            )
+        if "exactly.once.support" not in errors and values["exactly.once.support"] == "required":
+            if not exactly_once:
+                errors["exactly.once.support"] = "required, but this run is at-least-once (exactly_once=False)"
+            else:
+                support = connector.exactly_once_support(props)
+                if support is not ExactlyOnceSupport.SUPPORTED:
+                    errors["exactly.once.support"] = (
+                        f"required, but {type(connector).__name__}.exactly_once_support() returned {support!r}"
+                    )
+        if exactly_once and values["transaction.boundary"] == "connector" and "transaction.boundary" not in errors:
+            can = connector.can_define_transaction_boundaries(props)
+            if can is not ConnectorTransactionBoundaries.SUPPORTED:
+                errors["transaction.boundary"] = (
+                    f"connector, but {type(connector).__name__}.can_define_transaction_boundaries() "
+                    f"returned {can!r}"
+                )
+    try:
+        SourcePipeline.from_config(props).close()
+    except ConfigError as exc:
+        for name, why in (exc.errors or {"transforms": str(exc)}).items():
+            errors.setdefault(name, why)
+    if errors:
+        raise ConfigError(errors=errors)
+    assert connector is not None and task_class is not None
+    boundary = str(values["transaction.boundary"]).lower() if exactly_once else "none"
+    return _Plan(values["name"], props, values, connector, task_class, boundary)
+
+
+# --------------------------------------------------------------------------------------------------
+# Shared run state
+
+
+class _Run:
+    """State shared by the main thread and the task threads (guarded by ``lock``)."""
+
+    def __init__(self, name: str, max_records: int | None, deadline: float | None) -> None:
+        self.name = name
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.stop_reason = ""
+        self.stop_at: float | None = None
+        self.deadline = deadline
+        self.remaining = max_records
+        self.error: BaseException | None = None
+        self.idle: set[int] = set()
+        self.n_tasks = 0
+        # committed totals
+        self.records = 0
+        self.transactions = 0
+        self.filtered = 0
+        self.skipped = 0
+        self.ranges: dict[TopicPartition, list[int]] = {}
+        self.offsets: dict[bytes, tuple[Mapping[str, Any], Mapping[str, Any] | None]] = {}
+
+    # -- stopping ----------------------------------------------------------------------------------
+    def request_stop(self, reason: str) -> None:
+        with self.lock:
+            self._stop_locked(reason)
+
+    def _stop_locked(self, reason: str) -> None:
+        if not self.stop.is_set():
+            self.stop_reason = reason
+            self.stop_at = time.monotonic()
+            self.stop.set()
+
+    def fail(self, exc: BaseException) -> None:
+        with self.lock:
+            if self.error is None:
+                self.error = exc
+            else:
+                log.warning("connector %s: a further failure after the first one: %r", self.name, exc)
+            self._stop_locked(f"failure: {exc!r}")
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    def budget_exhausted(self) -> bool:
+        return self.remaining is not None and self.remaining <= 0
+
+    def out_of_bounds(self) -> bool:
+        return self.failed or self.budget_exhausted() or (
+            self.deadline is not None and time.monotonic() >= self.deadline)
+
+    def begin_round(self, n_tasks: int) -> None:
+        """A new set of tasks starts: forget the previous round's idleness (the run's bounds stay)."""
+        with self.lock:
+            self.n_tasks = n_tasks
+            self.idle.clear()
+            if self.stop.is_set() and not self.out_of_bounds():
+                self.stop.clear()
+                self.stop_reason = ""
+                self.stop_at = None
+
+    def set_idle(self, index: int, idle: bool) -> None:
+        with self.lock:
+            if idle:
+                self.idle.add(index)
+                if len(self.idle) >= self.n_tasks:
+                    self._stop_locked("every task is idle")
+            else:
+                self.idle.discard(index)
+
+    def reserve(self, records: list[SourceRecord]) -> list[SourceRecord]:
+        """The part of a polled batch the run may still write (``max_records``)."""
+        if self.remaining is None:
+            return records
+        with self.lock:
+            n = min(len(records), max(self.remaining, 0))
+            self.remaining -= n
+            if self.remaining <= 0:
+                self._stop_locked("max_records reached")
+        return records if n == len(records) else records[:n]
+
+    # -- accounting --------------------------------------------------------------------------------
+    def committed(self, written: Written | None, records: int, filtered: int, skipped: int,
+                  offsets: Sequence[tuple[bytes, tuple[Mapping[str, Any], Mapping[str, Any] | None]]],
+                  transaction: bool) -> None:
+        with self.lock:
+            self.records += records
+            self.filtered += filtered
+            self.skipped += skipped
+            if transaction:
+                self.transactions += 1
+            if written is not None:
+                for tp, (first, nxt) in written.ranges.items():
+                    have = self.ranges.get(tp)
+                    if have is None:
+                        self.ranges[tp] = [first, nxt]
+                    else:
+                        have[0] = min(have[0], first)
+                        have[1] = max(have[1], nxt)
+            for key, po in offsets:
+                self.offsets[key] = po
+
+
+# --------------------------------------------------------------------------------------------------
+# Contexts the runtime implements
+
+
+class _ConnectorContext(SourceConnectorContext):
+    def __init__(self, reader: OffsetStorageReader, run: _Run) -> None:
+        self._reader = reader
+        self._run = run
+        self._reconfigure = threading.Event()
+
+    @property
+    def offset_storage_reader(self) -> OffsetStorageReader:
+        return self._reader
+
+    def request_task_reconfiguration(self) -> None:
+        self._reconfigure.set()
+
+    def raise_error(self, exc: BaseException) -> None:
+        log.error("connector %s raised an error through its context: %r", self._run.name, exc)
+        self._run.fail(exc)
+
+    def take_reconfiguration(self) -> bool:
+        requested = self._reconfigure.is_set()
+        self._reconfigure.clear()
+        return requested
+
+
+class _TransactionContext(TransactionContext):
+    """Collects the task's boundary requests; the worker applies them after the batch is dispatched."""
+
+    def __init__(self) -> None:
+        self.batch_action: str | None = None
+        self.record_actions: dict[int, tuple[str, SourceRecord]] = {}
+
+    def commit_transaction(self, record: SourceRecord | None = None) -> None:
+        self._request("commit", record)
+
+    def abort_transaction(self, record: SourceRecord | None = None) -> None:
+        self._request("abort", record)
+
+    def _request(self, action: str, record: SourceRecord | None) -> None:
+        if record is None:
+            if self.batch_action not in (None, action):
+                raise ConnectError("both commit_transaction() and abort_transaction() were requested for the "
+                                   "current batch; request one of them")
+            self.batch_action = action
+            return
+        have = self.record_actions.get(id(record))
+        if have is not None and have[0] != action:
+            raise ConnectError(f"both commit_transaction() and abort_transaction() were requested for record "
+                               f"{record!r}; request one of them")
+        self.record_actions[id(record)] = (action, record)
+
+    def take(self, records: Sequence[SourceRecord]) -> tuple[list[tuple[int, str]], str | None]:
+        """Requests that apply to this batch: ``[(index, action)]`` in order, and the batch action."""
+        cuts: list[tuple[int, str]] = []
+        if self.record_actions:
+            wanted = self.record_actions
+            for i, r in enumerate(records):
+                hit = wanted.get(id(r))
+                if hit is not None and hit[1] is r:
+                    cuts.append((i, hit[0]))
+                    del wanted[id(r)]
+        action, self.batch_action = self.batch_action, None
+        return cuts, action
+
+
+class _TaskContext(SourceTaskContext):
+    def __init__(self, configs: dict[str, str], reader: OffsetStorageReader,
+                 transactions: _TransactionContext | None) -> None:
+        self._configs = configs
+        self._reader = reader
+        self._transactions = transactions
+
+    @property
+    def configs(self) -> dict[str, str]:
+        return self._configs
+
+    @property
+    def offset_storage_reader(self) -> OffsetStorageReader:
+        return self._reader
+
+    @property
+    def transaction_context(self) -> TransactionContext | None:
+        return self._transactions
+
+
+# --------------------------------------------------------------------------------------------------
+# The task loop, written once
+
+
+_topic_of = itemgetter(0)
+
+
+class _WorkerTask:
+    """Runs one task in its own thread: the loop is here, delivery guarantees are in the hooks."""
+
+    def __init__(self, run: _Run, plan: _Plan, backend: Backend, index: int, task_config: dict[str, str]) -> None:
+        self.run = run
+        self.plan = plan
+        self.backend = backend
+        self.index = index
+        self.task_config = task_config
+        v = plan.values
+        self.timeout = v["offset.flush.timeout.ms"] / 1000
+        self.idle_timeout = v["poll.idle.timeout.ms"] / 1000
+        self.max_batch = v["producer.max.batch.records"]
+        self.partitions = v["topic.creation.default.partitions"]
+        self.offsets_name: str | None = v["offsets.storage.topic"]
+        self.track = plan.task_class.commit_record is not SourceTask.commit_record
+        self.task: SourceTask | None = None
+        self.store: OffsetStore | None = None
+        self.pipeline: SourcePipeline | None = None
+        self.known_topics: set[str] = set()
+        self.txn_context: _TransactionContext | None = None
+        # what was dispatched since the last commit point
+        self.writer = OffsetWriter(plan.name)
+        self.pending_records = 0
+        self.pending_filtered = 0
+        self.pending_skipped = 0
+        self.pending_sent: list[SourceRecord] = []    # originals of sent records, send order (tracking only)
+        self.pending_polled: list[SourceRecord] = []  # every polled original, poll order (tracking only)
+        self.last_commit = time.monotonic()
+
+    @property
+    def label(self) -> str:
+        return f"task {self.index} of connector {self.plan.name!r}"
+
+    # -- thread body -------------------------------------------------------------------------------
+    def __call__(self) -> None:
+        started = False
+        try:
+            self.store = self.backend.offset_store(self.offsets_name)
+            self.pipeline = SourcePipeline.from_config(self.plan.props)
+            self.setup()
+            task = self.plan.task_class()
+            self.task = task
+            task.initialize(_TaskContext(dict(self.task_config),
+                                         StoreOffsetReader(self.store, self.plan.name), self.txn_context))
+            task.start(self.task_config)
+            started = True
+            self.loop()
+            if not self.run.failed:
+                self.commit()
+        except BaseException as exc:
+            if isinstance(exc, ProducerFencedError):
+                log.error("%s was fenced by a newer instance; stopping without committing", self.label)
+            else:
+                log.error("%s failed: %r", self.label, exc)
+            self.run.fail(exc)
+        finally:
+            if self.run.failed:
+                self.abort_quietly()
+            if started and self.task is not None:
+                try:
+                    self.task.stop()
+                except Exception as exc:
+                    log.error("%s: stop() raised %r", self.label, exc)
+                    self.run.fail(exc)
+            self.close()
+
+    def loop(self) -> None:
+        run, task = self.run, self.task
+        assert task is not None
+        idle_since: float | None = None
+        is_idle = False
+        while not run.stop.is_set():
+            if run.remaining is not None and run.remaining <= 0:
+                break
+            now = time.monotonic()
+            if run.deadline is not None and now >= run.deadline:
+                run.request_stop("max_seconds reached")
+                break
+            self.tick(now)
+            records = task.poll()
+            if not records:
+                now = time.monotonic()
+                if idle_since is None:
+                    idle_since = now
+                elif not is_idle and now - idle_since >= self.idle_timeout:
+                    is_idle = True
+                    run.set_idle(self.index, True)
+                run.stop.wait(_IDLE_BACKOFF)
+                continue
+            if is_idle:
+                is_idle = False
+                run.set_idle(self.index, False)
+            idle_since = None
+            records = run.reserve(records)
+            if not records:
+                break
+            self.dispatch(records)
+
+    def dispatch(self, records: list[SourceRecord]) -> None:
+        ctx = self.txn_context
+        if ctx is None:
+            self.send(records)
+            self.after_batch()
+            return
+        cuts, batch_action = ctx.take(records)
+        start = 0
+        for i, action in cuts:
+            self.send(records[start:i + 1])
+            start = i + 1
+            self.commit() if action == "commit" else self.abort()
+        if start < len(records):
+            self.send(records[start:])
+        if batch_action == "commit":
+            self.commit()
+        elif batch_action == "abort":
+            self.abort()
+
+    def send(self, records: list[SourceRecord]) -> None:
+        if not records:
+            return
+        assert self.pipeline is not None
+        batch = self.pipeline.process(records)
+        out = batch.out
+        if out:
+            topics = set(map(_topic_of, out))
+            if not topics <= self.known_topics:
+                self.backend.create_topics({t: self.partitions for t in topics - self.known_topics}, exist_ok=True)
+                self.known_topics |= topics
+            producer = self.producer_for_send()
+            if len(out) <= self.max_batch:
+                producer.send(out)
+            else:
+                for i in range(0, len(out), self.max_batch):
+                    producer.send(out[i:i + self.max_batch])
+            self.pending_records += len(out)
+        if batch.filtered:
+            self.pending_filtered += len(batch.filtered)
+        if batch.skipped:
+            self.pending_skipped += len(batch.skipped)
+        if self.track:
+            self.pending_sent.extend(batch.sent)
+            self.pending_polled.extend(records)
+        self.record_offsets(records)
+
+    def record_offsets(self, records: list[SourceRecord]) -> None:
+        """Remember the last source offset per source partition of a batch (paid per batch, not per record:
+        one identity scan, then one write per distinct partition object, in poll order)."""
+        writer = self.writer
+        last = {id(r.source_partition): i for i, r in enumerate(records)}
+        if len(last) == 1:
+            r = records[-1]
+            writer.record(r.source_partition, r.source_offset)
+            return
+        for i in sorted(last.values()):
+            r = records[i]
+            writer.record(r.source_partition, r.source_offset)
+
+    def report_records(self, metadata: list[RecordMetadata] | None) -> None:
+        """KIP-416: ``commit_record`` for everything committed since the last call, in poll order."""
+        if not self.track:
+            return
+        task = self.task
+        assert task is not None
+        sent, polled = self.pending_sent, self.pending_polled
+        self.pending_sent, self.pending_polled = [], []
+        if not sent:
+            metadata = []
+        if metadata is None or len(metadata) != len(sent):
+            raise ConnectError(
+                f"{self.label}: the backend returned {0 if metadata is None else len(metadata)} record metadata "
+                f"for {len(sent)} written records; commit_record() needs one per record")
+        by_id = dict(zip(map(id, sent), metadata, strict=True))
+        for r in polled:
+            task.commit_record(r, by_id.get(id(r)))
+
+    def take_offsets(self, writer: OffsetWriter) -> tuple[list[OffsetEntry], list[Any]]:
+        entries = writer.entries()
+        snapshot = writer.snapshot()
+        return entries, [(e[0], po) for e, po in zip(entries, snapshot, strict=True)]
+
+    def clear_pending(self) -> None:
+        self.writer.clear()
+        self.pending_records = self.pending_filtered = self.pending_skipped = 0
+        self.pending_sent.clear()
+        self.pending_polled.clear()
+
+    # -- hooks -------------------------------------------------------------------------------------
+    def setup(self) -> None:
+        """Create the producer (and fence older instances)."""
+        raise ConnectError("subclass responsibility")  # pragma: no cover
+
+    def producer_for_send(self) -> Producer:
+        """The producer to send a batch with (exactly-once: begins the transaction)."""
+        raise ConnectError("subclass responsibility")  # pragma: no cover
+
+    def tick(self, now: float) -> None:
+        """Called before every poll: time-based commits."""
+
+    def after_batch(self) -> None:
+        """Called after a poll batch was dispatched."""
+
+    def commit(self) -> None:
+        """Commit everything dispatched since the last commit point."""
+
+    def abort(self) -> None:
+        """Drop everything dispatched since the last commit point (exactly-once only)."""
+
+    def abort_quietly(self) -> None:
+        """After a failure: drop what is open, never raising."""
+
+    def close(self) -> None:
+        for what, closer in (("pipeline", self.pipeline), ("offset store", self.store)):
+            if closer is not None:
+                try:
+                    closer.close()
+                except Exception as exc:
+                    log.warning("%s: closing the %s raised %r", self.label, what, exc)
+
+
+class _ExactlyOnceTask(_WorkerTask):
+    """KIP-618: records and source offsets of a transaction become visible together or never."""
+
+    producer: TransactionalProducer
+
+    def setup(self) -> None:
+        boundary = self.plan.boundary
+        if boundary == "connector":
+            self.txn_context = _TransactionContext()
+        interval = self.plan.values["transaction.boundary.interval.ms"]
+        if interval is None:
+            interval = self.plan.values["offset.flush.interval.ms"]
+        self.interval = interval / 1000 if boundary == "interval" else None
+        tid = f"{self.plan.name}-{self.index}"
+        if self.backend.cluster_id:
+            tid = f"{self.backend.cluster_id}-{tid}"
+        self.txn_open = False
+        self.producer = self.backend.transactional_producer(tid, self.offsets_name, track_metadata=self.track)
+        self.producer.init_transactions(self.timeout)
+
+    def producer_for_send(self) -> Producer:
+        if not self.txn_open:
+            self.producer.begin_transaction()
+            self.txn_open = True
+        return self.producer
+
+    def tick(self, now: float) -> None:
+        if self.interval is not None and self.txn_open and now - self.last_commit >= self.interval:
+            self.commit()
+
+    def after_batch(self) -> None:
+        if self.interval is None:
+            self.commit()  # transaction.boundary=poll
+        elif time.monotonic() - self.last_commit >= self.interval:
+            self.commit()
+
+    def commit(self) -> None:
+        self.last_commit = time.monotonic()
+        if not self.txn_open and not self.writer:
+            return
+        if self.run.failed:
+            raise ConnectError(f"{self.label}: not committing, the run already failed")
+        entries, offsets = self.take_offsets(self.writer)
+        if not self.txn_open:  # offsets only (every record of the batch was filtered)
+            self.producer.begin_transaction()
+            self.txn_open = True
+        written = self.producer.commit_transaction(entries, self.timeout)
+        self.txn_open = False
+        self.run.committed(written, self.pending_records, self.pending_filtered, self.pending_skipped,
+                           offsets, transaction=True)
+        self.writer.clear()
+        self.pending_records = self.pending_filtered = self.pending_skipped = 0
+        assert self.task is not None
+        self.task.commit()
+        self.report_records(written.metadata)
+
+    def abort(self) -> None:
+        if self.txn_open:
+            self.producer.abort_transaction(self.timeout)
+            self.txn_open = False
+        self.clear_pending()
+        self.last_commit = time.monotonic()
+
+    def abort_quietly(self) -> None:
+        if getattr(self, "txn_open", False):
+            try:
+                self.producer.abort_transaction(self.timeout)
+            except Exception as exc:  # fenced or broken: the transaction is never committed either way
+                log.warning("%s: aborting the open transaction raised %r", self.label, exc)
+            self.txn_open = False
+        self.clear_pending()
+
+    def close(self) -> None:
+        producer = getattr(self, "producer", None)
+        if producer is not None:
+            try:
+                producer.close()
+            except Exception as exc:
+                log.warning("%s: closing the producer raised %r", self.label, exc)
+        super().close()
+
+
+class _AtLeastOnceTask(_WorkerTask):
+    """Records are flushed first; then the offsets of flushed records are written to the offset store."""
+
+    producer: Producer
+
+    def setup(self) -> None:
+        self.interval = self.plan.values["offset.flush.interval.ms"] / 1000
+        self.flushed = OffsetWriter(self.plan.name)  # offsets of records whose flush succeeded
+        self.flushed_records = self.flushed_filtered = self.flushed_skipped = 0
+        self.flushed_written: dict[TopicPartition, list[int]] = {}
+        self.producer = self.backend.producer(track_metadata=self.track)
+
+    def producer_for_send(self) -> Producer:
+        return self.producer
+
+    def tick(self, now: float) -> None:
+        if (self.writer or self.flushed) and now - self.last_commit >= self.interval:
+            self.commit()
+
+    def after_batch(self) -> None:
+        if time.monotonic() - self.last_commit >= self.interval:
+            self.commit()
+        elif self.pending_records >= self.max_batch:
+            self.flush()
+
+    def flush(self) -> None:
+        written = self.producer.flush(self.timeout) if self.pending_records else None
+        for p, o in self.writer.snapshot():
+            self.flushed.record(p, o)
+        self.writer.clear()
+        self.flushed_records += self.pending_records
+        self.flushed_filtered += self.pending_filtered
+        self.flushed_skipped += self.pending_skipped
+        self.pending_records = self.pending_filtered = self.pending_skipped = 0
+        if written is not None:
+            for tp, (first, nxt) in written.ranges.items():
+                have = self.flushed_written.get(tp)
+                if have is None:
+                    self.flushed_written[tp] = [first, nxt]
+                else:
+                    have[0], have[1] = min(have[0], first), max(have[1], nxt)
+            self.report_records(written.metadata)
+        elif self.track:
+            self.report_records([])
+
+    def commit(self) -> None:
+        self.last_commit = time.monotonic()
+        if self.run.failed:
+            raise ConnectError(f"{self.label}: not committing, the run already failed")
+        self.flush()
+        if not self.flushed and not self.flushed_records:
+            return
+        entries, offsets = self.take_offsets(self.flushed)
+        if entries:
+            assert self.store is not None
+            self.store.put(entries, self.timeout)
+        written = Written({tp: (r[0], r[1]) for tp, r in self.flushed_written.items()}, None)
+        self.run.committed(written, self.flushed_records, self.flushed_filtered, self.flushed_skipped,
+                           offsets, transaction=True)
+        self.flushed.clear()
+        self.flushed_written = {}
+        self.flushed_records = self.flushed_filtered = self.flushed_skipped = 0
+        assert self.task is not None
+        self.task.commit()
+
+    def abort_quietly(self) -> None:
+        self.clear_pending()
+
+    def close(self) -> None:
+        producer = getattr(self, "producer", None)
+        if producer is not None:
+            try:
+                producer.close()
+            except Exception as exc:
+                log.warning("%s: closing the producer raised %r", self.label, exc)
+        super().close()
+
+
+# --------------------------------------------------------------------------------------------------
+# Entry point
+
+
+def run_source(
+    config: Mapping[str, Any],
+    backend: str | Backend = "sqlite:///pyconnect.db",
+    *,
+    exactly_once: bool = True,
+    max_records: int | None = None,
+    max_seconds: float | None = None,
+    backend_settings: Mapping[str, Any] | None = None,
+    progress: Callable[[int, float], None] | None = None,
+) -> SourceRunResult:
+    """Run a source connector once, bounded, and return what it committed.
+
+    :param config: the raw connector config (``name``, ``connector.class``, ``tasks.max``, the
+        connector's own fields, ...); string values or typed JSON values.
+    :param backend: a backend URL (``sqlite:///path/file.db``, ``kafka://host:9092``) or an open
+        :class:`Backend` (left open).
+    :param exactly_once: KIP-618 transactions (default); ``False`` for at-least-once.
+    :param max_records: stop after this many polled records in total (never more are written).
+    :param max_seconds: stop after this many seconds (the last boundary is still committed).
+    :param backend_settings: client settings for the backend opened from ``backend``.
+    :param progress: ``callable(records_so_far, seconds)``, called at most every ~5 s and at the end.
+    :raises ConfigError: naming every invalid field.
+    :raises ProducerFencedError: a newer instance of a task started; nothing more was committed.
+    """
+    t0 = time.monotonic()
+    if max_records is not None and max_records < 0:
+        raise ConfigError(errors={"max_records": f"expected a value of at least 0, got {max_records!r}"})
+    if max_seconds is not None and max_seconds < 0:
+        raise ConfigError(errors={"max_seconds": f"expected a value of at least 0, got {max_seconds!r}"})
+    plan = _prepare(config, exactly_once)
+    run = _Run(plan.name, max_records, None if max_seconds is None else t0 + max_seconds)
+    owned = not isinstance(backend, Backend)
+    be = open_backend(backend, backend_settings)
+    log.info("source connector %s (%s): %s run on %s", plan.name, type(plan.connector).__name__,
+             "exactly-once" if exactly_once else "at-least-once", be.url)
+    try:
+        store = be.offset_store(plan.values["offsets.storage.topic"])
+        try:
+            context = _ConnectorContext(StoreOffsetReader(store, plan.name), run)
+            _run_connector(plan, run, be, context, exactly_once, progress, t0)
+        finally:
+            store.close()
+    finally:
+        if owned:
+            be.close()
+    seconds = round(time.monotonic() - t0, 6)
+    if progress is not None:
+        progress(run.records, seconds)
+    result = _result(plan.name, run, seconds)
+    log.info("source connector %s: %d records in %d transactions (%d filtered, %d skipped) in %.2f s",
+             plan.name, result.records, result.transactions, result.filtered, result.skipped, seconds)
+    return result
+
+
+def _run_connector(plan: _Plan, run: _Run, be: Backend, context: _ConnectorContext, exactly_once: bool,
+                   progress: Callable[[int, float], None] | None, t0: float) -> None:
+    connector = plan.connector
+    connector.initialize(context)
+    connector.start(plan.props)
+    try:
+        replans = 0
+        while True:
+            if run.failed:
+                break
+            configs = connector.task_configs(plan.values["tasks.max"])
+            if len(configs) > plan.values["tasks.max"]:
+                raise ConnectError(f"connector {plan.name!r}: task_configs({plan.values['tasks.max']}) returned "
+                                   f"{len(configs)} task configs (more than tasks.max)")
+            if configs:
+                _run_tasks(plan, run, be, configs, exactly_once, progress, t0)
+            if run.failed or not context.take_reconfiguration() or run.out_of_bounds():
+                break
+            replans += 1
+            if replans > MAX_REPLANS:
+                log.warning("connector %s: still requesting task reconfiguration after %d replans; ending the run",
+                            plan.name, MAX_REPLANS)
+                break
+            log.info("connector %s requested task reconfiguration: planning tasks again (%d)", plan.name, replans)
+    except BaseException as exc:
+        run.fail(exc)
+    finally:
+        try:
+            connector.stop()
+        except Exception as exc:
+            log.error("connector %s: stop() raised %r", plan.name, exc)
+            run.fail(exc)
+    if run.error is not None:
+        raise run.error
+
+
+def _run_tasks(plan: _Plan, run: _Run, be: Backend, configs: list[dict[str, str]], exactly_once: bool,
+               progress: Callable[[int, float], None] | None, t0: float) -> None:
+    cls = _ExactlyOnceTask if exactly_once else _AtLeastOnceTask
+    workers = [cls(run, plan, be, i, dict(cfg)) for i, cfg in enumerate(configs)]
+    run.begin_round(len(workers))
+    threads = [threading.Thread(target=w, name=f"{plan.name}-task-{w.index}", daemon=True) for w in workers]
+    for t in threads:
+        t.start()
+    grace = plan.values["task.shutdown.graceful.timeout.ms"] / 1000
+    next_progress = time.monotonic() + PROGRESS_EVERY
+    while True:
+        alive = [t for t in threads if t.is_alive()]
+        if not alive:
+            return
+        alive[0].join(0.05)
+        now = time.monotonic()
+        if run.deadline is not None and now >= run.deadline:
+            run.request_stop("max_seconds reached")
+        if progress is not None and now >= next_progress:
+            next_progress = now + PROGRESS_EVERY
+            try:
+                progress(run.records, now - t0)
+            except Exception as exc:
+                run.fail(exc)
+        stop_at = run.stop_at
+        if stop_at is not None and now - stop_at > grace:
+            names = ", ".join(t.name for t in threads if t.is_alive())
+            stuck = WaitTimeoutError(
+                f"connector {plan.name!r}: tasks {names} did not commit and stop within "
+                f"task.shutdown.graceful.timeout.ms={grace * 1000:.0f} after the run stopped ({run.stop_reason})")
+            run.fail(stuck)
+            raise stuck
+
+
+def _result(name: str, run: _Run, seconds: float) -> SourceRunResult:
+    ranges: dict[str, dict[str, list[int]]] = {}
+    for tp in sorted(run.ranges):
+        first, nxt = run.ranges[tp]
+        ranges.setdefault(tp.topic, {})[str(tp.partition)] = [first, nxt]
+    offsets = [{"partition": json.loads(json.dumps(p)), "offset": None if o is None else json.loads(json.dumps(o))}
+               for _, (p, o) in sorted(run.offsets.items())]
+    return SourceRunResult(connector=name, records=run.records, ranges=ranges, source_offsets=offsets,
+                           transactions=run.transactions, filtered=run.filtered, skipped=run.skipped,
+                           seconds=seconds)
+
+
+__all__ = ["MAX_REPLANS", "RUN_CONFIG", "SourceRunResult", "run_source"]
