@@ -1,0 +1,953 @@
+"""One bounded sink run: ``run_sink(config, backend, ...)`` → :class:`SinkRunResult`.
+
+What a run does, in order (Kafka Connect's ``WorkerSinkTask``, bounded):
+
+1. Validate the raw config against the runtime's sink fields (:data:`SINK_CONFIG`) and the
+   connector's ``config_def()`` (through ``connector.validate``): one :class:`ConfigError` names
+   every bad field. Exactly one of ``topics`` / ``topics.regex`` is required.
+2. Start the connector (with a :class:`SinkConnectorContext`) and ask it for
+   ``task_configs(tasks.max)``. The partitions of the topics are sorted and assigned round-robin to
+   the tasks; each task runs in its own thread with its own read_committed consumer in the group
+   ``connect-<name>`` and its own transform/convert pipeline.
+3. Each partition starts at the group's committed offset (or the beginning of the partition),
+   unless the task rewinds it with ``context.offset(...)`` in ``open()``; a rewind asked for later
+   takes effect before the next poll.
+4. The run reads each partition up to its target and then stops:
+
+   - ``until_offsets={topic: {partition: offset}}`` (partition as int or str; offset = next offset
+     NOT to read), or the shape of an upstream source run's ``SourceRunResult.to_dict()``,
+     ``{"ranges": {topic: {"<p>": [from, to]}}}`` whose target is ``to``. With ``until_offsets``,
+     **a partition it does not name has nothing to read** in this run, and a target beyond the end
+     of its partition (as the run started) is lowered to that end, with a warning.
+   - without it: the end offsets of the topics as they were when the run started (data committed
+     while the run goes is left for the next run).
+   - ``max_records`` (records consumed: delivered, filtered or dead-lettered) and ``max_seconds``
+     end the run earlier; it still makes its final commit.
+
+5. Commit points: every ``offset.flush.interval.ms`` (``0``: after every ``put``), after a ``put``
+   during which the task called ``context.request_commit()``, and once at the end of the run. At
+   each, dead-letter records are flushed first, then ``pre_commit(current_offsets)`` runs (current =
+   next offset after the last record delivered, per assigned partition) and exactly what it returns
+   is committed for the group; ``{}`` commits nothing; offsets for partitions not assigned to the
+   task are ignored with a warning.
+6. The end: the final commit, then ``close(partitions)``, then ``stop()``.
+
+KIP-275 ``context.is_closing()``: true while ``pre_commit`` runs for the run's final commit (the
+runtime never takes partitions away within a run, so that is the only closing commit), false at
+every other moment. Kafka Connect proposed KIP-275 but never shipped it; this behaviour is
+airflow-pyconnect's own.
+
+Failures: a :class:`RetriableError` from ``put`` redelivers the same records after an exponential
+backoff (300 ms doubling, capped by ``errors.retry.delay.max.ms``), for at most
+``errors.retry.timeout`` ms in all (``0``: no retry, ``-1``: until the run's ``max_seconds``). Any
+other exception from ``put`` (or from ``pre_commit``, a conversion under ``errors.tolerance=none``,
+or a record reported through the errant record reporter under ``errors.tolerance=none``), or a retry
+that runs out, fails the run with a :class:`ConnectError` naming the connector, the task and the
+cause (chained). A failed run makes no further ``pre_commit`` or commit in any of its tasks: the
+group keeps what was committed before. The tasks still get ``close`` and ``stop``.
+
+Error tolerance ``all``: records whose conversion or transform fails, and records a task reports
+with ``context.errant_record_reporter.report(record, exc)``, are written to
+``errors.deadletterqueue.topic.name`` (created at the start of the run if missing) with the original
+key and value bytes; the dead-letter producer is flushed before any commit of offsets past them.
+Without a dead letter topic they are skipped and counted (``SinkRunResult.skipped``, a log line).
+
+Pause: ``context.pause(tp)`` stops polling ``tp`` until ``context.resume(tp)``. While every
+partition a task still has to read is paused, the task gets ``put([])`` about every 50 ms (as Kafka
+Connect delivers empty batches) so it can resume them; such a run ends at ``max_seconds``.
+
+Delivery guarantee: offsets are committed only after ``pre_commit`` says the records before them
+are durable, so a run killed at any instant and started again delivers every record at least once.
+A connector that keeps its offsets in its destination (rewinds in ``open`` and returns ``{}`` from
+``pre_commit``) gets exactly-once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from connect_runtime.api.config import Password
+from connect_runtime.api.connector import SinkConnector, SinkConnectorContext
+from connect_runtime.api.errors import ConfigError, ConnectError, RetriableError
+from connect_runtime.api.records import SinkRecord, TopicPartition
+from connect_runtime.api.sink import ErrantRecordReporter, SinkTask, SinkTaskContext
+from connect_runtime.backends import open_backend
+from connect_runtime.backends.base import Backend, ConsumedRecord, Consumer, Producer, ProducerRecord
+from connect_runtime.runtime.config import SINK_CONFIG
+from connect_runtime.runtime.pipeline import SinkPipeline
+from connect_runtime.runtime.plugins import instantiate
+
+log = logging.getLogger(__name__)
+
+PROGRESS_INTERVAL_S = 5.0
+"""``progress`` is called at most this often (and once at the end)."""
+
+_RETRY_DELAY_MIN_S = 0.3
+_POLL_TIMEOUT_S = 1.0
+_PAUSED_IDLE_S = 0.05
+_JOIN_TICK_S = 0.2
+_JOIN_LOG_S = 30.0
+
+ProgressCallback = Callable[[int, float], None]
+
+
+@dataclass
+class SinkRunResult:
+    """What one sink run did. ``to_dict()`` is the XCom shape:
+    ``{"connector", "records", "committed": {topic: {"<partition>": offset}}, "dead_lettered",
+    "retries", "seconds"}``.
+
+    ``records``: records passed to a successful ``put``; ``committed``: the offsets this run
+    committed to the group ``connect-<connector>`` (next offset to read, last commit per
+    partition); ``dead_lettered``: records written to the dead letter topic; ``retries``: ``put``
+    calls redelivered after a :class:`RetriableError`. ``skipped`` (not part of the dict) counts
+    records tolerated with no dead letter topic configured.
+    """
+
+    connector: str
+    records: int = 0
+    committed: dict[str, dict[str, int]] = field(default_factory=dict)
+    dead_lettered: int = 0
+    retries: int = 0
+    seconds: float = 0.0
+    skipped: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "connector": self.connector,
+            "records": self.records,
+            "committed": {t: dict(p) for t, p in self.committed.items()},
+            "dead_lettered": self.dead_lettered,
+            "retries": self.retries,
+            "seconds": self.seconds,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SinkRunResult:
+        return cls(
+            connector=str(data["connector"]),
+            records=int(data["records"]),
+            committed={
+                str(t): {str(p): int(o) for p, o in parts.items()}
+                for t, parts in data.get("committed", {}).items()
+            },
+            dead_lettered=int(data.get("dead_lettered", 0)),
+            retries=int(data.get("retries", 0)),
+            seconds=float(data.get("seconds", 0.0)),
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# config
+
+
+def _as_string(value: Any) -> str:
+    if isinstance(value, Password):
+        return value.value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _string_props(config: Mapping[str, Any]) -> dict[str, str]:
+    """The raw config as Kafka Connect hands it to connectors: strings (``None`` values left out)."""
+    return {str(k): _as_string(v) for k, v in config.items() if v is not None}
+
+
+def _validate(config: Mapping[str, Any]) -> tuple[dict[str, Any], SinkConnector, SinkPipeline]:
+    """Typed runtime values, the connector (not yet initialised) and the first task's pipeline;
+    one ConfigError naming every bad field."""
+    errors: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    for cv in SINK_CONFIG.validate(config):
+        if cv.errors:
+            errors[cv.name] = "; ".join(cv.errors)
+        values[cv.name] = cv.value
+    if "topics" not in errors and "topics.regex" not in errors:
+        has_list = bool(values.get("topics"))
+        has_regex = bool(values.get("topics.regex"))
+        if has_list == has_regex:
+            why = (
+                "exactly one of 'topics' and 'topics.regex' is required, got "
+                + ("both" if has_list else "neither")
+            )
+            errors["topics"] = why
+            errors["topics.regex"] = why
+    connector: SinkConnector | None = None
+    if "connector.class" not in errors:
+        try:
+            connector = instantiate(values["connector.class"], "connector.class", SinkConnector)
+        except ConfigError as exc:
+            errors.update(exc.errors or {"connector.class": str(exc)})
+    if connector is not None:
+        runtime_fields = set(SINK_CONFIG.names())
+        try:
+            checked = connector.validate(config)
+        except ConfigError as exc:
+            errors.update(exc.errors or {"connector.class": str(exc)})
+            checked = []
+        for cv in checked:
+            if cv.errors and cv.name not in runtime_fields:
+                errors[cv.name] = "; ".join(cv.errors)
+    pipeline: SinkPipeline | None = None
+    if not errors:
+        try:
+            pipeline = SinkPipeline.from_config(config)
+        except ConfigError as exc:
+            errors.update(exc.errors or {"transforms": str(exc)})
+    if errors:
+        name = config.get("name")
+        prefix = f"invalid configuration of sink connector {name!r}: " if name else "invalid configuration: "
+        raise ConfigError(prefix + "; ".join(f"{k}: {v}" for k, v in errors.items()), errors)
+    assert connector is not None and pipeline is not None
+    return values, connector, pipeline
+
+
+def _normalise_until(until: Any, name: str) -> dict[TopicPartition, int]:
+    """``{TopicPartition: target}`` from ``{topic: {partition: offset}}`` or a source run result
+    (``{"ranges": {topic: {"p": [from, to]}}}``, or an object with ``to_dict()`` giving it)."""
+    if hasattr(until, "to_dict") and not isinstance(until, Mapping):
+        until = until.to_dict()
+    if not isinstance(until, Mapping):
+        raise ConfigError(errors={"until_offsets": f"expected a mapping, got {type(until).__name__}"})
+    ranges = until.get("ranges")
+    is_source_result = isinstance(ranges, Mapping) and all(
+        isinstance(parts, Mapping) and all(isinstance(r, (list, tuple)) for r in parts.values())
+        for parts in ranges.values()
+    )
+    source: Mapping[Any, Any] = ranges if is_source_result else until  # type: ignore[assignment]
+    out: dict[TopicPartition, int] = {}
+    bad: list[str] = []
+    for topic, parts in source.items():
+        if not isinstance(parts, Mapping):
+            bad.append(f"{topic!r}: expected {{partition: offset}}, got {parts!r}")
+            continue
+        for p, target in parts.items():
+            try:
+                offset = target[1] if is_source_result else target
+                if isinstance(offset, bool):
+                    raise TypeError
+                out[TopicPartition(str(topic), int(p))] = int(offset)
+            except (TypeError, ValueError, IndexError):
+                bad.append(f"{topic!r} partition {p!r}: expected an integer offset, got {target!r}")
+    if bad:
+        raise ConfigError(
+            f"invalid until_offsets for sink connector {name!r}: " + "; ".join(bad),
+            {"until_offsets": "; ".join(bad)},
+        )
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# contexts
+
+
+class _ConnectorContext(SinkConnectorContext):
+    def __init__(self, run: _Run) -> None:
+        self._run = run
+
+    def request_task_reconfiguration(self) -> None:
+        log.info("sink connector %r asked for task reconfiguration: the next run plans its tasks again",
+                 self._run.name)
+
+    def raise_error(self, exc: BaseException) -> None:
+        self._run.fail(ConnectError(f"sink connector {self._run.name!r} raised an error: {exc}"), exc)
+
+
+class _Reporter(ErrantRecordReporter):
+    def __init__(self, worker: _Worker) -> None:
+        self._worker = worker
+
+    def report(self, record: SinkRecord, error: BaseException) -> None:
+        self._worker.report_errant(record, error)
+
+
+class _TaskContext(SinkTaskContext):
+    """The runtime side of one task's context. Every call comes from the task's own thread; what
+    needs the consumer is queued and applied before the next poll."""
+
+    def __init__(self, worker: _Worker, configs: dict[str, str]) -> None:
+        self._worker = worker
+        self._configs = configs
+        self.rewinds: dict[TopicPartition, int] = {}
+        self.paused: set[TopicPartition] = set()
+        self.pause_changed = False
+        self.commit_requested = False
+        self.closing = False
+        self._reporter = _Reporter(worker)
+
+    @property
+    def configs(self) -> dict[str, str]:
+        return self._configs
+
+    def offset(
+        self, offsets: Mapping[TopicPartition, int] | TopicPartition, offset: int | None = None
+    ) -> None:
+        if isinstance(offsets, Mapping):
+            items = list(offsets.items())
+        else:
+            if offset is None:
+                raise ConnectError(f"offset({offsets!r}) needs the offset to rewind to")
+            items = [(offsets, offset)]
+        for tp, off in items:
+            self.rewinds[TopicPartition(tp[0], int(tp[1]))] = int(off)
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._worker.assigned)
+
+    def _check(self, partitions: Sequence[TopicPartition], what: str) -> list[TopicPartition]:
+        tps = [TopicPartition(tp[0], int(tp[1])) for tp in partitions]
+        foreign = [tp for tp in tps if tp not in self._worker.assigned_set]
+        if foreign:
+            raise ConnectError(f"cannot {what} partitions not assigned to this task: {foreign}")
+        return tps
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        self.paused.update(self._check(partitions, "pause"))
+        self.pause_changed = True
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self.paused.difference_update(self._check(partitions, "resume"))
+        self.pause_changed = True
+
+    def request_commit(self) -> None:
+        self.commit_requested = True
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    @property
+    def errant_record_reporter(self) -> ErrantRecordReporter | None:
+        return self._reporter
+
+
+# --------------------------------------------------------------------------------------------------
+# one task
+
+
+class _Stopped(Exception):
+    """Another task failed the run: stop without committing."""
+
+
+class _Budget:
+    """The run-wide ``max_records`` bound, shared by the task threads."""
+
+    def __init__(self, limit: int | None) -> None:
+        self._left = limit
+        self._lock = threading.Lock()
+
+    def exhausted(self) -> bool:
+        return self._left is not None and self._left <= 0
+
+    def take(self, n: int) -> int:
+        if self._left is None:
+            return n
+        with self._lock:
+            got = min(n, self._left)
+            self._left -= got
+            return got
+
+
+class _Worker:
+    """Runs one sink task in its own thread (see the module docstring for the loop)."""
+
+    def __init__(self, run: _Run, task_id: int, task_config: dict[str, str],
+                 partitions: list[TopicPartition], pipeline: SinkPipeline) -> None:
+        self.run = run
+        self.task_id = task_id
+        self.task_config = task_config
+        self.assigned = partitions
+        self.assigned_set = set(partitions)
+        self.pipeline = pipeline
+        self.label = f"sink connector {run.name!r} task {task_id}"
+        self.records = 0
+        self.dead_lettered = 0
+        self.skipped = 0
+        self.retries = 0
+        self.committed: dict[TopicPartition, int] = {}
+        self._consumer: Consumer | None = None
+        self._dlq: Producer | None = None
+        self._dlq_pending = 0
+        self._task: SinkTask | None = None
+        self._ctx = _TaskContext(self, task_config)
+        self._pos: dict[TopicPartition, int] = {}
+        self._target: dict[TopicPartition, int] = {}
+        self._group: dict[TopicPartition, int | None] = {}
+        self._consumer_paused: set[TopicPartition] = set()
+        self._batch: list[ConsumedRecord] = []
+        self._batch_index: dict[tuple[str, int, int], ConsumedRecord] | None = None
+        self._report_failure: ConnectError | None = None
+        self.thread = threading.Thread(target=self._main, name=f"sink-{run.name}-{task_id}", daemon=True)
+
+    # ---- thread entry ------------------------------------------------------------------------
+
+    def _main(self) -> None:
+        try:
+            self._execute()
+        except _Stopped:
+            log.info("%s stopped without a final commit: the run failed in another task", self.label)
+        except ConnectError as exc:
+            self.run.fail(exc, exc.__cause__)
+        except BaseException as exc:
+            self.run.fail(ConnectError(f"{self.label} failed: {type(exc).__name__}: {exc}"), exc)
+
+    def _execute(self) -> None:
+        run = self.run
+        task = run.task_class()
+        self._task = task
+        task.initialize(self._ctx)
+        try:
+            self._call("start", task.start, self.task_config)
+        except BaseException:
+            self.pipeline.close()
+            raise
+        opened = False
+        ok = False
+        try:
+            self._consumer = run.backend.consumer(run.group)
+            self._setup_positions()
+            self._call("open", task.open, list(self.assigned))
+            opened = True
+            self._loop()
+            self._commit(closing=True)
+            ok = True
+        finally:
+            self._shutdown(task, opened, ok)
+
+    def _shutdown(self, task: SinkTask, opened: bool, ok: bool) -> None:
+        steps: list[tuple[str, Callable[[], Any]]] = []
+        if opened:
+            steps.append(("close", lambda: task.close(list(self.assigned))))
+        steps.append(("stop", task.stop))
+        steps.append(("pipeline close", self.pipeline.close))
+        if self._dlq is not None:
+            steps.append(("dead letter producer close", self._dlq.close))
+        if self._consumer is not None:
+            steps.append(("consumer close", self._consumer.close))
+        first: BaseException | None = None
+        for what, step in steps:
+            try:
+                step()
+            except Exception as exc:
+                if ok and first is None and what in ("close", "stop"):
+                    first = exc
+                log.warning("%s: %s raised %s: %s", self.label, what, type(exc).__name__, exc)
+        if first is not None:
+            raise ConnectError(f"{self.label} failed: {type(first).__name__}: {first}") from first
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:
+            raise ConnectError(f"{self.label} failed in {what}: {type(exc).__name__}: {exc}") from exc
+
+    # ---- positions ---------------------------------------------------------------------------
+
+    def _setup_positions(self) -> None:
+        run = self.run
+        assert self._consumer is not None
+        for tp in self.assigned:
+            self._group[tp] = run.group_committed.get(tp)
+            self._pos[tp] = run.start_positions[tp]
+            self._target[tp] = run.targets[tp]
+        self._consumer.assign(dict(self._pos))
+
+    def _done(self, tp: TopicPartition) -> bool:
+        return self._pos[tp] >= self._target[tp]
+
+    def _apply_control(self) -> None:
+        """Rewinds and pauses the task asked for since the last poll."""
+        ctx = self._ctx
+        consumer = self._consumer
+        assert consumer is not None
+        if ctx.rewinds:
+            rewinds, ctx.rewinds = ctx.rewinds, {}
+            for tp, off in rewinds.items():
+                if tp not in self.assigned_set:
+                    log.warning("%s: ignoring rewind of %s, a partition not assigned to it", self.label, tp)
+                    continue
+                consumer.seek(tp, off)
+                self._pos[tp] = off
+            ctx.pause_changed = True
+        if ctx.pause_changed:
+            ctx.pause_changed = False
+            want = {tp for tp in self.assigned if tp in ctx.paused or self._done(tp)}
+            to_pause = sorted(want - self._consumer_paused)
+            to_resume = sorted(self._consumer_paused - want)
+            if to_pause:
+                consumer.pause(to_pause)
+            if to_resume:
+                consumer.resume(to_resume)
+            self._consumer_paused = want
+
+    # ---- the loop ----------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        run = self.run
+        ctx = self._ctx
+        consumer = self._consumer
+        task = self._task
+        assert consumer is not None and task is not None
+        interval = run.flush_interval_s
+        next_commit = time.monotonic() + interval
+        ctx.pause_changed = True
+        max_poll = run.max_poll_records
+        pos = self._pos
+        target = self._target
+        while True:
+            if run.stop.is_set():
+                raise _Stopped
+            self._apply_control()
+            remaining = [tp for tp in self.assigned if pos[tp] < target[tp]]
+            if not remaining:
+                return
+            now = time.monotonic()
+            if run.deadline is not None and now >= run.deadline:
+                log.info("%s: max_seconds reached", self.label)
+                return
+            if run.budget.exhausted():
+                return
+            if all(tp in ctx.paused for tp in remaining):
+                # everything left is paused by the task: give it the chance to resume
+                self._put([])
+                if interval == 0 or ctx.commit_requested or time.monotonic() >= next_commit:
+                    self._commit(closing=False)
+                    next_commit = time.monotonic() + interval
+                run.stop.wait(_PAUSED_IDLE_S)
+                continue
+            timeout = _POLL_TIMEOUT_S
+            if run.deadline is not None:
+                timeout = max(0.0, min(timeout, run.deadline - now))
+            batch = consumer.poll(max_poll, timeout)
+            if batch:
+                batch = self._bound(batch)
+            if not batch:
+                self._check_ends(remaining)
+                if interval != 0 and time.monotonic() >= next_commit:
+                    self._commit(closing=False)
+                    next_commit = time.monotonic() + interval
+                continue
+            self._deliver(batch)
+            if interval == 0 or ctx.commit_requested or time.monotonic() >= next_commit:
+                self._commit(closing=False)
+                next_commit = time.monotonic() + interval
+
+    def _bound(self, batch: list[ConsumedRecord]) -> list[ConsumedRecord]:
+        """Drop records at or past their partition's target; take from the max_records budget."""
+        last: dict[tuple[str, int], int] = {}
+        for rec in batch:
+            last[rec[0], rec[1]] = rec[2]
+        over = False
+        target = self._target
+        for (topic, p), off in last.items():
+            if off >= target[TopicPartition(topic, p)]:
+                over = True
+                self._ctx.pause_changed = True  # that partition is done after this batch
+        if over:
+            batch = [r for r in batch if r[2] < target[TopicPartition(r[0], r[1])]]
+        granted = self.run.budget.take(len(batch))
+        if granted < len(batch):
+            batch = batch[:granted]
+        return batch
+
+    def _check_ends(self, remaining: list[TopicPartition]) -> None:
+        """An empty poll: a partition whose end is now below our position has nothing more."""
+        consumer = self._consumer
+        assert consumer is not None
+        active = [tp for tp in remaining if tp not in self._ctx.paused]
+        if not active:
+            return
+        ends = consumer.end_offsets(active, self.run.flush_timeout_s)
+        for tp in active:
+            end = ends.get(tp)
+            if end is not None and end <= self._pos[tp] < self._target[tp]:
+                log.warning("%s: %s ends at %d, before its target %d: nothing more to read",
+                            self.label, tp, end, self._target[tp])
+                self._target[tp] = self._pos[tp]
+                self._ctx.pause_changed = True
+
+    def _deliver(self, batch: list[ConsumedRecord]) -> None:
+        try:
+            processed = self.pipeline.process(batch)
+        except Exception as exc:
+            raise ConnectError(f"{self.label} failed converting records: {type(exc).__name__}: {exc}") from exc
+        if processed.dead:
+            for rec, error in processed.dead:
+                self._dead_letter(rec, error)
+        self._batch = batch
+        self._batch_index = None
+        self._put(processed.records)
+        self._batch = []
+        self._batch_index = None
+        pos = self._pos
+        for rec in batch:
+            pos[TopicPartition(rec[0], rec[1])] = rec[2] + 1
+        self.records += len(processed.records)
+
+    def _put(self, records: list[SinkRecord]) -> None:
+        task = self._task
+        assert task is not None
+        run = self.run
+        timeout_ms = run.retry_timeout_ms
+        started = time.monotonic()
+        delay = min(_RETRY_DELAY_MIN_S, run.retry_delay_max_s)
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                task.put(list(records))
+                break
+            except RetriableError as exc:
+                now = time.monotonic()
+                if timeout_ms == 0:
+                    raise ConnectError(
+                        f"{self.label} failed: put raised RetriableError and errors.retry.timeout=0 "
+                        f"allows no retry: {exc}") from exc
+                if timeout_ms > 0 and (now - started) * 1000 >= timeout_ms:
+                    raise ConnectError(
+                        f"{self.label} failed: put still raised RetriableError after {attempts} attempts "
+                        f"over {(now - started) * 1000:.0f} ms (errors.retry.timeout={timeout_ms}): {exc}"
+                    ) from exc
+                if run.deadline is not None and now >= run.deadline:
+                    raise ConnectError(
+                        f"{self.label} failed: put still raised RetriableError after {attempts} attempts "
+                        f"when the run reached max_seconds: {exc}") from exc
+                wait = delay
+                if timeout_ms > 0:
+                    wait = min(wait, max(0.0, started + timeout_ms / 1000 - now))
+                if run.deadline is not None:
+                    wait = min(wait, max(0.0, run.deadline - now))
+                log.info("%s: put raised RetriableError (%s); redelivering %d records in %.3f s",
+                         self.label, exc, len(records), wait)
+                self.retries += 1
+                if run.stop.wait(wait):
+                    raise _Stopped from exc
+                delay = min(delay * 2, run.retry_delay_max_s)
+            except ConnectError as exc:
+                if exc is self._report_failure:
+                    raise
+                raise ConnectError(f"{self.label} failed in put: {type(exc).__name__}: {exc}") from exc
+            except Exception as exc:
+                raise ConnectError(f"{self.label} failed in put: {type(exc).__name__}: {exc}") from exc
+        if self._report_failure is not None:
+            raise self._report_failure
+
+    # ---- commits -----------------------------------------------------------------------------
+
+    def _commit(self, closing: bool) -> None:
+        task = self._task
+        consumer = self._consumer
+        run = self.run
+        assert task is not None and consumer is not None
+        if run.stop.is_set():
+            raise _Stopped
+        self._ctx.commit_requested = False
+        self._flush_dlq()
+        current = {tp: self._pos[tp] for tp in self.assigned}
+        self._ctx.closing = closing
+        try:
+            offsets = self._call("pre_commit", task.pre_commit, current)
+        finally:
+            self._ctx.closing = False
+        if not offsets:
+            return
+        commit: dict[TopicPartition, int] = {}
+        for tp, off in offsets.items():
+            key = TopicPartition(tp[0], int(tp[1]))
+            if key not in self.assigned_set:
+                log.warning("%s: pre_commit returned an offset for %s, not assigned to it: ignored",
+                            self.label, key)
+                continue
+            if self._group.get(key) != int(off):
+                commit[key] = int(off)
+        if not commit:
+            return
+        if run.stop.is_set():
+            raise _Stopped
+        consumer.commit(commit, run.flush_timeout_s)
+        self._group.update(commit)
+        self.committed.update(commit)
+
+    # ---- dead letters ------------------------------------------------------------------------
+
+    def _dead_letter(self, rec: ConsumedRecord, exc: BaseException) -> None:
+        run = self.run
+        if run.log_errors:
+            detail = f" key={rec.key!r} value={rec.value!r}" if run.log_messages else ""
+            log.warning("%s: record %s[%d]@%d failed: %s: %s%s", self.label, rec.topic, rec.partition,
+                        rec.offset, type(exc).__name__, exc, detail)
+        if not run.dlq_topic:
+            self.skipped += 1
+            return
+        out: ProducerRecord = self.pipeline.dead_letter(rec, exc)
+        if self._dlq is None:
+            self._dlq = run.backend.producer()
+        self._dlq.send([out])
+        self._dlq_pending += 1
+
+    def _flush_dlq(self) -> None:
+        if self._dlq is not None and self._dlq_pending:
+            self._dlq.flush(self.run.flush_timeout_s)
+            self.dead_lettered += self._dlq_pending
+            self._dlq_pending = 0
+
+    def report_errant(self, record: SinkRecord, error: BaseException) -> None:
+        """KIP-610: dead-letter a record the task could not write (or fail, with tolerance none)."""
+        if not self.run.tolerate_all:
+            failure = ConnectError(
+                f"{self.label} reported record {record.topic}[{record.partition}]@{record.offset} as "
+                f"failed and errors.tolerance=none: {type(error).__name__}: {error}")
+            failure.__cause__ = error
+            self._report_failure = failure
+            raise failure
+        key = (record.topic, record.partition, record.offset)
+        if self._batch_index is None:
+            self._batch_index = {(r[0], r[1], r[2]): r for r in self._batch}
+        original = self._batch_index.get(key) or _consumed_from(record)
+        self._dead_letter(original, error)
+
+
+def _to_bytes(value: Any) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    return json.dumps(value, separators=(",", ":"), default=str).encode()
+
+
+def _consumed_from(record: SinkRecord) -> ConsumedRecord:
+    """A reported record no longer in the current batch: its fields as JSON/UTF-8 bytes."""
+    headers = [(k, _to_bytes(v)) for k, v in record.headers] if record.headers else None
+    return ConsumedRecord(record.topic, record.partition, record.offset, _to_bytes(record.key),
+                          _to_bytes(record.value), record.timestamp, headers)
+
+
+# --------------------------------------------------------------------------------------------------
+# the run
+
+
+class _Run:
+    """Shared state of one run: bounds, failure, the task threads."""
+
+    def __init__(self, name: str, values: Mapping[str, Any], backend: Backend, task_class: type[SinkTask],
+                 max_records: int | None, max_seconds: float | None) -> None:
+        self.name = name
+        self.group = f"connect-{name}"
+        self.backend = backend
+        self.task_class = task_class
+        self.started = time.monotonic()
+        self.deadline = None if max_seconds is None else self.started + max_seconds
+        self.budget = _Budget(max_records)
+        self.stop = threading.Event()
+        self.failure: ConnectError | None = None
+        self._lock = threading.Lock()
+        self.flush_interval_s = values["offset.flush.interval.ms"] / 1000
+        self.flush_timeout_s = values["offset.flush.timeout.ms"] / 1000
+        self.retry_timeout_ms = int(values["errors.retry.timeout"])
+        self.retry_delay_max_s = values["errors.retry.delay.max.ms"] / 1000
+        self.tolerate_all = str(values["errors.tolerance"]).lower() == "all"
+        self.dlq_topic = (values["errors.deadletterqueue.topic.name"] or "") if self.tolerate_all else ""
+        self.log_errors = bool(values["errors.log.enable"])
+        self.log_messages = bool(values["errors.log.include.messages"])
+        self.max_poll_records = int(values["consumer.max.poll.records"])
+        self.targets: dict[TopicPartition, int] = {}
+        self.start_positions: dict[TopicPartition, int] = {}
+        self.group_committed: dict[TopicPartition, int | None] = {}
+
+    def fail(self, exc: ConnectError, cause: BaseException | None = None) -> None:
+        if cause is not None and exc.__cause__ is None and exc is not cause:
+            exc.__cause__ = cause
+        with self._lock:
+            if self.failure is None:
+                self.failure = exc
+                log.error("%s", exc)
+        self.stop.set()
+
+
+def run_sink(
+    config: Mapping[str, Any],
+    backend: str | Backend,
+    *,
+    until_offsets: Any = None,
+    max_records: int | None = None,
+    max_seconds: float | None = None,
+    backend_settings: Mapping[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
+) -> SinkRunResult:
+    """Run a sink connector once, bounded; see the module docstring for the semantics.
+
+    :param config: the raw connector config (strings or typed JSON values).
+    :param backend: a backend URL (``sqlite:///file.db``, ``kafka://host:9092``) or an open
+        :class:`Backend` (left open).
+    :param until_offsets: targets per partition, ``{topic: {partition: next_offset}}`` or an
+        upstream ``SourceRunResult`` (or its ``to_dict()``); partitions it does not name are not read.
+    :param max_records: stop after this many records were consumed (run-wide).
+    :param max_seconds: stop after this many seconds (the final commit still happens).
+    :param backend_settings: client settings for a backend opened from a URL.
+    :param progress: ``progress(records_so_far, seconds)``, called at most every ~5 s and at the end.
+    :raises ConfigError: one error naming every invalid field.
+    :raises ConnectError: a task failed (the message names the connector, the task and the cause).
+    """
+    values, connector, first_pipeline = _validate(config)
+    name = str(values["name"])
+    targets_given = None if until_offsets is None else _normalise_until(until_offsets, name)
+    if max_records is not None and max_records < 0:
+        raise ConfigError(errors={"max_records": f"expected at least 0, got {max_records}"})
+    if max_seconds is not None and max_seconds < 0:
+        raise ConfigError(errors={"max_seconds": f"expected at least 0, got {max_seconds}"})
+    owned = not isinstance(backend, Backend)
+    store = open_backend(backend, backend_settings)
+    pipelines: list[SinkPipeline] = [first_pipeline]
+    try:
+        return _run(config, values, connector, store, pipelines, targets_given,
+                    max_records, max_seconds, progress)
+    finally:
+        if owned:
+            store.close()
+
+
+def _run(config: Mapping[str, Any], values: dict[str, Any], connector: SinkConnector, backend: Backend,
+         pipelines: list[SinkPipeline], targets_given: dict[TopicPartition, int] | None,
+         max_records: int | None, max_seconds: float | None,
+         progress: ProgressCallback | None) -> SinkRunResult:
+    name = str(values["name"])
+    props = _string_props(config)
+    task_class = connector.task_class()
+    if not (isinstance(task_class, type) and issubclass(task_class, SinkTask)):
+        for p in pipelines:
+            p.close()
+        raise ConfigError(errors={"connector.class": f"task_class() of {values['connector.class']!r} "
+                                                     f"is {task_class!r}, not a SinkTask subclass"})
+    run = _Run(name, values, backend, task_class, max_records, max_seconds)
+    connector.initialize(_ConnectorContext(run))
+    try:
+        connector.start(props)
+    except Exception as exc:
+        for p in pipelines:
+            p.close()
+        raise ConnectError(f"sink connector {name!r} failed to start: {type(exc).__name__}: {exc}") from exc
+    workers: list[_Worker] = []
+    try:
+        task_configs = connector.task_configs(int(values["tasks.max"]))
+        task_configs = task_configs[: int(values["tasks.max"])]
+        if not task_configs:
+            log.info("sink connector %r planned no tasks: nothing to do", name)
+            return SinkRunResult(connector=name, seconds=round(time.monotonic() - run.started, 3))
+        if run.dlq_topic:
+            backend.create_topics({run.dlq_topic: int(values["errors.deadletterqueue.topic.partitions"])})
+        partitions = _plan(run, values, targets_given)
+        while len(pipelines) < len(task_configs):
+            pipelines.append(SinkPipeline.from_config(config))
+        for i, tc in enumerate(task_configs):
+            workers.append(_Worker(run, i, {str(k): str(v) for k, v in tc.items()},
+                                   partitions[i :: len(task_configs)], pipelines[i]))
+        for p in pipelines[len(task_configs):]:
+            p.close()
+        del pipelines[len(task_configs):]
+        _drive(run, workers, progress)
+    finally:
+        if not workers:
+            for p in pipelines:
+                p.close()
+        try:
+            connector.stop()
+        except Exception as exc:
+            log.warning("sink connector %r: stop raised %s: %s", name, type(exc).__name__, exc)
+    if run.failure is not None:
+        raise run.failure
+    committed: dict[str, dict[str, int]] = {}
+    for w in workers:
+        for tp, off in sorted(w.committed.items()):
+            committed.setdefault(tp.topic, {})[str(tp.partition)] = off
+    seconds = round(time.monotonic() - run.started, 3)
+    result = SinkRunResult(
+        connector=name,
+        records=sum(w.records for w in workers),
+        committed=committed,
+        dead_lettered=sum(w.dead_lettered for w in workers),
+        retries=sum(w.retries for w in workers),
+        seconds=seconds,
+        skipped=sum(w.skipped for w in workers),
+    )
+    if result.skipped:
+        log.warning("sink connector %r skipped %d failed records (errors.tolerance=all, no dead letter topic)",
+                    name, result.skipped)
+    return result
+
+
+def _plan(run: _Run, values: Mapping[str, Any],
+          targets_given: dict[TopicPartition, int] | None) -> list[TopicPartition]:
+    """Partitions to read (sorted), with their start positions and targets set on ``run``."""
+    consumer = run.backend.consumer(run.group)
+    try:
+        if values.get("topics"):
+            partitions = consumer.partitions(list(values["topics"]))
+        else:
+            partitions = consumer.partitions(pattern=values["topics.regex"])
+        if run.dlq_topic:
+            partitions = [tp for tp in partitions if tp.topic != run.dlq_topic]
+        partitions = sorted(set(partitions))
+        if not partitions:
+            return []
+        timeout = run.flush_timeout_s
+        committed = consumer.committed(partitions, timeout)
+        beginning = consumer.beginning_offsets(partitions, timeout)
+        ends = consumer.end_offsets(partitions, timeout)
+    finally:
+        consumer.close()
+    if targets_given is not None:
+        unknown = sorted(set(targets_given) - set(partitions))
+        if unknown:
+            log.warning("sink connector %r: until_offsets names partitions not consumed by this run: %s",
+                        run.name, unknown)
+    for tp in partitions:
+        c = committed.get(tp)
+        run.group_committed[tp] = c
+        start = c if c is not None else beginning[tp]
+        run.start_positions[tp] = start
+        if targets_given is None:
+            target = ends[tp]
+        else:
+            target = targets_given.get(tp, start)
+            if target > ends[tp]:
+                log.warning("sink connector %r: until_offsets target %d of %s is past its end %d: "
+                            "reading to the end", run.name, target, tp, ends[tp])
+                target = ends[tp]
+        run.targets[tp] = target
+    return partitions
+
+
+def _drive(run: _Run, workers: list[_Worker], progress: ProgressCallback | None) -> None:
+    """Start the task threads and wait for them, calling ``progress`` every ~5 s."""
+    for w in workers:
+        w.thread.start()
+    last_progress = time.monotonic()
+    last_log = last_progress
+    try:
+        for w in workers:
+            while w.thread.is_alive():
+                w.thread.join(_JOIN_TICK_S)
+                now = time.monotonic()
+                if progress is not None and now - last_progress >= PROGRESS_INTERVAL_S:
+                    last_progress = now
+                    progress(sum(x.records for x in workers), round(now - run.started, 3))
+                if now - last_log >= _JOIN_LOG_S:
+                    last_log = now
+                    log.info("sink connector %r: waiting for task %d to finish (%.0f s into the run)",
+                             run.name, w.task_id, now - run.started)
+    except BaseException:
+        run.stop.set()
+        raise
+    if progress is not None:
+        progress(sum(x.records for x in workers), round(time.monotonic() - run.started, 3))
+
+
+__all__ = ["PROGRESS_INTERVAL_S", "SinkRunResult", "run_sink"]

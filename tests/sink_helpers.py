@@ -1,0 +1,235 @@
+"""Test sink connectors for the sink runtime tests, and a subprocess entry point.
+
+``RecordingSinkConnector``: every task call (open, put, pre_commit, close, stop) is appended as one
+JSON line to ``log.path`` (flushed before the call returns), with ``context.is_closing()`` at the
+time of the call. Behaviour knobs (all optional task config fields) make it fail, retry, rewind,
+pause, request commits or report errant records, so tests observe the runtime from the outside.
+
+``LedgerSinkConnector``: an exactly-once sink that keeps its offsets in its destination: it appends
+``topic\\tpartition\\toffset\\tvalue`` lines to ``ledger.path``, rewinds every partition in ``open``
+to the offset after the last complete line, and returns ``{}`` from ``pre_commit``.
+
+Subprocess entry: ``python -m tests.sink_helpers CONFIG_JSON BACKEND_URL [MAX_SECONDS]`` runs one
+``run_sink`` and prints its result as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from connect_runtime.api import (
+    ConfigDef,
+    RetriableError,
+    SinkConnector,
+    SinkRecord,
+    SinkTask,
+    TopicPartition,
+    Type,
+)
+
+_FIELDS = (
+    ("log.path", "JSON lines file every task call is appended to."),
+    ("put.fail.at", "Raise ValueError on this put call (1-based, counting non-empty puts)."),
+    ("put.retriable.times", "Raise RetriableError on the first N put attempts."),
+    ("put.sleep.ms", "Sleep this long in each non-empty put."),
+    ("precommit.empty", "true: pre_commit returns {}."),
+    ("precommit.foreign", "true: pre_commit also returns an offset for a partition not assigned."),
+    ("open.rewind", "topic:partition:offset,... rewound in open()."),
+    ("commit.request.at", "Call context.request_commit() during this non-empty put (1-based)."),
+    ("pause.partition", "topic:partition paused during the first non-empty put..."),
+    ("resume.after.empty", "...and resumed after this many empty puts."),
+    ("report.values", "Comma list of record values (as str) reported to the errant record reporter."),
+    ("required.field", "A field the test connector requires when set to 'required'."),
+    ("int.field", "An int field of the test connector."),
+)
+
+
+def _config_def() -> ConfigDef:
+    cd = ConfigDef()
+    for name, doc in _FIELDS:
+        if name == "int.field":
+            cd.define(name, Type.INT, default=0, doc=doc)
+        else:
+            cd.define(name, Type.STRING, default="", doc=doc)
+    return cd
+
+
+def _tp(spec: str) -> TopicPartition:
+    topic, _, p = spec.rpartition(":")
+    return TopicPartition(topic, int(p))
+
+
+class RecordingSinkTask(SinkTask):
+    def start(self, props: Mapping[str, str]) -> None:
+        self.props = dict(props)
+        self.path = props["log.path"]
+        self.puts = 0
+        self.attempts = 0
+        self.empty_puts = 0
+        self._log("start", task=props.get("task.id"))
+
+    def _log(self, call: str, **fields: Any) -> None:
+        line = {"call": call, "task": self.props.get("task.id"), "closing": self.context.is_closing(), **fields}
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")
+            f.flush()
+
+    def open(self, partitions: list[TopicPartition]) -> None:
+        self._log("open", partitions=sorted([list(tp) for tp in partitions]))
+        rewind = self.props.get("open.rewind")
+        if rewind:
+            for spec in rewind.split(","):
+                topic, p, off = spec.rsplit(":", 2)
+                self.context.offset({TopicPartition(topic, int(p)): int(off)})
+
+    def put(self, records: list[SinkRecord]) -> None:
+        if not records:
+            self.empty_puts += 1
+            self._log("put", records=[])
+            after = self.props.get("resume.after.empty")
+            if after and self.empty_puts >= int(after) and self.props.get("pause.partition"):
+                self.context.resume(_tp(self.props["pause.partition"]))
+                self._log("resumed")
+            return
+        self.attempts += 1
+        if self.attempts <= int(self.props.get("put.retriable.times") or 0):
+            self._log("put_retriable", offsets=[r.offset for r in records])
+            raise RetriableError(f"transient failure on attempt {self.attempts}")
+        self.puts += 1
+        if self.props.get("put.fail.at") and self.puts == int(self.props["put.fail.at"]):
+            self._log("put_failed", offsets=[r.offset for r in records])
+            raise ValueError("disk on fire")
+        reported = set(filter(None, (self.props.get("report.values") or "").split(",")))
+        kept = []
+        for r in records:
+            if str(r.value) in reported:
+                self.context.errant_record_reporter.report(r, ValueError(f"cannot write {r.value!r}"))
+            else:
+                kept.append(r)
+        self._log("put", records=[[r.topic, r.partition, r.offset, r.value] for r in kept])
+        if self.props.get("commit.request.at") and self.puts == int(self.props["commit.request.at"]):
+            self.context.request_commit()
+        if self.props.get("pause.partition") and self.puts == 1:
+            self.context.pause(_tp(self.props["pause.partition"]))
+            self._log("paused")
+        if self.props.get("put.sleep.ms"):
+            time.sleep(int(self.props["put.sleep.ms"]) / 1000)
+
+    def pre_commit(self, current_offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        self._log("pre_commit", current=sorted([[*tp, o] for tp, o in current_offsets.items()]))
+        if self.props.get("precommit.empty") == "true":
+            return {}
+        out = dict(current_offsets)
+        if self.props.get("precommit.foreign") == "true":
+            out[TopicPartition("not-assigned", 7)] = 3
+        return out
+
+    def close(self, partitions: list[TopicPartition]) -> None:
+        self._log("close", partitions=sorted([list(tp) for tp in partitions]))
+
+    def stop(self) -> None:
+        self._log("stop")
+
+
+class RecordingSinkConnector(SinkConnector):
+    def config_def(self) -> ConfigDef:
+        return _config_def()
+
+    def validate(self, props: Mapping[str, Any]) -> list[Any]:
+        values = super().validate(props)
+        for cv in values:
+            if cv.name == "required.field" and cv.value == "missing":
+                cv.errors.append("expected anything but 'missing'")
+        return values
+
+    def start(self, props: Mapping[str, str]) -> None:
+        self.props = dict(props)
+
+    def task_class(self) -> type:
+        return RecordingSinkTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        return [{**self.props, "task.id": str(i)} for i in range(max_tasks)]
+
+
+def read_log(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.endswith("\n")]
+    except FileNotFoundError:
+        return []
+
+
+class LedgerSinkTask(SinkTask):
+    """Exactly-once by keeping offsets in the destination (see the module docstring)."""
+
+    def start(self, props: Mapping[str, str]) -> None:
+        self.path = props["ledger.path"]
+        self.sleep = int(props.get("put.sleep.ms") or 0) / 1000
+
+    def open(self, partitions: list[TopicPartition]) -> None:
+        nxt: dict[TopicPartition, int] = {}
+        good = 0
+        if os.path.exists(self.path):
+            with open(self.path, "rb") as f:
+                data = f.read()
+            good = data.rfind(b"\n") + 1  # a line cut by a kill is dropped
+            for line in data[:good].splitlines():
+                topic, p, off, _ = line.decode().split("\t", 3)
+                nxt[TopicPartition(topic, int(p))] = int(off) + 1
+            with open(self.path, "r+b") as f:
+                f.truncate(good)
+        self.file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+        rewind = {tp: nxt[tp] for tp in partitions if tp in nxt}
+        if rewind:
+            self.context.offset(rewind)
+
+    def put(self, records: list[SinkRecord]) -> None:
+        if records:
+            self.file.write("".join(f"{r.topic}\t{r.partition}\t{r.offset}\t{json.dumps(r.value)}\n"
+                                    for r in records))
+            self.file.flush()
+            if self.sleep:
+                time.sleep(self.sleep)
+
+    def pre_commit(self, current_offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        self.file.flush()
+        return {}
+
+    def stop(self) -> None:
+        if hasattr(self, "file"):
+            self.file.close()
+
+
+class LedgerSinkConnector(SinkConnector):
+    def config_def(self) -> ConfigDef:
+        return (ConfigDef().define("ledger.path", Type.STRING, doc="The ledger file.")
+                .define("put.sleep.ms", Type.STRING, default="", doc="Sleep per put."))
+
+    def start(self, props: Mapping[str, str]) -> None:
+        self.props = dict(props)
+
+    def task_class(self) -> type:
+        return LedgerSinkTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        return [dict(self.props) for _ in range(max_tasks)]
+
+
+def main(argv: list[str]) -> int:
+    from connect_runtime.runtime.sink import run_sink
+
+    config = json.loads(argv[0])
+    max_seconds = float(argv[2]) if len(argv) > 2 else None
+    result = run_sink(config, argv[1], max_seconds=max_seconds)
+    print(json.dumps(result.to_dict()), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
