@@ -6,7 +6,7 @@ time of the call. Behaviour knobs (all optional task config fields) make it fail
 pause, request commits or report errant records, so tests observe the runtime from the outside.
 
 ``LedgerSinkConnector``: an exactly-once sink that keeps its offsets in its destination: it appends
-``topic\\tpartition\\toffset\\tvalue`` lines to ``ledger.path``, rewinds every partition in ``open``
+``topic\\tpartition\\toffset\\tvalue`` lines to one file per partition, rewinds every partition in ``open``
 to the offset after the last complete line, and returns ``{}`` from ``pre_commit``.
 
 Subprocess entry: ``python -m tests.sink_helpers CONFIG_JSON BACKEND_URL [MAX_SECONDS]`` runs one
@@ -166,44 +166,58 @@ def read_log(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 
 class LedgerSinkTask(SinkTask):
-    """Exactly-once by keeping offsets in the destination (see the module docstring)."""
+    """Exactly-once by keeping offsets in the destination (see the module docstring): one ledger
+    file per partition, ``<ledger.path>.<topic>-<partition>``."""
 
     def start(self, props: Mapping[str, str]) -> None:
         self.path = props["ledger.path"]
         self.sleep = int(props.get("put.sleep.ms") or 0) / 1000
+        self.files: dict[TopicPartition, Any] = {}
 
     def open(self, partitions: list[TopicPartition]) -> None:
-        nxt: dict[TopicPartition, int] = {}
-        good = 0
-        if os.path.exists(self.path):
-            with open(self.path, "rb") as f:
-                data = f.read()
-            good = data.rfind(b"\n") + 1  # a line cut by a kill is dropped
-            for line in data[:good].splitlines():
-                topic, p, off, _ = line.decode().split("\t", 3)
-                nxt[TopicPartition(topic, int(p))] = int(off) + 1
-            with open(self.path, "r+b") as f:
-                f.truncate(good)
-        self.file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
-        rewind = {tp: nxt[tp] for tp in partitions if tp in nxt}
+        rewind: dict[TopicPartition, int] = {}
+        for tp in partitions:
+            path = f"{self.path}.{tp.topic}-{tp.partition}"
+            if os.path.exists(path):
+                with open(path, "rb") as f:
+                    data = f.read()
+                good = data.rfind(b"\n") + 1  # a line cut by a kill is dropped
+                with open(path, "r+b") as f:
+                    f.truncate(good)
+                lines = data[:good].splitlines()
+                if lines:
+                    rewind[tp] = int(lines[-1].decode().split("\t", 3)[2]) + 1
+            self.files[tp] = open(path, "a", encoding="utf-8")  # noqa: SIM115
         if rewind:
             self.context.offset(rewind)
 
     def put(self, records: list[SinkRecord]) -> None:
-        if records:
-            self.file.write("".join(f"{r.topic}\t{r.partition}\t{r.offset}\t{json.dumps(r.value)}\n"
-                                    for r in records))
-            self.file.flush()
-            if self.sleep:
-                time.sleep(self.sleep)
+        for r in records:
+            self.files[r.topic_partition].write(f"{r.topic}\t{r.partition}\t{r.offset}\t{json.dumps(r.value)}\n")
+        for f in self.files.values():
+            f.flush()
+        if records and self.sleep:
+            time.sleep(self.sleep)
 
     def pre_commit(self, current_offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
-        self.file.flush()
+        for f in self.files.values():
+            f.flush()
         return {}
 
     def stop(self) -> None:
-        if hasattr(self, "file"):
-            self.file.close()
+        for f in self.files.values():
+            f.close()
+
+
+def read_ledger(path: str | os.PathLike[str]) -> list[list[str]]:
+    """Every line of every partition ledger of ``path``, split into topic, partition, offset, value."""
+    directory, base = os.path.split(os.fspath(path))
+    out = []
+    for name in sorted(os.listdir(directory)):
+        if name.startswith(base + "."):
+            with open(os.path.join(directory, name), encoding="utf-8") as f:
+                out.extend(line.rstrip("\n").split("\t", 3) for line in f)
+    return out
 
 
 class LedgerSinkConnector(SinkConnector):

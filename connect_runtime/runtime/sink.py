@@ -774,7 +774,7 @@ class _Run:
 
 def run_sink(
     config: Mapping[str, Any],
-    backend: str | Backend,
+    backend: str | Backend = "sqlite:///pyconnect.db",
     *,
     until_offsets: Any = None,
     max_records: int | None = None,

@@ -1,0 +1,120 @@
+"""Sink throughput: run_sink into the FileSink against a plain read-and-write loop.
+
+In one process, on the embedded SQLite backend:
+
+1. fill topic ``bench`` (one partition) with ``--records`` small JSON records;
+2. baseline: read the same records with ``backend.read_range`` and write the same JSON lines to a
+   file (``json.loads`` of the value, ``json.dumps`` compact, one buffered ``write`` per record);
+3. ours: ``run_sink`` with ``connect_runtime.connectors.files.FileSink`` (JsonConverter, fsync at
+   the commit points) into a directory.
+
+Prints records/s for both, the ratio ours/baseline (target >= 0.5) and whether both outputs hold
+the same bytes. ``--profile`` runs (3) under pyinstrument (``uv pip install --python
+.venv/bin/python pyinstrument``).
+
+    .venv/bin/python bench/bench_sink_file.py [--records 1000000] [--poll-records 5000] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from connect_runtime.api import TopicPartition  # noqa: E402
+from connect_runtime.backends import ProducerRecord, open_backend  # noqa: E402
+from connect_runtime.runtime.sink import run_sink  # noqa: E402
+
+TOPIC = "bench"
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def fill(url: str, n: int) -> float:
+    t0 = time.perf_counter()
+    with open_backend(url) as backend:
+        backend.create_topics({TOPIC: 1})
+        producer = backend.producer()
+        try:
+            for start in range(0, n, 10_000):
+                producer.send([
+                    ProducerRecord(TOPIC, 0, None, _dumps({"id": i, "name": f"user-{i}", "amount": i % 997}).encode())
+                    for i in range(start, min(n, start + 10_000))
+                ])
+                producer.flush(60)
+        finally:
+            producer.close()
+    return time.perf_counter() - t0
+
+
+def baseline(url: str, n: int, out: Path) -> float:
+    t0 = time.perf_counter()
+    loads, dumps = json.loads, _dumps
+    with open_backend(url) as backend, open(out, "w", encoding="utf-8") as f:
+        write = f.write
+        for rec in backend.read_range(TopicPartition(TOPIC, 0), 0, n):
+            write(dumps(loads(rec.value)) + "\n")
+    return time.perf_counter() - t0
+
+
+def ours(url: str, n: int, directory: Path, poll_records: int, profile: bool) -> float:
+    config = {
+        "name": "bench-file-sink",
+        "connector.class": "connect_runtime.connectors.files.FileSink",
+        "topics": TOPIC,
+        "directory": str(directory),
+        "consumer.max.poll.records": str(poll_records),
+    }
+    profiler = None
+    if profile:
+        from pyinstrument import Profiler
+
+        profiler = Profiler(async_mode="disabled")
+        profiler.start()
+    t0 = time.perf_counter()
+    result = run_sink(config, url)
+    seconds = time.perf_counter() - t0
+    if profiler is not None:
+        profiler.stop()
+        print(profiler.output_text(unicode=False, color=False, show_all=False))
+    if result.records != n:
+        raise SystemExit(f"run_sink delivered {result.records} records, expected {n}")
+    return seconds
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--poll-records", type=int, default=5000, help="consumer.max.poll.records of the sink run")
+    ap.add_argument("--profile", action="store_true", help="profile the run_sink part with pyinstrument")
+    ap.add_argument("--dir", help="work directory (default: a temporary one)")
+    args = ap.parse_args()
+    n = args.records
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        work = Path(tmp)
+        url = f"sqlite:///{work / 'bench.db'}"
+        fill_s = fill(url, n)
+        print(f"fill: {n:,} records in {fill_s:.2f} s ({n / fill_s:,.0f} rec/s)")
+        base_s = baseline(url, n, work / "baseline.jsonl")
+        print(f"baseline (read_range + json.dumps + write): {n / base_s:,.0f} rec/s ({base_s:.2f} s)")
+        ours_s = ours(url, n, work / "out", args.poll_records, args.profile)
+        print(f"ours (run_sink -> FileSink): {n / ours_s:,.0f} rec/s ({ours_s:.2f} s)")
+        print(f"ratio ours/baseline: {base_s / ours_s:.2f}x (target >= 0.5x)")
+        sink_file = work / "out" / TOPIC / "partition=0" / f"{TOPIC}-0.jsonl"
+        same = digest(sink_file) == digest(work / "baseline.jsonl")
+        print(f"outputs identical: {same}")
+        return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""A sink run SIGKILLed at any instant and started again: at-least-once for a plain sink,
+exactly-once for sinks that keep their offsets in the destination. Real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from connect_runtime.api import TopicPartition
+from connect_runtime.backends import ProducerRecord, open_backend
+from tests.conftest import PYTHON, REPO, slow_iterations
+from tests.sink_helpers import read_ledger, read_log
+
+
+def fill(url: str, topic: str, n: int, partitions: int) -> None:
+    with open_backend(url) as backend:
+        backend.create_topics({topic: partitions})
+        producer = backend.producer()
+        try:
+            for start in range(0, n, 10_000):
+                producer.send([ProducerRecord(topic, i % partitions, None, json.dumps(i).encode())
+                               for i in range(start, min(n, start + 10_000))])
+            producer.flush(60)
+        finally:
+            producer.close()
+
+
+def committed(url: str, group: str, topic: str, partitions: int) -> dict[int, int | None]:
+    with open_backend(url) as backend:
+        consumer = backend.consumer(group)
+        try:
+            got = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], 10)
+        finally:
+            consumer.close()
+    return {tp.partition: off for tp, off in got.items()}
+
+
+def start(config: dict[str, Any], url: str, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with open(log, "ab") as out:
+        return subprocess.Popen([PYTHON, "-m", "tests.sink_helpers", json.dumps(config), url],
+                                cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def finish(proc: subprocess.Popen[bytes], log: Path, timeout: float = 180) -> None:
+    try:
+        rc = proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+        raise AssertionError(f"sink run did not finish within {timeout:.0f} s: {log.read_text()[-2000:]}") from None
+    assert rc == 0, log.read_text()[-3000:]
+
+
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+
+
+def test_plain_sink_sees_every_record_at_least_once_after_sigkill(tmp_path: Path, sqlite_url: str) -> None:
+    n, parts = 3000, 2
+    fill(sqlite_url, "in", n, parts)
+    calls = tmp_path / "calls.jsonl"
+    cfg = {"name": "alo", "connector.class": "tests.sink_helpers.RecordingSinkConnector", "topics": "in",
+           "tasks.max": "2", "log.path": str(calls), "consumer.max.poll.records": "50",
+           "put.sleep.ms": "10", "offset.flush.interval.ms": "100"}
+    proc = start(cfg, sqlite_url, tmp_path / "run1.log")
+    try:
+        wait_for("the first run to commit offsets",
+                 lambda: any(o for o in committed(sqlite_url, "connect-alo", "in", parts).values()), 60)
+        time.sleep(random.uniform(0.0, 0.3))
+    finally:
+        kill(proc)
+    mid = committed(sqlite_url, "connect-alo", "in", parts)
+    assert sum(o or 0 for o in mid.values()) < n, "the kill came after the run finished"
+    finish(start(cfg, sqlite_url, tmp_path / "run2.log"), tmp_path / "run2.log")
+    seen = Counter(r[3] for e in read_log(calls) if e["call"] == "put" for r in e["records"])
+    assert set(seen) == set(range(n))
+    assert committed(sqlite_url, "connect-alo", "in", parts) == {0: n // 2, 1: n // 2}
+
+
+def kill_loop(tmp_path: Path, url: str, cfg: dict[str, Any], kills: int, window: tuple[float, float]) -> None:
+    """Start the run, SIGKILL it at a random instant, ``kills`` times; then run it to its end."""
+    rng = random.Random(os.environ.get("PYCONNECT_SEED", str(time.time())))
+    for i in range(kills):
+        proc = start(cfg, url, tmp_path / f"run{i}.log")
+        try:
+            time.sleep(rng.uniform(*window))
+        finally:
+            kill(proc)
+    finish(start(cfg, url, tmp_path / "final.log"), tmp_path / "final.log")
+
+
+def test_ledger_sink_holds_each_record_exactly_once_after_sigkills(tmp_path: Path, sqlite_url: str) -> None:
+    n, parts = 4000, 2
+    fill(sqlite_url, "in", n, parts)
+    ledger = tmp_path / "ledger.tsv"
+    cfg = {"name": "eos", "connector.class": "tests.sink_helpers.LedgerSinkConnector", "topics": "in",
+           "tasks.max": "2", "ledger.path": str(ledger), "consumer.max.poll.records": "40",
+           "put.sleep.ms": "5", "offset.flush.interval.ms": "0"}
+    kill_loop(tmp_path, sqlite_url, cfg, kills=3, window=(0.4, 1.2))
+    values = Counter(json.loads(v) for _, _, _, v in read_ledger(ledger))
+    assert values == Counter(range(n))
+    assert committed(sqlite_url, "connect-eos", "in", parts) == {0: None, 1: None}  # offsets live in the ledger
+
+
+def file_sink_loop(tmp_path: Path, url: str, kills: int, n: int) -> None:
+    pytest.importorskip("connect_runtime.connectors.files")
+    parts = 3
+    fill(url, "in", n, parts)
+    out = tmp_path / "out"
+    cfg = {"name": "files", "connector.class": "connect_runtime.connectors.files.FileSink", "topics": "in",
+           "tasks.max": "2", "directory": str(out), "consumer.max.poll.records": "200",
+           "offset.flush.interval.ms": "20"}
+    kill_loop(tmp_path, url, cfg, kills=kills, window=(0.3, 2.0))
+    values: Counter[int] = Counter()
+    for p in range(parts):
+        data = (out / "in" / f"partition={p}" / f"in-{p}.jsonl").read_text().splitlines()
+        assert [json.loads(v) % parts for v in data] == [p] * len(data)
+        assert [json.loads(v) for v in data] == sorted(json.loads(v) for v in data)  # in offset order
+        values.update(json.loads(v) for v in data)
+    assert values == Counter(range(n))
+
+
+def test_file_sink_holds_each_record_exactly_once_after_sigkills(tmp_path: Path, sqlite_url: str) -> None:
+    file_sink_loop(tmp_path, sqlite_url, kills=3, n=30_000)
+
+
+@pytest.mark.slow
+def test_file_sink_sigkill_loop_long(tmp_path: Path, sqlite_url: str) -> None:
+    file_sink_loop(tmp_path, sqlite_url, kills=slow_iterations(10, 50), n=200_000)
