@@ -1,0 +1,337 @@
+"""run_source on real SQLite files: planning, bounds, transaction boundaries, KIP-131/416/618."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from connect_runtime import run_source
+from connect_runtime.api import ConfigError, ConnectError, RecordMetadata
+from connect_runtime.connectors.datagen import DataGenSource, generate_value
+from connect_runtime.runtime.source import SourceRunResult
+from tests.source_connectors import committed_offset, probe, read_topic
+
+SCRIPTED = "tests.source_connectors.ScriptedSource"
+
+
+def scripted(name: str = "scripted", **extra: Any) -> tuple[dict[str, Any], str]:
+    """A ScriptedSource config with a fresh probe key."""
+    key = uuid.uuid4().hex
+    config = {"name": name, "connector.class": SCRIPTED, "topic": "t", "probe": key,
+              "poll.idle.timeout.ms": 100, **extra}
+    return config, key
+
+
+def ns(values: list[Any], **match: Any) -> list[int]:
+    return [v["n"] for v in values if all(v.get(k) == m for k, m in match.items())]
+
+
+# -- planning and config ---------------------------------------------------------------------------
+
+
+def test_no_task_configs_is_an_empty_successful_run(sqlite_url: str) -> None:
+    config = {"name": "plan", "connector.class": "tests.source_connectors.PlanningSource", "topic": "t",
+              "files": "a:0,b:0"}
+    result = run_source(config, sqlite_url)
+    assert result.to_dict() | {"seconds": 0} == {
+        "connector": "plan", "records": 0, "ranges": {}, "source_offsets": [], "transactions": 0,
+        "filtered": 0, "skipped": 0, "seconds": 0}
+
+
+def test_one_config_error_names_every_bad_field(sqlite_url: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        run_source({"connector.class": SCRIPTED, "tasks.max": "zero", "batch": 0}, sqlite_url)
+    assert set(err.value.errors) == {"name", "tasks.max", "topic", "batch"}
+    assert "integer" in err.value.errors["tasks.max"] and "topic" in str(err.value)
+
+
+def test_unknown_connector_class_is_named_with_the_other_errors(sqlite_url: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        run_source({"name": "x", "connector.class": "no_such_pkg.Connector", "tasks.max": 0}, sqlite_url)
+    assert set(err.value.errors) == {"connector.class", "tasks.max"}
+    assert "no_such_pkg" in err.value.errors["connector.class"]
+    with pytest.raises(ConfigError) as err:
+        run_source({"name": "x", "connector.class": "tests.source_connectors.PlanningTask"}, sqlite_url)
+    assert "not a SourceConnector" in err.value.errors["connector.class"]
+
+
+def test_transform_config_errors_join_the_same_error(sqlite_url: str) -> None:
+    config, _ = scripted(transforms="drop", **{"tasks.max": -1})
+    with pytest.raises(ConfigError) as err:
+        run_source(config, sqlite_url)
+    assert "tasks.max" in err.value.errors
+    assert any("drop" in name for name in err.value.errors), err.value.errors
+
+
+def test_exactly_once_required_fails_fast(sqlite_url: str) -> None:
+    config, _ = scripted(**{"exactly.once.support": "required"})
+    with pytest.raises(ConfigError) as err:
+        run_source(config, sqlite_url, exactly_once=False)
+    assert set(err.value.errors) == {"exactly.once.support"} and "at-least-once" in str(err.value)
+    for support in ("unsupported", "none"):
+        config, key = scripted(**{"exactly.once.support": "required", "eos.support": support})
+        with pytest.raises(ConfigError, match=r"exactly\.once\.support"):
+            run_source(config, sqlite_url)
+        assert "connector.start" not in probe(key)  # failed before starting anything
+    config, _ = scripted(count=3, **{"exactly.once.support": "required"})
+    assert run_source(config, sqlite_url).records == 3
+
+
+def test_connector_boundaries_need_a_connector_that_supports_them(sqlite_url: str) -> None:
+    config, _ = scripted(boundaries="unsupported", **{"transaction.boundary": "connector"})
+    with pytest.raises(ConfigError) as err:
+        run_source(config, sqlite_url)
+    assert set(err.value.errors) == {"transaction.boundary"}
+    config, _ = scripted(boundaries="unsupported", count=5, **{"transaction.boundary": "connector"})
+    assert run_source(config, sqlite_url, exactly_once=False).records == 5  # boundaries are an EOS matter
+
+
+# -- exactly-once ----------------------------------------------------------------------------------
+
+
+def test_each_poll_commits_records_and_offsets_together(sqlite_url: str) -> None:
+    config, key = scripted(count=25, batch=10, **{"check.url": sqlite_url})
+    result = run_source(config, sqlite_url)
+    assert result.records == 25 and result.transactions == 3
+    assert result.ranges == {"t": {"0": [0, 25]}}
+    assert result.source_offsets == [{"partition": {"round": 1, "task": 0}, "offset": {"n": 25}}]
+    assert ns(read_topic(sqlite_url, "t")) == list(range(25))
+    # at every task.commit() the records and the offset of that transaction were visible together
+    assert probe(key)["visible.at.commit"] == [(10, {"n": 10}), (20, {"n": 20}), (25, {"n": 25})]
+    assert probe(key)["task.stop"] == [0] and probe(key)["connector.stop"] == [True]
+
+
+def test_a_failing_poll_keeps_what_was_committed_and_nothing_after(sqlite_url: str) -> None:
+    config, key = scripted(count=100, batch=10, **{"fail.after": 30})
+    with pytest.raises(ConnectError, match="failed on purpose after 30"):
+        run_source(config, sqlite_url)
+    assert ns(read_topic(sqlite_url, "t")) == list(range(30))
+    assert committed_offset(sqlite_url, "scripted", {"task": 0, "round": 1}) == {"n": 30}
+    assert probe(key)["task.stop"] == [0] and probe(key)["connector.stop"] == [True]
+    # the next run resumes from the committed offset: every record exactly once
+    config["fail.after"] = -1
+    assert run_source(config, sqlite_url).ranges == {"t": {"0": [30, 100]}}
+    assert ns(read_topic(sqlite_url, "t")) == list(range(100))
+
+
+def test_a_failure_inside_an_open_transaction_commits_none_of_it(sqlite_url: str) -> None:
+    config, _ = scripted(count=100, batch=10, **{"fail.after": 30, "transaction.boundary": "interval",
+                                                 "transaction.boundary.interval.ms": 60000})
+    with pytest.raises(ConnectError, match="on purpose"):
+        run_source(config, sqlite_url)
+    assert read_topic(sqlite_url, "t") == []
+    assert committed_offset(sqlite_url, "scripted", {"task": 0, "round": 1}) is None
+
+
+def test_commit_record_gets_the_written_offsets(sqlite_url: str) -> None:
+    other, _ = scripted(name="other", count=5)
+    run_source(other, sqlite_url)  # the topic already holds 5 records
+    config, key = scripted(count=12, batch=5, **{"track.records": True})
+    result = run_source(config, sqlite_url)
+    assert result.ranges == {"t": {"0": [5, 17]}}
+    calls = probe(key)["commit_record"]
+    assert [n for n, _ in calls] == list(range(12))
+    for n, md in calls:
+        assert isinstance(md, RecordMetadata)
+        assert (md.topic, md.partition, md.offset) == ("t", 0, 5 + n)
+
+
+def test_filtered_records_reach_commit_record_with_none(sqlite_url: str) -> None:
+    config, key = scripted(count=20, batch=6, **{
+        "track.records": True, "header.every": 3,
+        "transforms": "drop", "transforms.drop.type": "connect_runtime.transforms.Filter",
+        "transforms.drop.predicate": "marked",
+        "predicates": "marked", "predicates.marked.type": "connect_runtime.transforms.predicates.HasHeaderKey",
+        "predicates.marked.name": "drop"})
+    result = run_source(config, sqlite_url)
+    dropped = [n for n in range(20) if n % 3 == 0]
+    kept = [n for n in range(20) if n % 3]
+    assert (result.records, result.filtered) == (len(kept), len(dropped))
+    assert ns(read_topic(sqlite_url, "t")) == kept
+    calls = dict(probe(key)["commit_record"])
+    assert sorted(calls) == list(range(20))  # every polled record, written or filtered
+    assert all(calls[n] is None for n in dropped)
+    assert [calls[n].offset for n in kept] == list(range(len(kept)))  # type: ignore[union-attr]
+    # a filtered record's offset is committed too: the last one (n=18) would otherwise be replayed
+    assert result.source_offsets == [{"partition": {"round": 1, "task": 0}, "offset": {"n": 20}}]
+
+
+def test_interval_boundary_groups_polls_into_fewer_transactions(sqlite_url: str) -> None:
+    config, _ = scripted(count=60, batch=5, **{"poll.sleep.ms": 10, "transaction.boundary": "interval",
+                                               "transaction.boundary.interval.ms": 50})
+    result = run_source(config, sqlite_url)
+    assert result.records == 60
+    assert 1 < result.transactions < 12, result.transactions  # 12 polls
+    assert ns(read_topic(sqlite_url, "t")) == list(range(60))
+
+
+def test_connector_boundaries_commit_and_abort_where_the_task_says(sqlite_url: str) -> None:
+    config, key = scripted(count=30, batch=10, **{
+        "transaction.boundary": "connector", "commit.every": 7, "abort.ids": "15", "track.records": True})
+    result = run_source(config, sqlite_url)
+    # commits after n=6, 13, 20, 27; n=14..15 aborted; the rest (28, 29) at the end of the run
+    assert ns(read_topic(sqlite_url, "t")) == [n for n in range(30) if n not in (14, 15)]
+    assert result.records == 28 and result.transactions == 5
+    assert result.source_offsets[0]["offset"] == {"n": 30}
+    assert 14 not in dict(probe(key)["commit_record"]) and 15 not in dict(probe(key)["commit_record"])
+
+
+def test_connector_abort_without_a_record_drops_the_whole_open_transaction(sqlite_url: str) -> None:
+    config, _ = scripted(count=30, batch=10, **{"transaction.boundary": "connector", "abort.batch.ids": "12"})
+    result = run_source(config, sqlite_url)
+    # nothing committed 0..9, so the abort after the batch 10..19 drops 0..19; 20..29 commit at the end
+    assert ns(read_topic(sqlite_url, "t")) == list(range(20, 30))
+    assert result.records == 10 and result.transactions == 1
+    assert committed_offset(sqlite_url, "scripted", {"task": 0, "round": 1}) == {"n": 30}
+
+
+# -- connector planning ------------------------------------------------------------------------------
+
+
+def test_connector_plans_from_committed_offsets_kip131(sqlite_url: str) -> None:
+    key = uuid.uuid4().hex
+    config = {"name": "files", "connector.class": "tests.source_connectors.PlanningSource", "topic": "lines",
+              "files": "a:12,b:7,c:3", "probe": key, "tasks.max": 2}
+    first = run_source(config, sqlite_url, max_records=15)
+    assert first.records == 15
+    second = run_source(config, sqlite_url)
+    third = run_source(config, sqlite_url)
+    todo = probe(key)["todo"]
+    assert todo[0] == ["a", "b", "c"] and 0 < len(todo[1]) < 3 and todo[2] == []
+    assert (second.records, third.records) == (22 - 15, 0)
+    lines = sorted((v["file"], v["line"]) for v in read_topic(sqlite_url, "lines"))
+    assert lines == sorted([("a", i) for i in range(12)] + [("b", i) for i in range(7)] + [("c", i) for i in range(3)])
+
+
+def test_request_task_reconfiguration_runs_new_tasks_after_the_current_ones(sqlite_url: str) -> None:
+    config, key = scripted(count=5, rounds=3, **{"tasks.max": 2})
+    result = run_source(config, sqlite_url)
+    assert probe(key)["plans"] == [1, 2, 3]
+    values = read_topic(sqlite_url, "t")
+    for r in (1, 2, 3):
+        for task in (0, 1):
+            assert ns(values, round=r, task=task) == list(range(5))
+    assert result.records == 30 and len(result.source_offsets) == 6
+
+
+def test_raise_error_fails_the_run(sqlite_url: str) -> None:
+    config, key = scripted(count=-1, batch=5, **{"poll.sleep.ms": 5, "raise.error.after.ms": 200})
+    start = time.monotonic()
+    with pytest.raises(ConnectError, match="went away"):
+        run_source(config, sqlite_url)
+    assert time.monotonic() - start < 10
+    assert probe(key)["task.stop"] == [0] and probe(key)["connector.stop"] == [True]
+
+
+# -- bounds ----------------------------------------------------------------------------------------
+
+
+def test_max_records_is_never_exceeded_across_tasks(sqlite_url: str) -> None:
+    config = {"name": "gen", "connector.class": "connect_runtime.connectors.datagen.DataGenSource",
+              "topic": "gen", "max.records": 1000, "batch.size": 64, "tasks.max": 2}
+    first = run_source(config, sqlite_url, max_records=100)
+    assert first.records == 100 and len(read_topic(sqlite_url, "gen")) == 100
+    rest = run_source(config, sqlite_url)
+    assert rest.records == 900
+    assert sorted(v["id"] for v in read_topic(sqlite_url, "gen")) == list(range(1000))
+    assert run_source(config, sqlite_url, max_records=0).records == 0
+
+
+def test_max_seconds_bounds_an_endless_source(sqlite_url: str) -> None:
+    config, _ = scripted(count=-1, batch=5, **{"poll.sleep.ms": 5, "tasks.max": 2})
+    start = time.monotonic()
+    result = run_source(config, sqlite_url, max_seconds=0.5)
+    assert 0.5 <= time.monotonic() - start < 5
+    values = read_topic(sqlite_url, "t")
+    assert result.records == len(values) > 0
+    for task in (0, 1):  # whatever was polled before the bound was committed, contiguously
+        got = ns(values, task=task)
+        assert got == list(range(len(got)))
+
+
+def test_progress_is_reported_at_the_end(sqlite_url: str) -> None:
+    calls: list[tuple[int, float]] = []
+    config, _ = scripted(count=7)
+    run_source(config, sqlite_url, progress=lambda n, s: calls.append((n, s)))
+    assert calls and calls[-1][0] == 7 and calls[-1][1] > 0
+
+
+# -- at-least-once ---------------------------------------------------------------------------------
+
+
+def test_at_least_once_writes_offsets_after_the_records(sqlite_url: str) -> None:
+    config, key = scripted(count=25, batch=10, **{"check.url": sqlite_url, "offset.flush.interval.ms": 0})
+    result = run_source(config, sqlite_url, exactly_once=False)
+    assert result.records == 25 and result.ranges == {"t": {"0": [0, 25]}}
+    assert ns(read_topic(sqlite_url, "t")) == list(range(25))
+    assert committed_offset(sqlite_url, "scripted", {"task": 0, "round": 1}) == {"n": 25}
+    seen = probe(key)["visible.at.commit"]
+    assert seen[-1] == (25, {"n": 25})
+    assert all(count >= (off or {"n": 0})["n"] for count, off in seen)  # never an offset ahead of its records
+
+
+def test_at_least_once_failure_keeps_flushed_records_and_their_offsets(sqlite_url: str) -> None:
+    config, _ = scripted(count=100, batch=10, **{"fail.after": 30, "offset.flush.interval.ms": 0})
+    with pytest.raises(ConnectError, match="on purpose"):
+        run_source(config, sqlite_url, exactly_once=False)
+    assert ns(read_topic(sqlite_url, "t")) == list(range(30))
+    assert committed_offset(sqlite_url, "scripted", {"task": 0, "round": 1}) == {"n": 30}
+
+
+def test_offsets_storage_topic_keeps_offsets_apart(sqlite_url: str) -> None:
+    config, _ = scripted(count=4, **{"offsets.storage.topic": "my-offsets"})
+    run_source(config, sqlite_url)
+    assert committed_offset(sqlite_url, "scripted", {"task": 0, "round": 1}, "my-offsets") == {"n": 4}
+    assert committed_offset(sqlite_url, "scripted", {"task": 0, "round": 1}) is None
+
+
+def test_topics_are_created_with_the_default_partitions(sqlite_url: str) -> None:
+    from connect_runtime.backends import open_backend
+
+    config, _ = scripted(count=4, **{"topic.creation.default.partitions": 3})
+    run_source(config, sqlite_url)
+    with open_backend(sqlite_url) as be:
+        assert be.list_topics()["t"] == 3
+
+
+# -- result ----------------------------------------------------------------------------------------
+
+
+def test_result_to_dict_is_plain_json_and_round_trips(sqlite_url: str) -> None:
+    config, _ = scripted(count=12, batch=5, **{"tasks.max": 2})
+    result = run_source(config, sqlite_url)
+    data = result.to_dict()
+    assert list(data) == ["connector", "records", "ranges", "source_offsets", "transactions", "filtered",
+                          "skipped", "seconds"]
+    assert json.loads(json.dumps(data)) == data
+    assert data["ranges"] == {"t": {"0": [0, 24]}} and data["records"] == 24
+    assert data["source_offsets"] == [{"partition": {"round": 1, "task": 0}, "offset": {"n": 12}},
+                                      {"partition": {"round": 1, "task": 1}, "offset": {"n": 12}}]
+    assert data["transactions"] == 6 and isinstance(data["seconds"], float)
+    assert SourceRunResult.from_dict(data) == result
+
+
+# -- datagen ---------------------------------------------------------------------------------------
+
+
+def test_datagen_values_are_deterministic_and_small() -> None:
+    assert generate_value(7, 123) == generate_value(7, 123)
+    assert generate_value(7, 123) != generate_value(8, 123)
+    sizes = [len(json.dumps(generate_value(0, n), separators=(",", ":"))) for n in range(0, 1_000_000, 9973)]
+    assert 45 <= sum(sizes) / len(sizes) <= 75
+    plan = DataGenSource()
+    plan.start({"topic": "x", "max.records": "10", "seed": "1"})
+    configs = plan.task_configs(3)
+    assert [(c["task.start"], c["task.end"]) for c in configs] == [("0", "3"), ("3", "6"), ("6", "10")]
+
+
+def test_datagen_resumes_from_its_committed_offset(sqlite_url: str) -> None:
+    config = {"name": "gen", "connector.class": "connect_runtime.connectors.datagen.DataGenSource",
+              "topic": "gen", "max.records": 250, "batch.size": 100, "seed": 5}
+    assert run_source(config, sqlite_url, max_records=120).records == 120
+    assert run_source(config, sqlite_url).records == 130
+    assert read_topic(sqlite_url, "gen") == [generate_value(5, n) for n in range(250)]
