@@ -1,0 +1,460 @@
+"""``pyconnect``: run connectors standalone and look at topics and offsets from a shell.
+
+::
+
+    pyconnect [--backend URL] [--setting KEY=VALUE ...] [-v] [--debug] COMMAND
+
+    run CONFIG [--at-least-once] [--max-records N] [--max-seconds S] [--until JSON|@FILE]
+        one bounded run (like connect-standalone); a SourceConnector config runs run_source, a
+        SinkConnector config runs run_sink. Progress on stderr, the result JSON on stdout.
+    validate CONFIG                     OK, or every bad field (exit 1)
+    offsets get CONNECTOR               committed source offsets and the sink group's offsets
+    offsets set CONNECTOR --partition JSON --offset JSON
+                                        KIP-875: a source partition's offset (null deletes it), or a
+                                        sink partition {"kafka_topic": T, "kafka_partition": P} with
+                                        {"kafka_offset": N} (null: back to the beginning)
+    offsets reset CONNECTOR             delete every source offset; sink group back to the beginning
+    topics list                         every topic and its partition count
+    topics read TOPIC [--from-beginning] [--max N] [--partition P]
+                                        JSON lines of topic/partition/offset/key/value
+
+The backend is ``--backend``, else ``$PYCONNECT_BACKEND``, else ``sqlite:///pyconnect.db``.
+Exit codes: 0 ok, 1 failure, 2 usage. A failure is one line ``error: ...`` on stderr (``--debug``
+adds the traceback); secrets are masked wherever a config is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import logging
+import os
+import sys
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from connect_runtime.api.config import HIDDEN, mask
+from connect_runtime.api.errors import ConfigError, ConnectError
+
+DEFAULT_BACKEND = "sqlite:///pyconnect.db"
+BACKEND_ENV = "PYCONNECT_BACKEND"
+PROGRESS_MIN_SECONDS = 2.0
+"""Runs shorter than this print no progress line."""
+_TIMEOUT = 30.0
+
+
+class UsageError(Exception):
+    """Bad command-line usage (exit code 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse would print usage + exit; we want one line, code 2
+        raise UsageError(f"{self.prog}: {message}")
+
+
+# --------------------------------------------------------------------------------------- helpers
+
+
+def _out(obj: Any, stream: IO[str] | None = None) -> None:
+    print(json.dumps(obj, ensure_ascii=False, default=str), file=stream or sys.stdout, flush=True)
+
+
+def _json_arg(text: str, what: str) -> Any:
+    if text.startswith("@"):
+        try:
+            text = Path(text[1:]).read_text()
+        except OSError as exc:
+            raise UsageError(f"{what}: cannot read {text[1:]}: {exc.strerror or exc}") from exc
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"{what} is not valid JSON ({exc}): {text[:80]!r}") from exc
+
+
+def _settings(pairs: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--setting expects KEY=VALUE, got {pair!r}")
+        out[key] = value
+    return out
+
+
+def _secrets(config: Mapping[str, Any]) -> list[str]:
+    masked = mask(config)
+    return [str(v) for k, v in config.items() if masked.get(k) == HIDDEN and v is not None and str(v)]
+
+
+def _redact(text: str, secrets: Sequence[str]) -> str:
+    for s in secrets:
+        if len(s) >= 3:
+            text = text.replace(s, HIDDEN)
+    return text
+
+
+def _decode(data: bytes | None) -> Any:
+    """Bytes of a record key/value as printable JSON: parsed JSON, else text, else base64."""
+    if data is None:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(data).decode("ascii")}
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _connector_kind(config: Mapping[str, str]) -> str:
+    """``source`` or ``sink`` by the class ``connector.class`` names."""
+    from connect_runtime.api.connector import SinkConnector, SourceConnector
+    from connect_runtime.runtime.plugins import load_class
+
+    path = config.get("connector.class")
+    if not path:
+        raise ConfigError(errors={"connector.class": "missing required field (class)"})
+    cls = load_class(str(path).strip(), "connector.class")
+    if issubclass(cls, SourceConnector):
+        return "source"
+    if issubclass(cls, SinkConnector):
+        return "sink"
+    raise ConfigError(errors={"connector.class": f"class {path!r} is neither a SourceConnector nor a SinkConnector"})
+
+
+def _load(path: str) -> dict[str, str]:
+    from connect_runtime.runtime.configfile import load_config
+
+    return load_config(path)
+
+
+class _Context:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.backend_url: str = args.backend or os.environ.get(BACKEND_ENV) or DEFAULT_BACKEND
+        self.settings = _settings(args.setting or [])
+        self.secrets: list[str] = []
+
+    def open(self) -> Any:
+        from connect_runtime.backends import open_backend
+
+        return open_backend(self.backend_url, self.settings)
+
+
+# -------------------------------------------------------------------------------------- commands
+
+
+def _progress_printer(stream: IO[str]) -> Callable[[int, float], None]:
+    def progress(records: int, seconds: float) -> None:
+        if seconds < PROGRESS_MIN_SECONDS:
+            return
+        rate = records / seconds if seconds > 0 else 0.0
+        print(f"progress: {records} records in {seconds:.1f} s ({rate:,.0f} records/s)", file=stream, flush=True)
+
+    return progress
+
+
+def cmd_run(ctx: _Context) -> int:
+    a = ctx.args
+    config = _load(a.config)
+    ctx.secrets = _secrets(config)
+    kind = _connector_kind(config)
+    logging.getLogger(__name__).info("running %s connector: %s", kind, json.dumps(mask(config)))
+    progress = _progress_printer(sys.stderr)
+    if kind == "source":
+        if a.until is not None:
+            raise UsageError("--until applies to sink connectors only")
+        from connect_runtime.runtime.source import run_source
+
+        result: Any = run_source(config, ctx.backend_url, exactly_once=not a.at_least_once,
+                                 max_records=a.max_records, max_seconds=a.max_seconds,
+                                 backend_settings=ctx.settings, progress=progress)
+    else:
+        if a.at_least_once:
+            raise UsageError("--at-least-once applies to source connectors only")
+        from connect_runtime.runtime.sink import run_sink
+
+        until = None if a.until is None else _json_arg(a.until, "--until")
+        result = run_sink(config, ctx.backend_url, until_offsets=until, max_records=a.max_records,
+                          max_seconds=a.max_seconds, backend_settings=ctx.settings, progress=progress)
+    _out(result.to_dict())
+    return 0
+
+
+def validation_errors(config: Mapping[str, str]) -> dict[str, str]:
+    """Every invalid field of a connector config (empty when valid), as the runtime checks it
+    before a run: runtime fields, the connector's own fields, transforms and converters."""
+    try:
+        kind = _connector_kind(config)
+    except ConfigError as exc:
+        return dict(exc.errors) or {"connector.class": str(exc)}
+    try:
+        if kind == "source":
+            from connect_runtime.runtime import source
+
+            source._prepare(config, True)
+        else:
+            from connect_runtime.runtime import sink
+
+            _, _, pipeline = sink._validate(config)
+            pipeline.close()
+    except ConfigError as exc:
+        return dict(exc.errors) or {"config": str(exc)}
+    return {}
+
+
+def cmd_validate(ctx: _Context) -> int:
+    config = _load(ctx.args.config)
+    ctx.secrets = _secrets(config)
+    errors = validation_errors(config)
+    if not errors:
+        print("OK")
+        if ctx.args.verbose:
+            _out(mask(config))
+        return 0
+    print(f"invalid: {len(errors)} field{'s' if len(errors) != 1 else ''}")
+    for name, why in errors.items():
+        print(_redact(f"  {name}: {why}", ctx.secrets))
+    return 1
+
+
+def _group(name: str) -> str:
+    return f"connect-{name}"
+
+
+def _group_offsets(backend: Any, name: str) -> dict[str, dict[str, int]]:
+    consumer = backend.consumer(_group(name))
+    try:
+        topics = sorted(backend.list_topics())
+        parts = consumer.partitions(topics) if topics else []
+        committed = consumer.committed(parts, _TIMEOUT) if parts else {}
+    finally:
+        consumer.close()
+    out: dict[str, dict[str, int]] = {}
+    for tp in sorted(committed):
+        off = committed[tp]
+        if off is not None:
+            out.setdefault(tp.topic, {})[str(tp.partition)] = off
+    return out
+
+
+def cmd_offsets(ctx: _Context) -> int:
+    from connect_runtime.api.records import TopicPartition
+    from connect_runtime.runtime.offsets import connector_offsets, offset_key, offset_value
+
+    a = ctx.args
+    name = a.connector
+    with ctx.open() as backend:
+        store = backend.offset_store(a.offsets_store)
+        try:
+            if a.offsets_command == "get":
+                source = [{"partition": p, "offset": o} for p, o in connector_offsets(store, name)]
+                source.sort(key=lambda e: json.dumps(e["partition"], sort_keys=True))
+                _out({"connector": name, "source": source,
+                      "sink": {"group": _group(name), "offsets": _group_offsets(backend, name)}})
+                return 0
+            if a.offsets_command == "set":
+                partition = _json_arg(a.partition, "--partition")
+                offset = _json_arg(a.offset, "--offset")
+                if not isinstance(partition, dict):
+                    raise UsageError("--partition must be a JSON object")
+                if offset is not None and not isinstance(offset, dict):
+                    raise UsageError("--offset must be a JSON object or null")
+                if set(partition) == {"kafka_topic", "kafka_partition"}:
+                    tp = TopicPartition(str(partition["kafka_topic"]), int(partition["kafka_partition"]))
+                    if offset is not None and (set(offset) != {"kafka_offset"}
+                                               or not isinstance(offset["kafka_offset"], int)):
+                        raise UsageError('a sink partition takes --offset \'{"kafka_offset": N}\' or null')
+                    consumer = backend.consumer(_group(name))
+                    try:
+                        if offset is None:
+                            target = consumer.beginning_offsets([tp], _TIMEOUT)[tp]
+                        else:
+                            target = offset["kafka_offset"]
+                        consumer.commit({tp: target}, _TIMEOUT)
+                    finally:
+                        consumer.close()
+                    _out({"connector": name, "group": _group(name), "partition": partition,
+                          "offset": {"kafka_offset": target}})
+                    return 0
+                store.put([(offset_key(name, partition), offset_value(offset))], _TIMEOUT)
+                _out({"connector": name, "partition": partition, "offset": offset})
+                return 0
+            # reset
+            entries = [(offset_key(name, p), None) for p, _ in connector_offsets(store, name)]
+            if entries:
+                store.put(entries, _TIMEOUT)
+            group = _group_offsets(backend, name)
+            tps = [TopicPartition(t, int(p)) for t, parts in group.items() for p in parts]
+            if tps:
+                consumer = backend.consumer(_group(name))
+                try:
+                    consumer.commit(consumer.beginning_offsets(tps, _TIMEOUT), _TIMEOUT)
+                finally:
+                    consumer.close()
+            _out({"connector": name, "source_partitions_reset": len(entries), "sink_partitions_reset": len(tps)})
+            return 0
+        finally:
+            store.close()
+
+
+def cmd_topics(ctx: _Context) -> int:
+    from connect_runtime.api.records import TopicPartition
+
+    a = ctx.args
+    with ctx.open() as backend:
+        topics = backend.list_topics()
+        if a.topics_command == "list":
+            for topic in sorted(topics):
+                _out({"topic": topic, "partitions": topics[topic]})
+            return 0
+        if a.topic not in topics:
+            raise ConnectError(f"topic {a.topic!r} does not exist (topics: {', '.join(sorted(topics)) or 'none'})")
+        if a.partition is not None and not 0 <= a.partition < topics[a.topic]:
+            raise ConnectError(f"topic {a.topic!r} has partitions 0..{topics[a.topic] - 1}, not {a.partition}")
+        parts = [a.partition] if a.partition is not None else range(topics[a.topic])
+        tps = [TopicPartition(a.topic, p) for p in parts]
+        consumer = backend.consumer(None)
+        try:
+            begin = consumer.beginning_offsets(tps, _TIMEOUT)
+            end = consumer.end_offsets(tps, _TIMEOUT)
+        finally:
+            consumer.close()
+        limit = a.max if a.max is not None else (None if a.from_beginning else 10)
+        printed = 0
+        for tp in tps:
+            if limit is not None and printed >= limit:
+                break
+            start = begin[tp] if a.from_beginning or limit is None else max(begin[tp], end[tp] - limit)
+            stop = end[tp] if limit is None else min(end[tp], start + (limit - printed))
+            for rec in backend.read_range(tp, start, stop):
+                entry = {"topic": rec.topic, "partition": rec.partition, "offset": rec.offset,
+                         "timestamp": rec.timestamp, "key": _decode(rec.key), "value": _decode(rec.value)}
+                if rec.headers:
+                    entry["headers"] = [[k, _decode(v)] for k, v in rec.headers]
+                _out(entry)
+                printed += 1
+        return 0
+
+
+# ------------------------------------------------------------------------------------------ main
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="pyconnect", description="Run connectors standalone; inspect topics and offsets.")
+    p.add_argument("--backend", help=f"backend URL (default: ${BACKEND_ENV} or {DEFAULT_BACKEND})")
+    p.add_argument("--setting", action="append", metavar="KEY=VALUE",
+                   help="backend client setting (repeatable), e.g. busy.timeout.ms=10000")
+    p.add_argument("-v", "--verbose", action="store_true", help="log what the runtime does (stderr)")
+    p.add_argument("--debug", action="store_true", help="debug logs, and a traceback on failure")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = sub.add_parser("run", help="run a connector once, bounded (standalone mode)")
+    run.add_argument("config", help="connector config (.json or .properties)")
+    run.add_argument("--at-least-once", action="store_true", help="source: no transactions")
+    run.add_argument("--max-records", type=int, metavar="N", help="stop after N records")
+    run.add_argument("--max-seconds", type=float, metavar="S", help="stop after S seconds")
+    run.add_argument("--until", metavar="JSON|@FILE",
+                     help="sink: target offsets {topic: {partition: offset}} or a source run's result JSON")
+    run.set_defaults(handler=cmd_run)
+
+    val = sub.add_parser("validate", help="check a connector config; print OK or every bad field")
+    val.add_argument("config")
+    val.set_defaults(handler=cmd_validate)
+
+    off = sub.add_parser("offsets", help="committed offsets of a connector (KIP-875 style)")
+    off_sub = off.add_subparsers(dest="offsets_command", required=True, parser_class=_Parser)
+    for name, help_ in (("get", "print committed offsets"), ("set", "set one partition's offset"),
+                        ("reset", "delete source offsets; sink group back to the beginning")):
+        sp = off_sub.add_parser(name, help=help_)
+        sp.add_argument("connector", help="connector name")
+        sp.add_argument("--offsets-store", default=None, metavar="NAME",
+                        help="the connector's offsets.storage.topic, if it has its own")
+        if name == "set":
+            sp.add_argument("--partition", required=True, metavar="JSON",
+                            help='source partition, or {"kafka_topic": T, "kafka_partition": P} for a sink')
+            sp.add_argument("--offset", required=True, metavar="JSON",
+                            help='source offset, {"kafka_offset": N} for a sink, or null to delete/reset')
+        sp.set_defaults(handler=cmd_offsets)
+
+    top = sub.add_parser("topics", help="list or read topics")
+    top_sub = top.add_subparsers(dest="topics_command", required=True, parser_class=_Parser)
+    top_sub.add_parser("list", help="every topic and its partition count").set_defaults(handler=cmd_topics)
+    rd = top_sub.add_parser("read", help="print records as JSON lines")
+    rd.add_argument("topic")
+    rd.add_argument("--from-beginning", action="store_true",
+                    help="start at the first record (default: the last --max records)")
+    rd.add_argument("--max", type=int, metavar="N", help="print at most N records (default 10, or all "
+                                                          "with --from-beginning)")
+    rd.add_argument("--partition", type=int, metavar="P", help="only this partition")
+    rd.set_defaults(handler=cmd_topics)
+    return p
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        print(f"error: {_one_line(str(exc))} (see pyconnect --help)", file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+    for flag in ("max_records", "max_seconds", "max"):
+        value = getattr(args, flag, None)
+        if value is not None and value < 0:
+            print(f"error: --{flag.replace('_', '-')} must be at least 0, got {value}", file=sys.stderr)
+            return 2
+    level = logging.DEBUG if args.debug else logging.INFO if args.verbose else logging.CRITICAL + 1
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(level)
+    ctx: _Context | None = None
+    try:
+        ctx = _Context(args)
+        rc: int = args.handler(ctx)
+        return rc
+    except UsageError as exc:
+        print(f"error: {_one_line(str(exc))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `pyconnect topics read ... | head`
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the interpreter's final flush
+        except OSError:
+            pass
+        return 0
+    except (ConnectError, OSError) as exc:
+        _fail(exc, args, ctx)
+        return 1
+    except Exception as exc:
+        _fail(exc, args, ctx, unexpected=True)
+        return 1
+
+
+def _fail(exc: BaseException, args: argparse.Namespace, ctx: _Context | None, unexpected: bool = False) -> None:
+    if isinstance(exc, OSError) and exc.strerror:
+        message = f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    else:
+        message = str(exc) or type(exc).__name__
+    if unexpected:
+        message = f"unexpected {type(exc).__name__}: {message}"
+    message = _redact(_one_line(message), ctx.secrets if ctx else [])
+    if args.debug:
+        traceback.print_exception(exc, file=sys.stderr)
+    elif unexpected:
+        message += " (run with --debug for the traceback)"
+    print(f"error: {message}", file=sys.stderr)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

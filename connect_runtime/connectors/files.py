@@ -1,0 +1,837 @@
+"""File connectors: :class:`DirectorySource` (a KIP-131 planner) and :class:`FileSink` (exactly-once
+by keeping its offsets in the destination).
+
+DirectorySource
+---------------
+Reads every file matching ``pattern`` under ``directory``, one record per line (``jsonl``: the parsed
+JSON value; ``csv``: a dict keyed by the header row), into ``topic``.
+
+- Source partition ``{"file": "<path relative to directory>"}``; source offset
+  ``{"position": <byte offset after the line>, "line": <lines consumed>, "done": <bool>}``.
+  ``done`` is true on the record that consumed the file to its end (trailing blank lines included).
+- The **connector** plans: in ``start()`` it lists the matching files, reads their committed offsets
+  through ``context.offset_storage_reader`` (KIP-131), leaves out finished files (``done`` and the
+  size is still the committed position) and deals the rest round-robin to at most ``tasks.max``
+  tasks (task config ``task.files``: a JSON list). While the run goes on, a background check every
+  ``directory.scan.interval.ms`` asks for task reconfiguration when a new matching file appears or a
+  finished file changes size; ``stop()`` ends that check.
+- A **task** resumes each file at its committed byte offset (re-reading a CSV header first), emits
+  whole lines only (text after the last newline waits until its line is complete), and follows
+  files that grow while it runs. A file shorter than its committed position was replaced: it is
+  read again from the start (logged as a warning).
+- A malformed line raises :class:`DataError` naming the file and line (records before it in the same
+  poll are returned first), which fails the run; with ``errors.tolerance=all`` the task logs it and
+  skips the line instead (the runtime does not tolerate exceptions from ``poll`` itself).
+- Files and directories whose name starts with ``.`` are ignored (writers' temporary files).
+
+FileSink
+--------
+Writes each topic partition to ``<directory>/<topic>/partition=<p>/<topic>-<p>.jsonl`` (or ``.csv``)
+and keeps its offsets **in the destination**: ``_manifest.json`` next to the data file records the
+next offset to write and the data file's size at the last commit point. It is replaced atomically
+(temp file, fsync, ``os.replace``, directory fsync) after the data was fsynced, so after any crash:
+
+- ``open()`` reads the manifest, truncates data bytes past the recorded size (written by a run that
+  died before its commit point) and rewinds the consumer to the recorded next offset;
+- ``pre_commit()`` fsyncs data, then writes the manifest, and returns ``{}``: the runtime commits
+  nothing to the consumer group, the manifest is the only truth. No duplicates, no loss.
+
+``put()`` encodes a whole batch per partition with a prebound encoder and writes it with one call.
+Each line is the record value as JSON (``output.fields=value``, the default) or an object with the
+chosen fields of ``topic, partition, offset, timestamp, key, value, headers``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from connect_runtime.api.config import (
+    ConfigDef,
+    ConfigValue,
+    Importance,
+    Range,
+    Type,
+    ValidString,
+    non_empty_string,
+)
+from connect_runtime.api.connector import (
+    ConnectorTransactionBoundaries,
+    ExactlyOnceSupport,
+    SinkConnector,
+    SourceConnector,
+)
+from connect_runtime.api.errors import ConfigError, ConnectError, DataError
+from connect_runtime.api.records import SinkRecord, SourceRecord, TopicPartition
+from connect_runtime.api.sink import SinkTask
+from connect_runtime.api.source import SourceTask
+
+log = logging.getLogger(__name__)
+
+VERSION = "0.1.0"
+
+_FORMATS_BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv"}
+_CHUNK = 1 << 20
+_IDLE_WAIT = 0.1
+"""Seconds a poll waits when no file has anything new (Kafka Connect's file source waits too)."""
+
+
+def _format_of(name: str, configured: str | None) -> str:
+    if configured:
+        return configured.lower()
+    fmt = _FORMATS_BY_SUFFIX.get(Path(name).suffix.lower())
+    if fmt is None:
+        raise ConfigError(errors={"format": f"cannot tell the format of {name!r} from its extension; "
+                                            "set format=jsonl or format=csv"})
+    return fmt
+
+
+def scan_directory(directory: str | os.PathLike[str], pattern: str) -> dict[str, int]:
+    """Matching regular files under ``directory``: relative POSIX name to size in bytes (sorted).
+
+    Names with a component starting with ``.`` are left out (temporary files of writers)."""
+    root = Path(directory)
+    out: dict[str, int] = {}
+    for path in root.glob(pattern):
+        rel = path.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts):
+            continue
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            continue  # removed while we listed
+        if path.is_file():
+            out[rel.as_posix()] = st.st_size
+    return dict(sorted(out.items()))
+
+
+def is_finished(offset: Mapping[str, Any] | None, size: int) -> bool:
+    """A committed offset says the file was read to its end and the file has not changed size since."""
+    return bool(offset and offset.get("done") and offset.get("position") == size)
+
+
+# ================================================================================ DirectorySource
+
+_SOURCE_CONFIG = (
+    ConfigDef()
+    .define("directory", Type.STRING, validator=non_empty_string, importance=Importance.HIGH,
+            doc="Directory to read files from.")
+    .define("topic", Type.STRING, validator=non_empty_string, importance=Importance.HIGH,
+            doc="Topic to write the records to.")
+    .define("pattern", Type.STRING, default="*", validator=non_empty_string,
+            doc="Glob of the files to read, relative to directory (e.g. *.jsonl, **/*.csv).")
+    .define("format", Type.STRING, default=None, validator=ValidString.in_("jsonl", "csv"),
+            doc="jsonl or csv; default from each file's extension (.jsonl/.ndjson/.json, .csv).")
+    .define("batch.size", Type.INT, default=1000, validator=Range.at_least(1), doc="Records per poll at most.")
+    .define("key.field", Type.STRING, default=None,
+            doc="Field of each record's value used as the record key (default: no key).")
+    .define("directory.scan.interval.ms", Type.LONG, default=5000, validator=Range.at_least(0),
+            doc="How often the connector looks for new files while running (0: never).")
+)
+
+_TASK_FILES = "task.files"
+
+
+class DirectorySource(SourceConnector):
+    """Reads JSON-lines and CSV files of a directory; plans from committed offsets (KIP-131)."""
+
+    VERSION = VERSION
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._watcher: threading.Thread | None = None
+        self._plan: list[str] | None = None
+        self._known: dict[str, int] = {}
+
+    def config_def(self) -> ConfigDef:
+        return _SOURCE_CONFIG
+
+    def validate(self, props: Mapping[str, Any]) -> list[ConfigValue]:
+        values = super().validate(props)
+        for cv in values:
+            if cv.name == "directory" and not cv.errors and cv.value is not None and not Path(cv.value).is_dir():
+                cv.errors.append(f"expected an existing directory, got {cv.value!r}")
+        return values
+
+    def exactly_once_support(self, props: Mapping[str, str]) -> ExactlyOnceSupport | None:
+        return ExactlyOnceSupport.SUPPORTED
+
+    def can_define_transaction_boundaries(self, props: Mapping[str, str]) -> ConnectorTransactionBoundaries:
+        # with transaction.boundary=connector a task ends a transaction at the end of each file
+        return ConnectorTransactionBoundaries.SUPPORTED
+
+    def task_class(self) -> type:
+        return DirectorySourceTask
+
+    def start(self, props: Mapping[str, str]) -> None:
+        self._config = _SOURCE_CONFIG.parse(props)
+        self._tolerance = str(props.get("errors.tolerance") or "none").lower()
+        directory = self._config["directory"]
+        if not Path(directory).is_dir():
+            raise ConfigError(errors={"directory": f"expected an existing directory, got {directory!r}"})
+        self._plan = self._make_plan()
+        interval_ms = self._config["directory.scan.interval.ms"]
+        if interval_ms > 0:
+            self._stop.clear()
+            self._watcher = threading.Thread(
+                target=self._watch, args=(interval_ms / 1000.0,), name="DirectorySource-scan", daemon=True
+            )
+            self._watcher.start()
+
+    def _make_plan(self) -> list[str]:
+        """Names of the files still to read (in name order); remembers every file seen."""
+        files = scan_directory(self._config["directory"], self._config["pattern"])
+        for name in files:
+            _format_of(name, self._config["format"])  # fail fast on a file of unknown format
+        committed = self.context.offset_storage_reader.offsets([{"file": name} for name in files])
+        plan = []
+        finished = 0
+        for (_, offset), (name, size) in zip(committed, files.items(), strict=True):
+            if is_finished(offset, size):
+                finished += 1
+            else:
+                plan.append(name)
+        self._known = files
+        log.info("DirectorySource: %d matching files in %s, %d finished, %d to read",
+                 len(files), self._config["directory"], finished, len(plan))
+        return plan
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        plan = self._plan if self._plan is not None else self._make_plan()
+        self._plan = None  # a later call (after a reconfiguration request) plans again
+        n = min(max_tasks, len(plan))
+        if n <= 0:
+            return []
+        base = {
+            "directory": str(self._config["directory"]),
+            "topic": self._config["topic"],
+            "batch.size": str(self._config["batch.size"]),
+            "errors.tolerance": self._tolerance,
+        }
+        if self._config["format"]:
+            base["format"] = self._config["format"]
+        if self._config["key.field"]:
+            base["key.field"] = self._config["key.field"]
+        groups: list[list[str]] = [[] for _ in range(n)]
+        for i, name in enumerate(plan):
+            groups[i % n].append(name)
+        return [{**base, _TASK_FILES: json.dumps(group)} for group in groups]
+
+    def _watch(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            try:
+                files = scan_directory(self._config["directory"], self._config["pattern"])
+            except OSError as exc:
+                log.warning("DirectorySource: cannot list %s: %s", self._config["directory"], exc)
+                continue
+            changed = [name for name, size in files.items() if self._known.get(name) != size]
+            appeared = [name for name in changed if name not in self._known]
+            # a file known before that changed size is either being read (it grows: tasks follow it)
+            # or was finished and got appended to; only new files need new task configs
+            if appeared:
+                log.info("DirectorySource: new files %s; requesting task reconfiguration", appeared[:5])
+                self._known = {**self._known, **files}
+                self.context.request_task_reconfiguration()
+
+    def stop(self) -> None:
+        self._stop.set()
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.join(timeout=10)
+
+
+_TASK_CONFIG = (
+    ConfigDef()
+    .define("directory", Type.STRING, validator=non_empty_string)
+    .define("topic", Type.STRING, validator=non_empty_string)
+    .define("format", Type.STRING, default=None, validator=ValidString.in_("jsonl", "csv"))
+    .define("batch.size", Type.INT, default=1000, validator=Range.at_least(1))
+    .define("key.field", Type.STRING, default=None)
+    .define(_TASK_FILES, Type.STRING, doc="JSON list of the files of this task.")
+    .define("errors.tolerance", Type.STRING, default="none", validator=ValidString.in_("none", "all"),
+            doc="all: a malformed line is logged and skipped; none: it fails the run.")
+)
+
+_BOM = b"\xef\xbb\xbf"
+_loads = json.loads
+
+
+class _FileCursor:
+    """Reading position in one file: whole lines only, from a committed byte offset."""
+
+    def __init__(self, root: Path, name: str, fmt: str, offset: Mapping[str, Any] | None) -> None:
+        self.name = name
+        self.path = root / name
+        self.fmt = fmt
+        self.partition = {"file": name}
+        self.position = int(offset.get("position", 0)) if offset else 0
+        self.line = int(offset.get("line", 0)) if offset else 0
+        self.header: list[str] | None = None
+        self.error: DataError | None = None
+        self.tolerate = False
+        self.gone = False
+        self._fh: io.BufferedReader | None = None
+        self._buf = b""
+        self._eof = False
+
+    # -- file handling ------------------------------------------------------------------------------
+
+    def _open(self) -> bool:
+        try:
+            fh = open(self.path, "rb")  # noqa: SIM115 - kept open across polls, closed in close()
+        except FileNotFoundError:
+            log.warning("DirectorySource: %s disappeared; skipping it", self.path)
+            self.gone = True
+            return False
+        size = os.fstat(fh.fileno()).st_size
+        if size < self.position:
+            log.warning("DirectorySource: %s is shorter (%d bytes) than its committed position %d: "
+                        "it was replaced; reading it again from the start", self.path, size, self.position)
+            self.position = 0
+            self.line = 0
+        if self.fmt == "csv" and self.position > 0 and self.header is None:
+            self.header = self._read_header(fh)
+        fh.seek(self.position + len(self._buf))
+        self._fh = fh
+        return True
+
+    def _read_header(self, fh: io.BufferedReader) -> list[str]:
+        fh.seek(0)
+        data = b""
+        while True:
+            chunk = fh.read(65536)
+            data += chunk
+            start = 0
+            while True:
+                end = _csv_record_end(data, start)
+                if end < 0:
+                    break
+                text = data[start:end]
+                if text.startswith(_BOM):
+                    text = text[3:]
+                if text.strip():
+                    return _csv_row(text)
+                start = end + 1
+            if not chunk:
+                raise DataError(f"{self.path}: cannot re-read the CSV header to resume at byte {self.position}")
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def has_more(self) -> bool:
+        """Whether the file may have bytes this cursor has not seen (it grew since the last EOF)."""
+        if self.gone:
+            return False
+        if not self._eof:
+            return True
+        try:
+            size = os.stat(self.path).st_size
+        except FileNotFoundError:
+            return False
+        return size != self.position + len(self._buf)
+
+    # -- reading ------------------------------------------------------------------------------------
+
+    def read(self, limit: int, topic: str, key_field: str | None, out: list[SourceRecord]) -> int:
+        """Append up to ``limit`` records to ``out``; stop early at EOF or before a malformed line
+        (which is then left in ``self.error``, the cursor already past it)."""
+        if self.gone or (self._fh is None and not self._open()):
+            return 0
+        fh = self._fh
+        assert fh is not None
+        csv_fmt = self.fmt == "csv"
+        buf = self._buf
+        i = 0
+        n = 0
+        last: dict[str, Any] | None = None
+        base = self.position
+        eof = False
+        while True:
+            end = _csv_record_end(buf, i) if csv_fmt else buf.find(b"\n", i)
+            if end < 0:
+                chunk = fh.read(_CHUNK)
+                if not chunk:
+                    eof = True
+                    break
+                base += i
+                buf = buf[i:] + chunk
+                i = 0
+                continue
+            raw = buf[i:end]
+            first_line = self.line == 0
+            lines = raw.count(b"\n") + 1 if csv_fmt else 1
+            if first_line and raw.startswith(_BOM):
+                raw = raw[3:]
+            if not raw.strip():
+                i = end + 1
+                self.line += lines
+                continue
+            if n >= limit:
+                break
+            i = end + 1
+            line_no = self.line + 1
+            self.line += lines
+            try:
+                if csv_fmt:
+                    row = _csv_row(raw)
+                    if self.header is None:
+                        self.header = row
+                        continue
+                    if len(row) != len(self.header):
+                        raise ValueError(f"expected {len(self.header)} fields as in the header, got {len(row)}")
+                    value: Any = dict(zip(self.header, row, strict=True))
+                else:
+                    value = _loads(raw)
+            except (ValueError, csv.Error) as exc:
+                kind = "CSV" if csv_fmt else "JSON"
+                error = DataError(f"{self.path}: line {line_no}: malformed {kind}: {exc}")
+                if self.tolerate:
+                    log.warning("DirectorySource: skipping a bad line (errors.tolerance=all): %s", error)
+                    continue
+                self.error = error
+                break
+            last = {"position": base + i, "line": self.line, "done": False}
+            key = value.get(key_field) if key_field and isinstance(value, dict) else None
+            out.append(SourceRecord(source_partition=self.partition, source_offset=last,
+                                    topic=topic, key=key, value=value))
+            n += 1
+        self._buf = buf[i:]
+        self.position = base + i
+        self._eof = eof
+        if eof:
+            self.close()  # reopened by read() when has_more() says the file grew
+        if last is not None and eof and not self._buf and self.error is None:
+            # this record consumed the file to its end (blank lines after it included)
+            last["position"] = self.position
+            last["line"] = self.line
+            last["done"] = True
+        return n
+
+
+def _csv_record_end(buf: bytes, start: int) -> int:
+    """Index of the newline ending the CSV record at ``start`` (quoted newlines don't end it), or -1."""
+    end = buf.find(b"\n", start)
+    while end >= 0 and buf.count(b'"', start, end) % 2 == 1:
+        end = buf.find(b"\n", end + 1)
+    return end
+
+
+def _csv_row(raw: bytes) -> list[str]:
+    text = raw.decode("utf-8")
+    if text.endswith("\r"):
+        text = text[:-1]
+    return next(csv.reader([text]))
+
+
+class DirectorySourceTask(SourceTask):
+    """Reads the files named in ``task.files`` from their committed byte offsets."""
+
+    VERSION = VERSION
+
+    def start(self, props: Mapping[str, str]) -> None:
+        cfg = _TASK_CONFIG.parse(props)
+        try:
+            names = json.loads(cfg[_TASK_FILES])
+        except ValueError as exc:
+            raise ConfigError(errors={_TASK_FILES: f"expected a JSON list of file names: {exc}"}) from exc
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ConfigError(errors={_TASK_FILES: "expected a JSON list of file names"})
+        root = Path(cfg["directory"])
+        self._topic = cfg["topic"]
+        self._batch = cfg["batch.size"]
+        self._key_field = cfg["key.field"]
+        committed = self.context.offset_storage_reader.offsets([{"file": n} for n in names])
+        self._cursors = [
+            _FileCursor(root, name, _format_of(name, cfg["format"]), offset)
+            for name, (_, offset) in zip(names, committed, strict=True)
+        ]
+        for c in self._cursors:
+            c.tolerate = cfg["errors.tolerance"].lower() == "all"
+        self._current = 0
+        self._tx = self.context.transaction_context
+
+    def poll(self) -> list[SourceRecord] | None:
+        out: list[SourceRecord] = []
+        for c in self._cursors:
+            pending = c.error
+            if pending is not None:
+                c.error = None
+                raise pending
+        cursors = self._cursors
+        # the files in order; then, if nothing came, the ones that grew since they hit their end
+        while self._current < len(cursors) and len(out) < self._batch:
+            c = cursors[self._current]
+            c.read(self._batch - len(out), self._topic, self._key_field, out)
+            if c.error is not None:
+                break
+            if c._eof or c.gone:
+                self._current += 1
+        if not out and self._current >= len(cursors):
+            for c in cursors:
+                if len(out) >= self._batch:
+                    break
+                if c.has_more():
+                    c.read(self._batch - len(out), self._topic, self._key_field, out)
+                    if c.error is not None:
+                        break
+        if out and self._tx is not None:
+            for rec in out:
+                if rec.source_offset and rec.source_offset.get("done"):
+                    self._tx.commit_transaction(rec)
+        if not out:
+            err = next((c.error for c in cursors if c.error is not None), None)
+            if err is not None:
+                for c in cursors:
+                    c.error = None
+                raise err
+            time.sleep(_IDLE_WAIT)
+            return []
+        return out
+
+    def stop(self) -> None:
+        for c in getattr(self, "_cursors", ()):
+            c.close()
+
+
+# ======================================================================================== FileSink
+
+_OUTPUT_FIELDS = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
+
+
+def _output_fields(name: str, value: Any) -> None:
+    bad = [v for v in value or () if v not in _OUTPUT_FIELDS]
+    if bad:
+        raise ValueError(f"fields among {', '.join(_OUTPUT_FIELDS)}, got {', '.join(bad)}")
+    if not value:
+        raise ValueError("at least one field")
+
+
+_SINK_CONFIG = (
+    ConfigDef()
+    .define("directory", Type.STRING, validator=non_empty_string, importance=Importance.HIGH,
+            doc="Directory to write into (<directory>/<topic>/partition=<p>/...).")
+    .define("format", Type.STRING, default="jsonl", validator=ValidString.in_("jsonl", "csv"),
+            doc="jsonl (one JSON document per line) or csv (a header row, then one row per record).")
+    .define("output.fields", Type.LIST, default=["value"], validator=_output_fields,
+            doc="What each line holds: 'value' alone writes the value; several fields write an object "
+                "(jsonl) or leading columns (csv) of topic, partition, offset, timestamp, key, value, headers.")
+    .define("csv.columns", Type.LIST, default=[],
+            doc="csv: the value's columns (default: the keys of the first record's value).")
+    .define("fsync", Type.BOOLEAN, default=True,
+            doc="fsync data and manifest at each commit point (false survives process crashes, not power loss).")
+)
+
+MANIFEST = "_manifest.json"
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return bytes(obj).decode("utf-8")
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_json_default).encode
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on a directory
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: Path, data: bytes, *, fsync: bool = True) -> None:
+    """Replace ``path`` with ``data``: temp file, fsync, ``os.replace``, directory fsync."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        if fsync:
+            fh.flush()
+            os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    if fsync:
+        _fsync_dir(path.parent)
+
+
+def partition_dir(directory: str | os.PathLike[str], tp: TopicPartition) -> Path:
+    return Path(directory) / tp.topic / f"partition={tp.partition}"
+
+
+def read_manifest(path: Path) -> dict[str, Any] | None:
+    """The manifest at ``path``, ``None`` if there is none; ConnectError if it is unreadable."""
+    try:
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except ValueError as exc:
+        raise ConnectError(f"{path}: corrupt FileSink manifest ({exc}); it is only ever replaced atomically, "
+                           "so something else wrote it") from exc
+    if not (isinstance(data, dict) and isinstance(data.get("next_offset"), int)
+            and isinstance(data.get("size"), int) and isinstance(data.get("file"), str)):
+        raise ConnectError(f"{path}: not a FileSink manifest (needs file, size, next_offset)")
+    return data
+
+
+class _PartitionWriter:
+    """One partition's data file and manifest."""
+
+    def __init__(self, directory: str, tp: TopicPartition, fmt: str, fsync: bool) -> None:
+        self.tp = tp
+        self.dir = partition_dir(directory, tp)
+        self.fsync = fsync
+        self.fmt = fmt
+        self.manifest_path = self.dir / MANIFEST
+        self.dir.mkdir(parents=True, exist_ok=True)
+        manifest = read_manifest(self.manifest_path)
+        name = manifest["file"] if manifest else f"{tp.topic}-{tp.partition}.{fmt}"
+        self.path = self.dir / name
+        committed_size = manifest["size"] if manifest else 0
+        self.next_offset: int | None = manifest["next_offset"] if manifest else None
+        self.committed_next = self.next_offset
+        fh = open(self.path, "ab")  # noqa: SIM115 - closed in close()
+        actual = os.fstat(fh.fileno()).st_size
+        if actual < committed_size:
+            fh.close()
+            raise ConnectError(f"{self.path} has {actual} bytes but its manifest recorded {committed_size}: "
+                               "the destination was changed outside the sink; refusing to continue")
+        if actual > committed_size:
+            log.info("FileSink: truncating %s from %d to %d bytes (written after the last commit point "
+                     "by a run that did not finish)", self.path, actual, committed_size)
+            fh.truncate(committed_size)
+            if fsync:
+                os.fsync(fh.fileno())
+        self.fh = fh
+        self.size = committed_size
+        self.committed_size = committed_size
+        self.columns: list[str] | None = None
+        if fmt == "csv" and committed_size > 0:
+            with open(self.path, "rb") as rf:
+                self.columns = next(csv.reader([rf.readline().decode("utf-8").rstrip("\r\n")]))
+
+    def write(self, data: bytes, next_offset: int) -> None:
+        self.fh.write(data)
+        self.size += len(data)
+        self.next_offset = next_offset
+
+    def commit(self, delivered: int | None) -> None:
+        """Make the data durable, then record it in the manifest."""
+        nxt = self.next_offset
+        if delivered is not None and (nxt is None or delivered > nxt):
+            nxt = delivered  # records delivered but not written (filtered, reported as errant)
+        if nxt is None or (nxt == self.committed_next and self.size == self.committed_size):
+            return
+        self.fh.flush()
+        if self.fsync:
+            os.fsync(self.fh.fileno())
+        manifest = {"version": 1, "topic": self.tp.topic, "partition": self.tp.partition,
+                    "file": self.path.name, "format": self.fmt, "size": self.size, "next_offset": nxt}
+        write_atomically(self.manifest_path, _encode(manifest).encode(), fsync=self.fsync)
+        self.next_offset = self.committed_next = nxt
+        self.committed_size = self.size
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+class FileSink(SinkConnector):
+    """Writes topic partitions to JSON-lines or CSV files, exactly once (offsets in the destination)."""
+
+    VERSION = VERSION
+
+    def config_def(self) -> ConfigDef:
+        return _SINK_CONFIG
+
+    def start(self, props: Mapping[str, str]) -> None:
+        self._props = {k: v for k, v in props.items() if k in _SINK_CONFIG.keys}
+        _SINK_CONFIG.parse(self._props)
+
+    def task_class(self) -> type:
+        return FileSinkTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        out = {}
+        for k, v in self._props.items():
+            out[k] = ",".join(map(str, v)) if isinstance(v, list) else str(v)
+        return [dict(out) for _ in range(max_tasks)]
+
+
+class FileSinkTask(SinkTask):
+    """See the module docstring: data per partition, manifest after fsync, ``pre_commit`` returns {}."""
+
+    VERSION = VERSION
+
+    def start(self, props: Mapping[str, str]) -> None:
+        cfg = _SINK_CONFIG.parse(props)
+        self._directory = cfg["directory"]
+        self._format = cfg["format"]
+        self._fields: list[str] = cfg["output.fields"]
+        self._value_only = self._fields == ["value"]
+        self._csv_columns: list[str] = cfg["csv.columns"]
+        self._fsync = cfg["fsync"]
+        self._writers: dict[TopicPartition, _PartitionWriter] = {}
+
+    def open(self, partitions: list[TopicPartition]) -> None:
+        rewind = {}
+        for tp in partitions:
+            tp = TopicPartition(*tp)
+            if tp in self._writers:
+                continue
+            w = _PartitionWriter(self._directory, tp, self._format, self._fsync)
+            self._writers[tp] = w
+            if w.next_offset is not None:
+                rewind[tp] = w.next_offset
+        if rewind:
+            self.context.offset(rewind)
+
+    def put(self, records: list[SinkRecord]) -> None:
+        if not records:
+            return
+        groups: dict[tuple[str, int], list[SinkRecord]] = {}
+        for r in records:
+            key = (r.topic, r.partition)
+            g = groups.get(key)
+            if g is None:
+                groups[key] = [r]
+            else:
+                g.append(r)
+        for (topic, partition), recs in groups.items():
+            tp = TopicPartition(topic, partition)
+            w = self._writers.get(tp)
+            if w is None:
+                raise ConnectError(f"FileSink got records of {topic}-{partition} before open() assigned it")
+            if w.next_offset is not None and recs[0].offset < w.next_offset:
+                # already written (redelivered before the rewind took effect)
+                recs = [r for r in recs if r.offset >= w.next_offset]
+                if not recs:
+                    continue
+            data = self._encode_csv(w, recs) if self._format == "csv" else self._encode_jsonl(recs)
+            w.write(data, recs[-1].offset + 1)
+
+    # -- encoding -----------------------------------------------------------------------------------
+
+    def _fields_of(self, r: SinkRecord) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in self._fields:
+            if f == "headers":
+                out[f] = [[k, v] for k, v in (r.headers or [])]
+            else:
+                out[f] = getattr(r, f)
+        return out
+
+    def _encode_jsonl(self, recs: list[SinkRecord]) -> bytes:
+        enc = _encode
+        try:
+            if self._value_only:
+                text = "\n".join([enc(r.value) for r in recs])
+            else:
+                fields_of = self._fields_of
+                text = "\n".join([enc(fields_of(r)) for r in recs])
+            return (text + "\n").encode("utf-8")
+        except (TypeError, ValueError, UnicodeError):
+            return self._encode_one_by_one(recs, lambda r: (enc(r.value if self._value_only
+                                                                 else self._fields_of(r)) + "\n").encode())
+
+    def _encode_one_by_one(self, recs: list[SinkRecord], encode_one: Any) -> bytes:
+        """Slow path after a batch failed to encode: find the bad records and report or raise."""
+        parts = []
+        reporter = self.context.errant_record_reporter
+        for r in recs:
+            try:
+                parts.append(encode_one(r))
+            except (TypeError, ValueError, UnicodeError, DataError) as exc:
+                err = DataError(f"FileSink cannot write record {r.topic}-{r.partition}@{r.offset}: {exc}")
+                if reporter is None:
+                    raise err from exc
+                reporter.report(r, err)
+        return b"".join(parts)
+
+    def _encode_csv(self, w: _PartitionWriter, recs: list[SinkRecord]) -> bytes:
+        meta = [f for f in self._fields if f != "value"]
+        header = b""
+        if w.columns is None:
+            first = recs[0].value
+            value_cols = self._csv_columns or (list(first) if isinstance(first, dict) else ["value"])
+            w.columns = meta + value_cols
+            header = _csv_line(w.columns)
+        value_cols = w.columns[len(meta):]
+
+        def row_of(r: SinkRecord) -> bytes:
+            v = r.value
+            if value_cols == ["value"] and not isinstance(v, dict):
+                vals: list[Any] = [v]
+            else:
+                if not isinstance(v, dict):
+                    raise DataError(f"csv needs a dict value, got {type(v).__name__}")
+                extra = [k for k in v if k not in value_cols]
+                if extra:
+                    raise DataError(f"value has fields {extra} not among the CSV columns {value_cols}")
+                vals = [v.get(c) for c in value_cols]
+            m = self._fields_of(r) if meta else {}
+            return _csv_line([m[f] for f in meta] + vals)
+
+        return header + self._encode_one_by_one(recs, row_of)
+
+    # -- commit points ------------------------------------------------------------------------------
+
+    def flush(self, current_offsets: Mapping[TopicPartition, int]) -> None:
+        for tp, w in self._writers.items():
+            w.commit(current_offsets.get(tp))
+
+    def pre_commit(self, current_offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        self.flush(current_offsets)
+        return {}  # the manifests are the offsets; the consumer group commits nothing
+
+    def close(self, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            w = self._writers.pop(TopicPartition(*tp), None)
+            if w is not None:
+                w.close()  # no manifest: what was not committed gets truncated on the next open
+
+    def stop(self) -> None:
+        for w in self._writers.values():
+            w.close()
+        self._writers = {}
+
+
+def _csv_cell(v: Any) -> Any:
+    if v is None:
+        return ""
+    if isinstance(v, (dict, list)):
+        return _encode(v)
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).decode("utf-8")
+    return v
+
+
+def _csv_line(values: Iterable[Any]) -> bytes:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow([_csv_cell(v) for v in values])
+    return buf.getvalue().encode("utf-8")
+
+
+__all__ = [
+    "MANIFEST",
+    "DirectorySource",
+    "DirectorySourceTask",
+    "FileSink",
+    "FileSinkTask",
+    "is_finished",
+    "read_manifest",
+    "scan_directory",
+]
