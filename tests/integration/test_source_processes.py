@@ -1,0 +1,108 @@
+"""Source runs in real subprocesses: zombie fencing between two processes, SIGKILL at random instants."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import PYTHON, REPO, slow_iterations
+from tests.source_connectors import committed_offset, read_topic
+
+
+def start(config: dict[str, Any], url: str, **kwargs: Any) -> subprocess.Popen[str]:
+    spec = json.dumps({"config": config, "backend": url, "kwargs": kwargs})
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([PYTHON, "-m", "tests.source_run", spec], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen[str], timeout: float, what: str) -> tuple[int, dict[str, Any]]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate(timeout=10)
+        pytest.fail(f"{what} did not finish within {timeout} s")
+    lines = out.strip().splitlines()
+    assert lines, f"{what} printed nothing; stderr:\n{err}"
+    return proc.returncode, json.loads(lines[-1])
+
+
+def wait_for(path: Path, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {timeout} s for {what} ({path})")
+        time.sleep(0.02)
+
+
+def test_zombie_is_fenced_by_a_newer_process(tmp_path: Path, sqlite_url: str) -> None:
+    """Process A has an open transaction when process B starts the same connector: B's
+    init_transactions fences A; A's commit raises ProducerFencedError and nothing of A is visible."""
+    marker = tmp_path / "a-polled"
+    base = {"name": "zombie", "connector.class": "tests.source_connectors.ScriptedSource", "topic": "t",
+            "batch": 5, "poll.idle.timeout.ms": 100}
+    a = start({**base, "tag": "A", "count": -1, "poll.sleep.ms": 20, "marker.file": str(marker),
+               "transaction.boundary": "interval", "transaction.boundary.interval.ms": 600000},
+              sqlite_url, max_seconds=6)
+    try:
+        wait_for(marker, 30, "process A's first poll")
+        b = start({**base, "tag": "B", "count": 20}, sqlite_url)
+        rc_b, out_b = finish(b, 60, "process B")
+        assert rc_b == 0, out_b
+        assert out_b["records"] == 20
+        rc_a, out_a = finish(a, 60, "process A")
+    finally:
+        if a.poll() is None:
+            a.kill()
+            a.communicate(timeout=10)
+    assert rc_a == 2 and out_a["error"] == "ProducerFencedError", out_a
+    values = read_topic(sqlite_url, "t")
+    assert {v["tag"] for v in values} == {"B"}
+    assert [v["n"] for v in values] == list(range(20))
+    assert committed_offset(sqlite_url, "zombie", {"task": 0, "round": 1}) == {"n": 20}
+
+
+def sigkill_loop(tmp_path: Path, kills: int, seed: int) -> None:
+    url = f"sqlite:///{tmp_path / 'kill.db'}"
+    total = 3000 * kills
+    config = {"name": "gen", "connector.class": "connect_runtime.connectors.datagen.DataGenSource",
+              "topic": "gen", "max.records": total, "batch.size": 20, "poll.delay.ms": 10, "tasks.max": 2}
+    rng = random.Random(seed)
+    killed = 0
+    for i in range(kills):
+        proc = start(config, url)
+        try:
+            proc.wait(rng.uniform(0.2, 1.4))
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            killed += 1
+        proc.communicate(timeout=30)
+        assert proc.returncode in (0, -signal.SIGKILL), f"run {i} exited with {proc.returncode}"
+    assert killed > 0
+    rc, result = finish(start({**config, "poll.delay.ms": 0}, url), 300, "the final run")
+    assert rc == 0, result
+    ids = [v["id"] for v in read_topic(url, "gen")]
+    assert len(ids) == total, f"{len(ids)} records for {total} ids (duplicates or gaps)"
+    assert sorted(ids) == list(range(total))
+    # each task's records are in order: nothing replayed, nothing skipped
+    half = total // 2
+    for part in ([n for n in ids if n < half], [n for n in ids if n >= half]):
+        assert part == sorted(part)
+
+
+def test_sigkill_at_random_instants_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    sigkill_loop(tmp_path, kills=3, seed=1)
+
+
+@pytest.mark.slow
+def test_sigkill_loop_long(tmp_path: Path) -> None:
+    sigkill_loop(tmp_path, kills=slow_iterations(10, 40), seed=2)
