@@ -173,6 +173,7 @@ class _Plan:
     values: dict[str, Any]
     connector: SourceConnector
     task_class: type[SourceTask]
+    """Set from ``connector.task_class()`` once the connector started."""
     boundary: str
 
 
@@ -188,7 +189,6 @@ def _prepare(config: Mapping[str, Any], exactly_once: bool) -> _Plan:
     values = {cv.name: cv.value for cv in checked}
 
     connector: SourceConnector | None = None
-    task_class: type[SourceTask] | None = None
     if "connector.class" not in errors:
         path = values["connector.class"]
         try:
@@ -202,13 +202,6 @@ def _prepare(config: Mapping[str, Any], exactly_once: bool) -> _Plan:
         for cv in connector.validate(props):
             if cv.errors and cv.name not in errors:
                 errors[cv.name] = "; ".join(cv.errors)
-        tc = connector.task_class()
-        if isinstance(tc, type) and issubclass(tc, SourceTask):
-            task_class = tc
-        else:
-            errors["connector.class"] = (
-                f"{type(connector).__name__}.task_class() returned {tc!r}, which is not a SourceTask subclass"
-            )
         if "exactly.once.support" not in errors and values["exactly.once.support"] == "required":
             if not exactly_once:
                 errors["exactly.once.support"] = "required, but this run is at-least-once (exactly_once=False)"
@@ -232,9 +225,9 @@ def _prepare(config: Mapping[str, Any], exactly_once: bool) -> _Plan:
             errors.setdefault(name, why)
     if errors:
         raise ConfigError(errors=errors)
-    assert connector is not None and task_class is not None
+    assert connector is not None
     boundary = str(values["transaction.boundary"]).lower() if exactly_once else "none"
-    return _Plan(values["name"], props, values, connector, task_class, boundary)
+    return _Plan(values["name"], props, values, connector, SourceTask, boundary)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -439,6 +432,10 @@ class _TaskContext(SourceTaskContext):
 _topic_of = itemgetter(0)
 
 
+class _RunFailed(Exception):
+    """Raised inside a task thread to unwind when another part of the run already failed."""
+
+
 class _WorkerTask:
     """Runs one task in its own thread: the loop is here, delivery guarantees are in the hooks."""
 
@@ -489,6 +486,8 @@ class _WorkerTask:
             self.loop()
             if not self.run.failed:
                 self.commit()
+        except _RunFailed:
+            pass  # the run's first error is already recorded; this task only unwinds
         except BaseException as exc:
             if isinstance(exc, ProducerFencedError):
                 log.error("%s was fenced by a newer instance; stopping without committing", self.label)
@@ -700,7 +699,7 @@ class _ExactlyOnceTask(_WorkerTask):
         if not self.txn_open and not self.writer:
             return
         if self.run.failed:
-            raise ConnectError(f"{self.label}: not committing, the run already failed")
+            raise _RunFailed
         entries, offsets = self.take_offsets(self.writer)
         if not self.txn_open:  # offsets only (every record of the batch was filtered)
             self.producer.begin_transaction()
@@ -789,7 +788,7 @@ class _AtLeastOnceTask(_WorkerTask):
     def commit(self) -> None:
         self.last_commit = time.monotonic()
         if self.run.failed:
-            raise ConnectError(f"{self.label}: not committing, the run already failed")
+            raise _RunFailed
         self.flush()
         if not self.flushed and not self.flushed_records:
             return
@@ -883,6 +882,11 @@ def _run_connector(plan: _Plan, run: _Run, be: Backend, context: _ConnectorConte
     connector.initialize(context)
     connector.start(plan.props)
     try:
+        tc = connector.task_class()
+        if not (isinstance(tc, type) and issubclass(tc, SourceTask)):
+            raise ConfigError(errors={"connector.class": (
+                f"{type(connector).__name__}.task_class() returned {tc!r}, which is not a SourceTask subclass")})
+        plan.task_class = tc
         replans = 0
         while True:
             if run.failed:
