@@ -200,7 +200,7 @@ def _validate(config: Mapping[str, Any]) -> tuple[dict[str, Any], SinkConnector,
     pipeline: SinkPipeline | None = None
     if not errors:
         try:
-            pipeline = SinkPipeline.from_config(config)
+            pipeline = SinkPipeline.from_config(config, task_id=0)
         except ConfigError as exc:
             errors.update(exc.errors or {"transforms": str(exc)})
     if errors:
@@ -401,6 +401,7 @@ class _Worker:
 
     def _execute(self) -> None:
         run = self.run
+        assert run.task_class is not None
         task = run.task_class()
         self._task = task
         task.initialize(self._ctx)
@@ -527,36 +528,42 @@ class _Worker:
             if run.deadline is not None:
                 timeout = max(0.0, min(timeout, run.deadline - now))
             batch = consumer.poll(max_poll, timeout)
+            last: dict[tuple[str, int], int] = {}
             if batch:
-                batch = self._bound(batch)
+                batch, last = self._bound(batch)
             if not batch:
                 self._check_ends(remaining)
                 if interval != 0 and time.monotonic() >= next_commit:
                     self._commit(closing=False)
                     next_commit = time.monotonic() + interval
                 continue
-            self._deliver(batch)
+            self._deliver(batch, last)
             if interval == 0 or ctx.commit_requested or time.monotonic() >= next_commit:
                 self._commit(closing=False)
                 next_commit = time.monotonic() + interval
 
-    def _bound(self, batch: list[ConsumedRecord]) -> list[ConsumedRecord]:
-        """Drop records at or past their partition's target; take from the max_records budget."""
+    def _bound(self, batch: list[ConsumedRecord]) -> tuple[list[ConsumedRecord], dict[tuple[str, int], int]]:
+        """Drop records at or past their partition's target; take from the max_records budget.
+        Also the last offset per partition of what is left (keys are plain tuples, which find the
+        TopicPartition keys of the position dicts)."""
         last: dict[tuple[str, int], int] = {}
         for rec in batch:
             last[rec[0], rec[1]] = rec[2]
-        over = False
         target = self._target
-        for (topic, p), off in last.items():
-            if off >= target[TopicPartition(topic, p)]:
-                over = True
-                self._ctx.pause_changed = True  # that partition is done after this batch
-        if over:
-            batch = [r for r in batch if r[2] < target[TopicPartition(r[0], r[1])]]
+        changed = False
+        if any(off >= target[k] for k, off in last.items()):  # type: ignore[index]
+            self._ctx.pause_changed = True  # such a partition is done after this batch
+            batch = [r for r in batch if r[2] < target[r[0], r[1]]]  # type: ignore[index]
+            changed = True
         granted = self.run.budget.take(len(batch))
         if granted < len(batch):
             batch = batch[:granted]
-        return batch
+            changed = True
+        if changed:
+            last = {}
+            for rec in batch:
+                last[rec[0], rec[1]] = rec[2]
+        return batch, last
 
     def _check_ends(self, remaining: list[TopicPartition]) -> None:
         """An empty poll: a partition whose end is now below our position has nothing more."""
@@ -574,7 +581,7 @@ class _Worker:
                 self._target[tp] = self._pos[tp]
                 self._ctx.pause_changed = True
 
-    def _deliver(self, batch: list[ConsumedRecord]) -> None:
+    def _deliver(self, batch: list[ConsumedRecord], last: dict[tuple[str, int], int]) -> None:
         try:
             processed = self.pipeline.process(batch)
         except Exception as exc:
@@ -588,8 +595,8 @@ class _Worker:
         self._batch = []
         self._batch_index = None
         pos = self._pos
-        for rec in batch:
-            pos[TopicPartition(rec[0], rec[1])] = rec[2] + 1
+        for key, off in last.items():
+            pos[key] = off + 1  # type: ignore[index]  # keeps the existing TopicPartition key
         self.records += len(processed.records)
 
     def _put(self, records: list[SinkRecord]) -> None:
@@ -680,10 +687,6 @@ class _Worker:
 
     def _dead_letter(self, rec: ConsumedRecord, exc: BaseException) -> None:
         run = self.run
-        if run.log_errors:
-            detail = f" key={rec.key!r} value={rec.value!r}" if run.log_messages else ""
-            log.warning("%s: record %s[%d]@%d failed: %s: %s%s", self.label, rec.topic, rec.partition,
-                        rec.offset, type(exc).__name__, exc, detail)
         if not run.dlq_topic:
             self.skipped += 1
             return
@@ -712,6 +715,10 @@ class _Worker:
         if self._batch_index is None:
             self._batch_index = {(r[0], r[1], r[2]): r for r in self._batch}
         original = self._batch_index.get(key) or _consumed_from(record)
+        if self.run.log_errors:  # the pipeline logs conversion and transform failures itself
+            detail = f" key={record.key!r} value={record.value!r}" if self.run.log_messages else ""
+            log.warning("%s: task reported record %s[%d]@%d as failed: %s: %s%s", self.label, record.topic,
+                        record.partition, record.offset, type(error).__name__, error, detail)
         self._dead_letter(original, error)
 
 
@@ -737,12 +744,12 @@ def _consumed_from(record: SinkRecord) -> ConsumedRecord:
 class _Run:
     """Shared state of one run: bounds, failure, the task threads."""
 
-    def __init__(self, name: str, values: Mapping[str, Any], backend: Backend, task_class: type[SinkTask],
+    def __init__(self, name: str, values: Mapping[str, Any], backend: Backend,
                  max_records: int | None, max_seconds: float | None) -> None:
         self.name = name
         self.group = f"connect-{name}"
         self.backend = backend
-        self.task_class = task_class
+        self.task_class: type[SinkTask] | None = None
         self.started = time.monotonic()
         self.deadline = None if max_seconds is None else self.started + max_seconds
         self.budget = _Budget(max_records)
@@ -754,7 +761,7 @@ class _Run:
         self.retry_timeout_ms = int(values["errors.retry.timeout"])
         self.retry_delay_max_s = values["errors.retry.delay.max.ms"] / 1000
         self.tolerate_all = str(values["errors.tolerance"]).lower() == "all"
-        self.dlq_topic = (values["errors.deadletterqueue.topic.name"] or "") if self.tolerate_all else ""
+        self.dlq_topic = (values["errors.deadletterqueue.topic.name"] or "").strip() if self.tolerate_all else ""
         self.log_errors = bool(values["errors.log.enable"])
         self.log_messages = bool(values["errors.log.include.messages"])
         self.max_poll_records = int(values["consumer.max.poll.records"])
@@ -820,13 +827,7 @@ def _run(config: Mapping[str, Any], values: dict[str, Any], connector: SinkConne
          progress: ProgressCallback | None) -> SinkRunResult:
     name = str(values["name"])
     props = _string_props(config)
-    task_class = connector.task_class()
-    if not (isinstance(task_class, type) and issubclass(task_class, SinkTask)):
-        for p in pipelines:
-            p.close()
-        raise ConfigError(errors={"connector.class": f"task_class() of {values['connector.class']!r} "
-                                                     f"is {task_class!r}, not a SinkTask subclass"})
-    run = _Run(name, values, backend, task_class, max_records, max_seconds)
+    run = _Run(name, values, backend, max_records, max_seconds)
     connector.initialize(_ConnectorContext(run))
     try:
         connector.start(props)
@@ -836,6 +837,11 @@ def _run(config: Mapping[str, Any], values: dict[str, Any], connector: SinkConne
         raise ConnectError(f"sink connector {name!r} failed to start: {type(exc).__name__}: {exc}") from exc
     workers: list[_Worker] = []
     try:
+        task_class = connector.task_class()
+        if not (isinstance(task_class, type) and issubclass(task_class, SinkTask)):
+            raise ConfigError(errors={"connector.class": f"task_class() of {values['connector.class']!r} "
+                                                         f"is {task_class!r}, not a SinkTask subclass"})
+        run.task_class = task_class
         task_configs = connector.task_configs(int(values["tasks.max"]))
         task_configs = task_configs[: int(values["tasks.max"])]
         if not task_configs:
@@ -845,7 +851,7 @@ def _run(config: Mapping[str, Any], values: dict[str, Any], connector: SinkConne
             backend.create_topics({run.dlq_topic: int(values["errors.deadletterqueue.topic.partitions"])})
         partitions = _plan(run, values, targets_given)
         while len(pipelines) < len(task_configs):
-            pipelines.append(SinkPipeline.from_config(config))
+            pipelines.append(SinkPipeline.from_config(config, task_id=len(pipelines)))
         for i, tc in enumerate(task_configs):
             workers.append(_Worker(run, i, {str(k): str(v) for k, v in tc.items()},
                                    partitions[i :: len(task_configs)], pipelines[i]))

@@ -124,7 +124,6 @@ def test_ledger_sink_holds_each_record_exactly_once_after_sigkills(tmp_path: Pat
 
 
 def file_sink_loop(tmp_path: Path, url: str, kills: int, n: int) -> None:
-    pytest.importorskip("connect_runtime.connectors.files")
     parts = 3
     fill(url, "in", n, parts)
     out = tmp_path / "out"
