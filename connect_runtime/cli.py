@@ -247,9 +247,16 @@ def cmd_offsets(ctx: _Context) -> int:
     from connect_runtime.runtime.offsets import connector_offsets, offset_key, offset_value
 
     a = ctx.args
-    name = a.connector
+    name, store_name = a.connector, a.offsets_store
+    if Path(name).suffix.lower() in (".json", ".properties") and Path(name).is_file():
+        # a connector config file: its name and its own offsets store, if it has one
+        config = _load(name)
+        if not config.get("name"):
+            raise ConfigError(errors={"name": f"missing required field in {name}"})
+        name = config["name"]
+        store_name = store_name or config.get("offsets.storage.topic") or None
     with ctx.open() as backend:
-        store = backend.offset_store(a.offsets_store)
+        store = backend.offset_store(store_name)
         try:
             if a.offsets_command == "get":
                 source = [{"partition": p, "offset": o} for p, o in connector_offsets(store, name)]
@@ -371,7 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, help_ in (("get", "print committed offsets"), ("set", "set one partition's offset"),
                         ("reset", "delete source offsets; sink group back to the beginning")):
         sp = off_sub.add_parser(name, help=help_)
-        sp.add_argument("connector", help="connector name")
+        sp.add_argument("connector", help="connector name (or its .json/.properties config file)")
         sp.add_argument("--offsets-store", default=None, metavar="NAME",
                         help="the connector's offsets.storage.topic, if it has its own")
         if name == "set":

@@ -1,0 +1,201 @@
+"""``pyconnect`` in real subprocesses against a real SQLite backend file: exit codes, one-line errors,
+runs of sources and sinks, offsets (KIP-875 style) and topics."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PYCONNECT = str(Path(sys.executable).with_name("pyconnect"))
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Result:
+    def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
+        self.rc = proc.returncode
+        self.out = proc.stdout
+        self.err = proc.stderr
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+    def json_lines(self) -> list[Any]:
+        return [json.loads(line) for line in self.out.splitlines()]
+
+
+def cli(*args: str, url: str | None = None, env: dict[str, str] | None = None, timeout: float = 120) -> Result:
+    cmd = [PYCONNECT] + (["--backend", url] if url else []) + list(args)
+    full_env = {k: v for k, v in os.environ.items() if k != "PYCONNECT_BACKEND"}
+    full_env.update(env or {})
+    return Result(subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env, cwd=REPO))
+
+
+def assert_one_line_error(r: Result, rc: int, *fragments: str) -> None:
+    assert r.rc == rc, (r.rc, r.out, r.err)
+    assert r.err.startswith("error: "), r.err
+    assert r.err.count("\n") == 1, r.err
+    assert "Traceback" not in r.err
+    for f in fragments:
+        assert f in r.err, r.err
+
+
+def datagen(tmp_path: Path, n: int = 20, **extra: str) -> Path:
+    p = tmp_path / "gen.properties"
+    lines = ["# a datagen source", "name=gen", "connector.class=connect_runtime.connectors.datagen.DataGenSource",
+             "topic=events", f"max.records={n}", "poll.idle.timeout.ms=200"]
+    lines += [f"{k}={v}" for k, v in extra.items()]
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+def test_source_run_then_topics_and_offsets(tmp_path: Path, sqlite_url: str) -> None:
+    r = cli("run", str(datagen(tmp_path, 20)), url=sqlite_url)
+    assert r.rc == 0, r.err
+    result = r.json()
+    assert result["records"] == 20
+    assert result["ranges"] == {"events": {"0": [0, 20]}}
+
+    r = cli("topics", "list", url=sqlite_url)
+    assert r.rc == 0 and {"topic": "events", "partitions": 1} in r.json_lines()
+
+    r = cli("topics", "read", "events", "--from-beginning", "--max", "3", url=sqlite_url)
+    assert r.rc == 0, r.err
+    recs = r.json_lines()
+    assert [(x["topic"], x["partition"], x["offset"]) for x in recs] == [("events", 0, i) for i in range(3)]
+    assert [x["value"]["id"] for x in recs] == [0, 1, 2]
+    assert all(x["key"] is None for x in recs)
+
+    r = cli("topics", "read", "events", "--max", "2", "--partition", "0", url=sqlite_url)
+    assert [x["offset"] for x in r.json_lines()] == [18, 19]
+
+    r = cli("offsets", "get", "gen", url=sqlite_url)
+    assert r.rc == 0, r.err
+    got = r.json()
+    assert got["source"] == [{"partition": {"task": 0}, "offset": {"position": 20}}]
+    assert got["sink"] == {"group": "connect-gen", "offsets": {}}
+    assert cli("offsets", "get", str(tmp_path / "gen.properties"), url=sqlite_url).json() == got  # by config file
+
+    # KIP-875: move the source offset back, and the next run re-generates from there
+    r = cli("offsets", "set", "gen", "--partition", '{"task": 0}', "--offset", '{"position": 15}', url=sqlite_url)
+    assert r.rc == 0, r.err
+    assert cli("offsets", "get", "gen", url=sqlite_url).json()["source"][0]["offset"] == {"position": 15}
+    assert cli("run", str(datagen(tmp_path, 20)), url=sqlite_url).json()["records"] == 5
+
+    r = cli("offsets", "reset", "gen", url=sqlite_url)
+    assert r.rc == 0 and r.json()["source_partitions_reset"] == 1
+    assert cli("offsets", "get", "gen", url=sqlite_url).json()["source"] == []
+    assert cli("run", str(datagen(tmp_path, 20)), url=sqlite_url).json()["records"] == 20
+
+
+def test_backend_from_environment(tmp_path: Path, sqlite_url: str) -> None:
+    r = cli("run", str(datagen(tmp_path, 3)), env={"PYCONNECT_BACKEND": sqlite_url})
+    assert r.rc == 0, r.err
+    assert Path(sqlite_url.removeprefix("sqlite:///")).exists()
+    assert cli("topics", "list", url=sqlite_url).json_lines() == [{"topic": "events", "partitions": 1}]
+
+
+def test_sink_run_until_a_source_result_and_group_offsets(tmp_path: Path, sqlite_url: str) -> None:
+    r = cli("run", str(datagen(tmp_path, 30)), url=sqlite_url)
+    (tmp_path / "result.json").write_text(r.out)
+    sink = tmp_path / "sink.json"
+    sink.write_text(json.dumps({"name": "archive", "connector.class": "connect_runtime.connectors.files.FileSink",
+                                "topics": ["events"], "directory": str(tmp_path / "out")}))
+    r = cli("run", str(sink), "--until", f"@{tmp_path / 'result.json'}", url=sqlite_url)
+    assert r.rc == 0, r.err
+    assert r.json()["records"] == 30
+    lines = (tmp_path / "out" / "events" / "partition=0" / "events-0.jsonl").read_text().splitlines()
+    assert [json.loads(line)["id"] for line in lines] == list(range(30))
+
+    # the FileSink keeps its offsets in its files: the group has none
+    assert cli("offsets", "get", "archive", url=sqlite_url).json()["sink"]["offsets"] == {}
+    part = '{"kafka_topic": "events", "kafka_partition": 0}'
+    r = cli("offsets", "set", "archive", "--partition", part, "--offset", '{"kafka_offset": 7}', url=sqlite_url)
+    assert r.rc == 0, r.err
+    assert cli("offsets", "get", "archive", url=sqlite_url).json()["sink"]["offsets"] == {"events": {"0": 7}}
+    r = cli("offsets", "reset", "archive", url=sqlite_url)
+    assert r.json()["sink_partitions_reset"] == 1
+    assert cli("offsets", "get", "archive", url=sqlite_url).json()["sink"]["offsets"] == {"events": {"0": 0}}
+
+
+def test_validate(tmp_path: Path) -> None:
+    good = tmp_path / "good.properties"
+    good.write_text("name=gen\nconnector.class=connect_runtime.connectors.datagen.DataGenSource\ntopic=t\n"
+                    "db.password=hunter2\n")
+    r = cli("validate", str(good))
+    assert (r.rc, r.out.splitlines()[0]) == (0, "OK"), r.err
+    r = cli("-v", "validate", str(good))
+    assert r.rc == 0 and "hunter2" not in r.out + r.err and "[hidden]" in r.out
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"name": "files", "connector.class": "connect_runtime.connectors.files.DirectorySource",
+                               "directory": str(tmp_path / "missing"), "batch.size": "lots", "tasks.max": 0}))
+    r = cli("validate", str(bad))
+    assert r.rc == 1
+    assert r.out.splitlines()[0] == "invalid: 4 fields"
+    for field in ("directory", "batch.size", "tasks.max", "topic"):
+        assert f"  {field}: " in r.out
+
+
+def test_progress_line_on_a_long_run(tmp_path: Path, sqlite_url: str) -> None:
+    cfg = datagen(tmp_path, 60, **{"batch.size": "2", "poll.delay.ms": "80"})
+    r = cli("run", str(cfg), url=sqlite_url)
+    assert r.rc == 0, r.err
+    assert r.json()["records"] == 60
+    progress = [line for line in r.err.splitlines() if line.startswith("progress: ")]
+    assert progress and "60 records in" in progress[-1] and "records/s" in progress[-1]
+
+
+def test_short_run_prints_no_progress(tmp_path: Path, sqlite_url: str) -> None:
+    r = cli("run", str(datagen(tmp_path, 5)), url=sqlite_url)
+    assert r.rc == 0 and r.err == ""
+
+
+def test_failures_are_one_line_errors(tmp_path: Path, sqlite_url: str) -> None:
+    assert_one_line_error(cli("run", str(tmp_path / "nope.properties"), url=sqlite_url), 1,
+                          "nope.properties: cannot read config file")
+    bad_props = tmp_path / "bad.properties"
+    bad_props.write_text("name=x\nv=\\uZZZZ\n")
+    assert_one_line_error(cli("validate", str(bad_props)), 1, "bad.properties:2:")
+    assert_one_line_error(cli("--backend", "mysql://x", "topics", "list"), 1, "backend")
+    assert_one_line_error(cli("topics", "read", "missing", url=sqlite_url), 1, "topic 'missing' does not exist")
+    assert_one_line_error(cli("offsets", "set", "c", "--partition", "[1", "--offset", "{}", url=sqlite_url), 2,
+                          "--partition is not valid JSON")
+
+    # a connector failure: the error names the file and line, never a traceback
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "x.jsonl").write_text('{"ok": 1}\nnot json\n')
+    src = tmp_path / "files.properties"
+    src.write_text(f"name=files\nconnector.class=connect_runtime.connectors.files.DirectorySource\n"
+                   f"directory={d}\ntopic=lines\npoll.idle.timeout.ms=200\n")
+    assert_one_line_error(cli("run", str(src), url=sqlite_url), 1, "x.jsonl: line 2: malformed JSON")
+    r = cli("--debug", "run", str(src), url=sqlite_url)
+    assert r.rc == 1 and "Traceback" in r.err and r.err.rstrip().splitlines()[-1].startswith("error: ")
+
+    # secrets never printed in an error
+    secret = tmp_path / "secret.properties"
+    secret.write_text("name=gen\nconnector.class=connect_runtime.connectors.datagen.DataGenSource\n"
+                      "topic=t\nmax.records=s3cr3t-password\nsasl.password=s3cr3t-password\n")
+    r = cli("run", str(secret), url=sqlite_url)
+    assert r.rc == 1 and "s3cr3t-password" not in r.err and "[hidden]" in r.err
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    assert_one_line_error(cli("frobnicate"), 2, "invalid choice")
+    assert_one_line_error(cli("run"), 2, "config")
+    assert_one_line_error(cli("topics", "read", "t", "--max", "x"), 2)
+    assert_one_line_error(cli("run", str(datagen(tmp_path)), "--until", "{}"), 2, "--until applies to sink")
+    r = cli("--help")
+    assert r.rc == 0 and "pyconnect" in r.out
+
+
+@pytest.mark.parametrize("cmd", [["topics", "list"], ["offsets", "get", "gen"]])
+def test_commands_on_an_empty_backend(tmp_path: Path, sqlite_url: str, cmd: list[str]) -> None:
+    r = cli(*cmd, url=sqlite_url)
+    assert r.rc == 0, r.err
