@@ -1,0 +1,1080 @@
+"""The embedded backend: records, source offsets, group offsets and producer epochs in one SQLite file.
+
+URL: ``sqlite:///path/to/file.db`` (``sqlite:////abs/path.db`` for an absolute path, ``sqlite:///rel.db``
+relative to the working directory). ``:memory:`` is refused: the processes of a deployment (Airflow
+task instances, retries, a Spark reader) must all see the same file. Parent directories and the
+schema are created on open.
+
+Settings (``open_backend(url, settings)``):
+
+- ``busy.timeout.ms`` (default 30000): how long a writer waits for the write lock (and a reader for
+  a checkpoint) before :class:`BackendUnavailableError`. Blocking calls that take a ``timeout`` wait
+  at most the smaller of the two.
+- ``synchronous`` (``NORMAL`` default, ``FULL``, ``EXTRA``): SQLite's ``PRAGMA synchronous`` in WAL
+  mode. With ``NORMAL`` a committed transaction survives a crash or ``SIGKILL`` of the writing
+  process (the WAL is in the OS page cache), but the last commits may be rolled back by a power loss
+  or an OS crash; the file is never corrupted either way. ``FULL`` fsyncs the WAL at every commit,
+  so commits also survive a power loss, at the price of one fsync per transaction.
+- ``default.partitions`` (default 1): partition count of topics created on first write.
+- ``cluster.id`` (default none): prefix of transactional ids; without it, ids have no prefix.
+
+How it works:
+
+- One short SQLite transaction per transaction boundary. Producers buffer ``send`` in memory; a
+  commit (or a non-transactional ``flush``) is ``BEGIN IMMEDIATE`` → check this producer's epoch →
+  assign offsets per partition from the ``partitions.next_offset`` high-water row → ``executemany``
+  the rows → upsert/delete source offsets → advance the high-water rows → ``COMMIT``. Readers never
+  see uncommitted records because nothing is written before the commit; abort drops the buffer.
+- ``BEGIN IMMEDIATE`` takes the single write lock up front, so offsets are assigned race-free by any
+  number of processes writing the same file (WAL mode: readers never block the writer).
+- Fencing (KIP-618): ``init_transactions`` bumps the epoch of its ``transactional_id`` in its own
+  transaction; a commit whose producer no longer holds the current epoch raises
+  :class:`ProducerFencedError` and writes nothing.
+- Every producer, consumer and offset store opens its own connection (lazily, on first use, so an
+  object may be created by one thread and used by another); the :class:`SQLiteBackend` keeps one
+  connection per thread for its own calls, and closes everything on :meth:`SQLiteBackend.close`.
+
+Schema (compact, ``WITHOUT ROWID``)::
+
+    topics(id INTEGER PRIMARY KEY, name TEXT UNIQUE, partitions INTEGER)
+    partitions(topic_id, partition, next_offset)                 PK (topic_id, partition)
+    records(topic_id, partition, offset, key, value, ts, headers) PK (topic_id, partition, offset)
+    source_offsets(store, key, value)                             PK (store, key)
+    group_offsets(group_id, topic, partition, next_offset)         PK (group_id, topic, partition)
+    producer_epochs(transactional_id, epoch)                       PK (transactional_id)
+
+Headers are stored as ``NULL`` when a record has none, else in a small binary encoding (see
+:func:`encode_headers`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import sqlite3
+import struct
+import threading
+import time
+import weakref
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+from connect_runtime.api.errors import (
+    BackendError,
+    BackendUnavailableError,
+    ConfigError,
+    DataError,
+    ProducerFencedError,
+)
+from connect_runtime.api.records import RecordMetadata, TopicPartition
+from connect_runtime.backends.base import (
+    Backend,
+    ConsumedRecord,
+    Consumer,
+    OffsetEntry,
+    OffsetStore,
+    Producer,
+    ProducerRecord,
+    Ranges,
+    TransactionalProducer,
+    WireHeaders,
+    Written,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_OFFSET_STORE = "connect-offsets"
+DEFAULT_BUSY_TIMEOUT_MS = 30_000
+SCHEMA_VERSION = 1
+_SYNCHRONOUS = ("NORMAL", "FULL", "EXTRA")
+_SQL_VARS = 500  # parameters per IN (...) query, well below SQLite's limit
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS topics(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,"
+    " partitions INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS partitions(topic_id INTEGER NOT NULL, partition INTEGER NOT NULL,"
+    " next_offset INTEGER NOT NULL, PRIMARY KEY(topic_id, partition)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS records(topic_id INTEGER NOT NULL, partition INTEGER NOT NULL,"
+    " offset INTEGER NOT NULL, key BLOB, value BLOB, ts INTEGER, headers BLOB,"
+    " PRIMARY KEY(topic_id, partition, offset)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS source_offsets(store TEXT NOT NULL, key BLOB NOT NULL, value BLOB NOT NULL,"
+    " PRIMARY KEY(store, key)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS group_offsets(group_id TEXT NOT NULL, topic TEXT NOT NULL,"
+    " partition INTEGER NOT NULL, next_offset INTEGER NOT NULL,"
+    " PRIMARY KEY(group_id, topic, partition)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS producer_epochs(transactional_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL)"
+    " WITHOUT ROWID",
+)
+
+_INSERT_RECORD = "INSERT INTO records(topic_id, partition, offset, key, value, ts, headers) VALUES (?,?,?,?,?,?,?)"
+_UPSERT_OFFSET = (
+    "INSERT INTO source_offsets(store, key, value) VALUES (?,?,?)"
+    " ON CONFLICT(store, key) DO UPDATE SET value = excluded.value"
+)
+_DELETE_OFFSET = "DELETE FROM source_offsets WHERE store = ? AND key = ?"
+_SET_NEXT = "UPDATE partitions SET next_offset = ? WHERE topic_id = ? AND partition = ?"
+
+
+# -- headers ---------------------------------------------------------------------------------------
+
+_HDR_VERSION = 1
+_u8 = struct.Struct(">B")
+_name_len = struct.Struct(">H")
+_value_len = struct.Struct(">i")
+
+
+def encode_headers(headers: WireHeaders | None) -> bytes | None:
+    """Headers as stored: ``None`` when there are none, else version byte ``1`` then per header
+    ``uint16`` name length, UTF-8 name, ``int32`` value length (``-1`` for a ``None`` value), value.
+    A ``str`` value is stored as its UTF-8 bytes."""
+    if not headers:
+        return None
+    parts = [_u8.pack(_HDR_VERSION)]
+    for name, value in headers:
+        raw_name = name.encode()
+        parts.append(_name_len.pack(len(raw_name)))
+        parts.append(raw_name)
+        if value is None:
+            parts.append(_value_len.pack(-1))
+        else:
+            if isinstance(value, str):
+                value = value.encode()
+            parts.append(_value_len.pack(len(value)))
+            parts.append(value)
+    return b"".join(parts)
+
+
+def decode_headers(data: bytes | None) -> WireHeaders | None:
+    """The inverse of :func:`encode_headers`."""
+    if data is None:
+        return None
+    if not data or data[0] != _HDR_VERSION:
+        raise DataError(f"stored headers have an unknown encoding (first byte {data[:1]!r})")
+    out: WireHeaders = []
+    pos, end = 1, len(data)
+    while pos < end:
+        (n,) = _name_len.unpack_from(data, pos)
+        pos += 2
+        name = data[pos:pos + n].decode()
+        pos += n
+        (m,) = _value_len.unpack_from(data, pos)
+        pos += 4
+        if m < 0:
+            out.append((name, None))
+        else:
+            out.append((name, bytes(data[pos:pos + m])))
+            pos += m
+    return out
+
+
+# -- URL and settings ------------------------------------------------------------------------------
+
+
+def parse_url(url: str) -> Path:
+    """The database path of a ``sqlite:///path`` URL (ConfigError naming ``backend`` otherwise)."""
+    expected = "expected sqlite:///path/to/file.db (sqlite:////absolute/path.db or sqlite:///relative.db)"
+    if not url.lower().startswith("sqlite://"):
+        raise ConfigError(errors={"backend": f"{expected}, got {url!r}"})
+    rest = url[len("sqlite://"):]
+    if not rest.startswith("/"):
+        raise ConfigError(errors={"backend": f"{expected}; {url!r} names a host, the SQLite backend has none"})
+    path = rest[1:]
+    if not path:
+        raise ConfigError(errors={"backend": f"{expected}; {url!r} has no file path"})
+    if path == ":memory:" or path.startswith("file::memory:") or "mode=memory" in path:
+        raise ConfigError(
+            errors={"backend": f"{url!r} is an in-memory database; processes must share the backend, "
+                               "so give a file path: sqlite:///path/to/file.db"}
+        )
+    return Path(path)
+
+
+def _int_setting(settings: Mapping[str, Any], name: str, default: int, minimum: int,
+                 errors: dict[str, str]) -> int:
+    raw = settings.get(name, default)
+    try:
+        if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+            raise ValueError
+        value = int(raw)
+    except (TypeError, ValueError):
+        errors[name] = f"expected an integer >= {minimum}, got {raw!r}"
+        return default
+    if value < minimum:
+        errors[name] = f"expected an integer >= {minimum}, got {raw!r}"
+        return default
+    return value
+
+
+# -- connections and errors ------------------------------------------------------------------------
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+class _Db:
+    """What every connection of one backend shares: the file, the pragmas, error translation."""
+
+    def __init__(self, path: Path, busy_timeout_ms: int, synchronous: str) -> None:
+        self.path = path
+        self.busy_timeout_ms = busy_timeout_ms
+        self.synchronous = synchronous
+
+    def connect(self) -> sqlite3.Connection:
+        with self.translate("opening"):
+            conn = sqlite3.connect(
+                str(self.path),
+                timeout=self.busy_timeout_ms / 1000,
+                isolation_level=None,
+                check_same_thread=False,
+                cached_statements=64,
+            )
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+                conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            except BaseException:
+                conn.close()
+                raise
+        return conn
+
+    @contextlib.contextmanager
+    def translate(self, what: str) -> Iterator[None]:
+        """Turn ``sqlite3`` errors into the runtime's error tree, chained, naming the file."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
+                raise BackendUnavailableError(
+                    f"SQLite backend {self.path}: {what}: the database stayed locked by another writer "
+                    f"for longer than the busy timeout ({self.busy_timeout_ms} ms): {exc}"
+                ) from exc
+            raise BackendError(f"SQLite backend {self.path}: {what} failed: {exc}") from exc
+
+    def init_schema(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BackendError(f"SQLite backend {self.path}: cannot create the parent directory: {exc}") from exc
+        conn = self.connect()
+        try:
+            with self.translate("creating the schema"):
+                self._enable_wal(conn)
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    for stmt in _SCHEMA:
+                        conn.execute(stmt)
+                    row = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+                    if row is None:
+                        conn.execute("INSERT INTO meta(name, value) VALUES ('schema_version', ?)",
+                                     (str(SCHEMA_VERSION),))
+                    elif int(row[0]) != SCHEMA_VERSION:
+                        raise BackendError(
+                            f"SQLite backend {self.path}: schema version {row[0]} is not the supported "
+                            f"version {SCHEMA_VERSION}"
+                        )
+                    conn.execute("COMMIT")
+                except BaseException:
+                    _rollback(conn)
+                    raise
+        finally:
+            conn.close()
+
+    def _enable_wal(self, conn: sqlite3.Connection) -> None:
+        # Switching to WAL needs an exclusive lock and may report SQLITE_BUSY without waiting; retry
+        # until the busy timeout (another process is usually doing the very same switch).
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        delay = 0.005
+        while True:
+            try:
+                mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+                if str(mode).lower() == "wal":
+                    return
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() == "wal":
+                    return
+                raise BackendError(f"SQLite backend {self.path}: cannot switch to WAL mode (got {mode!r})")
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.1)
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+
+
+class _Conn:
+    """A lazily opened connection owned by one object (used by one thread at a time)."""
+
+    def __init__(self, db: _Db) -> None:
+        self.db = db
+        self._conn: sqlite3.Connection | None = None
+        self.closed = False
+        self.timeout_ms = db.busy_timeout_ms
+
+    def get(self) -> sqlite3.Connection:
+        conn = self._conn
+        if conn is None:
+            if self.closed:
+                raise BackendError(f"SQLite backend {self.db.path}: used after close()")
+            conn = self._conn = self.db.connect()
+        return conn
+
+    def bounded(self, timeout: float | None) -> sqlite3.Connection:
+        """The connection, its busy timeout set to ``min(timeout, busy.timeout.ms)``."""
+        conn = self.get()
+        ms = self.db.busy_timeout_ms
+        if timeout is not None:
+            ms = max(0, min(ms, int(timeout * 1000)))
+        if ms != self.timeout_ms:
+            conn.execute(f"PRAGMA busy_timeout = {ms}")
+            self.timeout_ms = ms
+        return conn
+
+    def close(self) -> None:
+        self.closed = True
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            _rollback(conn)
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+
+
+# -- topics ----------------------------------------------------------------------------------------
+
+
+def _topic_info(conn: sqlite3.Connection, name: str) -> tuple[int, int] | None:
+    row = conn.execute("SELECT id, partitions FROM topics WHERE name = ?", (name,)).fetchone()
+    return None if row is None else (row[0], row[1])
+
+
+def _create_topic(conn: sqlite3.Connection, name: str, partitions: int) -> tuple[int, int]:
+    """Create a topic inside the caller's write transaction (or return the existing one)."""
+    info = _topic_info(conn, name)
+    if info is not None:
+        return info
+    if not name or not isinstance(name, str):
+        raise DataError(f"invalid topic name {name!r}: expected a non-empty string")
+    cur = conn.execute("INSERT INTO topics(name, partitions) VALUES (?, ?)", (name, partitions))
+    tid = cur.lastrowid
+    assert tid is not None
+    conn.executemany(
+        "INSERT INTO partitions(topic_id, partition, next_offset) VALUES (?, ?, 0)",
+        [(tid, p) for p in range(partitions)],
+    )
+    return tid, partitions
+
+
+# -- producers -------------------------------------------------------------------------------------
+
+
+class SQLiteProducer(Producer):
+    """Non-transactional producer: ``send`` buffers, ``flush`` writes everything in one transaction."""
+
+    def __init__(self, backend: SQLiteBackend, *, track_metadata: bool = False) -> None:
+        self._backend = backend
+        self._db = backend._db
+        self._conn = _Conn(backend._db)
+        self._track = track_metadata
+        self._buffer: list[Any] = []
+        self._topics: dict[str, tuple[int, int]] = {}  # name -> (id, partitions); never changes once created
+        backend._register(self)
+
+    # the buffered path -------------------------------------------------------------------------
+
+    def send(self, records: Sequence[ProducerRecord]) -> None:
+        self._check_open()
+        self._buffer.extend(records)
+
+    def flush(self, timeout: float) -> Written:
+        self._check_open()
+        records, self._buffer = self._buffer, []
+        if not records:
+            return Written({}, [] if self._track else None)
+        conn = self._conn.bounded(timeout)
+        with self._db.translate(f"writing {len(records)} records"):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                written = self._write(conn, records)
+                conn.execute("COMMIT")
+            except BaseException:
+                self._rolled_back(conn)
+                raise
+        return written
+
+    def close(self) -> None:
+        self._buffer = []
+        self._conn.close()
+
+    def _check_open(self) -> None:
+        if self._conn.closed:
+            raise BackendError(f"SQLite backend {self._db.path}: producer used after close()")
+
+    def _rolled_back(self, conn: sqlite3.Connection) -> None:
+        _rollback(conn)
+        self._topics.clear()  # topics created by the rolled back transaction do not exist
+
+    # writing inside the caller's BEGIN IMMEDIATE ------------------------------------------------
+
+    def _resolve_topics(self, conn: sqlite3.Connection, names: set[str]) -> dict[str, tuple[int, int]]:
+        topics = self._topics
+        for name in names:
+            if name not in topics:
+                info = _topic_info(conn, name)
+                if info is None:
+                    if not isinstance(name, str) or not name:
+                        raise DataError(f"invalid topic name {name!r}: expected a non-empty string")
+                    info = _create_topic(conn, name, self._backend.default_partitions)
+                topics[name] = info
+        return topics
+
+    def _write(self, conn: sqlite3.Connection, records: list[Any]) -> Written:
+        """Assign offsets and insert ``records``; the caller holds the write lock."""
+        now = int(time.time() * 1000)
+        try:
+            names = {r[0] for r in records}
+        except (TypeError, IndexError) as exc:
+            raise DataError(f"expected ProducerRecord tuples, got {records[0]!r}") from exc
+        topics = self._resolve_topics(conn, names)
+        # group by (topic id, partition), keeping send order within each group
+        groups: dict[tuple[int, int], list[Any]] = {}
+        order: list[tuple[int, int]] | None = [] if self._track else None
+        crc32 = zlib.crc32
+        for i, r in enumerate(records):
+            if len(r) != 6:
+                r = records[i] = _full(r)
+            tid, nparts = topics[r[0]]
+            p = r[1]
+            if p is None:
+                key = r[2]
+                if key is None or nparts == 1:
+                    p = 0
+                else:
+                    try:
+                        p = crc32(key) % nparts
+                    except TypeError as exc:
+                        raise DataError(f"record {i} of the batch (topic {r[0]!r}): key {key!r} is not bytes") from exc
+            elif not (type(p) is int and 0 <= p < nparts):
+                raise DataError(
+                    f"record {i} of the batch: topic {r[0]!r} has {nparts} partition(s) (0..{nparts - 1}), "
+                    f"it cannot be written to partition {p!r}"
+                )
+            g = groups.get((tid, p))
+            if g is None:
+                g = groups[(tid, p)] = []
+            g.append(r)
+            if order is not None:
+                order.append((tid, p))
+        ranges: Ranges = {}
+        names_by_id = {info[0]: name for name, info in topics.items()}
+        bases: dict[tuple[int, int], int] = {}
+        get_next = conn.execute
+        enc = encode_headers
+        for (tid, p), recs in groups.items():
+            row = get_next("SELECT next_offset FROM partitions WHERE topic_id = ? AND partition = ?",
+                           (tid, p)).fetchone()
+            base = row[0] if row is not None else 0
+            n = len(recs)
+            conn.executemany(
+                _INSERT_RECORD,
+                [
+                    (tid, p, off, r[2], r[3], now if r[4] is None else r[4], None if not r[5] else enc(r[5]))
+                    for off, r in zip(count(base), recs)
+                ],
+            )
+            if row is None:  # a partition row missing (older file): create it
+                conn.execute("INSERT INTO partitions(topic_id, partition, next_offset) VALUES (?,?,?)",
+                             (tid, p, base + n))
+            else:
+                conn.execute(_SET_NEXT, (base + n, tid, p))
+            ranges[TopicPartition(names_by_id[tid], p)] = (base, base + n)
+            bases[(tid, p)] = base
+        metadata: list[RecordMetadata] | None = None
+        if order is not None:
+            metadata = []
+            nxt = dict(bases)
+            for r, gp in zip(records, order, strict=True):
+                off = nxt[gp]
+                nxt[gp] = off + 1
+                metadata.append(RecordMetadata(r[0], gp[1], off, now if r[4] is None else r[4]))
+        return Written(ranges, metadata)
+
+
+def _full(r: Any) -> tuple[Any, ...]:
+    """A short plain tuple (``topic, partition, key, value[, timestamp[, headers]]``) padded to 6 fields."""
+    t = tuple(r)
+    if not 4 <= len(t) <= 6:
+        raise DataError(f"expected a ProducerRecord (topic, partition, key, value, timestamp, headers), got {r!r}")
+    return t + (None,) * (6 - len(t))
+
+
+class SQLiteTransactionalProducer(SQLiteProducer, TransactionalProducer):
+    """A task's transactional producer: one SQLite transaction per ``commit_transaction``."""
+
+    def __init__(self, backend: SQLiteBackend, transactional_id: str, offset_store: str | None,
+                 *, track_metadata: bool = False) -> None:
+        super().__init__(backend, track_metadata=track_metadata)
+        if not isinstance(transactional_id, str) or not transactional_id:
+            raise ConfigError(errors={"transactional.id": f"expected a non-empty string, got {transactional_id!r}"})
+        self.transactional_id = transactional_id
+        self.offset_store_name = offset_store or DEFAULT_OFFSET_STORE
+        self._epoch: int | None = None
+        self._in_txn = False
+        self._fenced_by: int | None = None
+
+    def init_transactions(self, timeout: float) -> None:
+        self._check_open()
+        conn = self._conn.bounded(timeout)
+        with self._db.translate(f"initialising transactional id {self.transactional_id!r}"):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute("SELECT epoch FROM producer_epochs WHERE transactional_id = ?",
+                                   (self.transactional_id,)).fetchone()
+                epoch = 0 if row is None else row[0] + 1
+                conn.execute(
+                    "INSERT INTO producer_epochs(transactional_id, epoch) VALUES (?, ?)"
+                    " ON CONFLICT(transactional_id) DO UPDATE SET epoch = excluded.epoch",
+                    (self.transactional_id, epoch),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+        self._epoch = epoch
+        self._in_txn = False
+        self._buffer = []
+
+    @property
+    def epoch(self) -> int | None:
+        """This producer's epoch (``None`` before ``init_transactions``)."""
+        return self._epoch
+
+    def begin_transaction(self) -> None:
+        self._check_ready()
+        if self._in_txn:
+            raise BackendError(
+                f"transactional id {self.transactional_id!r}: begin_transaction() while a transaction is open"
+            )
+        self._in_txn = True
+        self._buffer = []
+
+    def send(self, records: Sequence[ProducerRecord]) -> None:
+        if not self._in_txn:
+            self._check_ready()
+            raise BackendError(
+                f"transactional id {self.transactional_id!r}: send() outside a transaction; "
+                "call begin_transaction() first"
+            )
+        self._buffer.extend(records)
+
+    def flush(self, timeout: float) -> Written:
+        """Records of a transactional producer are written only by :meth:`commit_transaction`; this
+        writes nothing and reports nothing."""
+        self._check_ready()
+        return Written({}, [] if self._track else None)
+
+    def commit_transaction(self, offsets: Sequence[OffsetEntry], timeout: float) -> Written:
+        self._check_ready()
+        if not self._in_txn:
+            raise BackendError(
+                f"transactional id {self.transactional_id!r}: commit_transaction() without begin_transaction()"
+            )
+        records, self._buffer = self._buffer, []
+        self._in_txn = False
+        conn = self._conn.bounded(timeout)
+        with self._db.translate(
+            f"committing a transaction of {self.transactional_id!r} ({len(records)} records, {len(offsets)} offsets)"
+        ):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute("SELECT epoch FROM producer_epochs WHERE transactional_id = ?",
+                                   (self.transactional_id,)).fetchone()
+                current = None if row is None else row[0]
+                if current != self._epoch:
+                    self._fenced_by = current
+                    raise self._fenced_error()
+                written = self._write(conn, records) if records else Written({}, [] if self._track else None)
+                if offsets:
+                    _write_offsets(conn, self.offset_store_name, offsets)
+                conn.execute("COMMIT")
+            except BaseException:
+                self._rolled_back(conn)
+                raise
+        return written
+
+    def abort_transaction(self, timeout: float) -> None:
+        self._check_open()
+        self._buffer = []
+        self._in_txn = False
+
+    def _fenced_error(self) -> ProducerFencedError:
+        return ProducerFencedError(
+            f"transactional id {self.transactional_id!r} was fenced: this producer has epoch {self._epoch}, "
+            f"a newer instance initialised epoch {self._fenced_by} (SQLite backend {self._db.path})"
+        )
+
+    def _check_ready(self) -> None:
+        self._check_open()
+        if self._epoch is None:
+            raise BackendError(
+                f"transactional id {self.transactional_id!r}: call init_transactions() before using the producer"
+            )
+        if self._fenced_by is not None:
+            raise self._fenced_error()
+
+
+def _write_offsets(conn: sqlite3.Connection, store: str, entries: Sequence[OffsetEntry]) -> None:
+    # the last entry of a key wins, as in a compacted offsets topic
+    latest: dict[bytes, bytes | None] = {}
+    for key, value in entries:
+        if not isinstance(key, bytes | bytearray | memoryview):
+            raise DataError(f"offset store {store!r}: key {key!r} is not bytes")
+        if value is not None and not isinstance(value, bytes | bytearray | memoryview):
+            raise DataError(f"offset store {store!r}: value {value!r} of key {key!r} is not bytes or None")
+        latest[bytes(key)] = value
+    upserts = [(store, k, v) for k, v in latest.items() if v is not None]
+    deletes = [(store, k) for k, v in latest.items() if v is None]
+    if upserts:
+        conn.executemany(_UPSERT_OFFSET, upserts)
+    if deletes:
+        conn.executemany(_DELETE_OFFSET, deletes)
+
+
+# -- offset store ----------------------------------------------------------------------------------
+
+
+class SQLiteOffsetStore(OffsetStore):
+    """Source offsets of one named store (rows of ``source_offsets`` with ``store = name``)."""
+
+    def __init__(self, backend: SQLiteBackend, name: str | None) -> None:
+        self.name = name or DEFAULT_OFFSET_STORE
+        self._db = backend._db
+        self._conn = _Conn(backend._db)
+        backend._register(self)
+
+    def get(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        keys = list(dict.fromkeys(bytes(k) for k in keys))
+        out: dict[bytes, bytes] = {}
+        if not keys:
+            return out
+        conn = self._conn.get()
+        with self._db.translate(f"reading offsets of store {self.name!r}"):
+            for i in range(0, len(keys), _SQL_VARS):
+                chunk = keys[i:i + _SQL_VARS]
+                marks = ",".join("?" * len(chunk))
+                for k, v in conn.execute(
+                    f"SELECT key, value FROM source_offsets WHERE store = ? AND key IN ({marks})",
+                    (self.name, *chunk),
+                ):
+                    out[k] = v
+        return out
+
+    def read_all(self) -> dict[bytes, bytes]:
+        conn = self._conn.get()
+        with self._db.translate(f"reading offsets of store {self.name!r}"):
+            return dict(conn.execute("SELECT key, value FROM source_offsets WHERE store = ?", (self.name,)))
+
+    def put(self, entries: Sequence[OffsetEntry], timeout: float) -> None:
+        if not entries:
+            return
+        conn = self._conn.bounded(timeout)
+        with self._db.translate(f"writing {len(entries)} offsets to store {self.name!r}"):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                _write_offsets(conn, self.name, entries)
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+# -- consumer --------------------------------------------------------------------------------------
+
+_new = tuple.__new__
+
+
+class SQLiteConsumer(Consumer):
+    """A consumer over committed records (everything in the file is committed)."""
+
+    def __init__(self, backend: SQLiteBackend, group_id: str | None) -> None:
+        self.group_id = group_id
+        self._db = backend._db
+        self._conn = _Conn(backend._db)
+        self._positions: dict[TopicPartition, int] = {}
+        self._paused: set[TopicPartition] = set()
+        self._topic_ids: dict[str, int] = {}
+        self._rotate = 0
+        backend._register(self)
+
+    def _topic_id(self, conn: sqlite3.Connection, topic: str) -> int | None:
+        tid = self._topic_ids.get(topic)
+        if tid is None:
+            info = _topic_info(conn, topic)
+            if info is None:
+                return None
+            tid = self._topic_ids[topic] = info[0]
+        return tid
+
+    def partitions(self, topics: Sequence[str] = (), pattern: str | None = None) -> list[TopicPartition]:
+        if isinstance(topics, str):
+            topics = [topics]
+        regex = None
+        if pattern is not None:
+            try:
+                regex = re.compile(pattern)
+            except re.error as exc:
+                raise ConfigError(errors={"topics.regex": f"invalid regular expression {pattern!r}: {exc}"}) from exc
+        conn = self._conn.get()
+        with self._db.translate("listing partitions"):
+            rows = conn.execute("SELECT name, partitions FROM topics ORDER BY name").fetchall()
+        wanted = set(topics)
+        out = []
+        for name, n in rows:
+            if name in wanted or (regex is not None and regex.fullmatch(name)):
+                out.extend(TopicPartition(name, p) for p in range(n))
+        return out
+
+    def committed(self, partitions: Sequence[TopicPartition], timeout: float) -> dict[TopicPartition, int | None]:
+        out: dict[TopicPartition, int | None] = {TopicPartition(*tp): None for tp in partitions}
+        if self.group_id is None or not out:
+            return out
+        conn = self._conn.get()
+        with self._db.translate(f"reading committed offsets of group {self.group_id!r}"):
+            for topic, p, off in conn.execute(
+                "SELECT topic, partition, next_offset FROM group_offsets WHERE group_id = ?", (self.group_id,)
+            ):
+                tp = TopicPartition(topic, p)
+                if tp in out:
+                    out[tp] = off
+        return out
+
+    def end_offsets(self, partitions: Sequence[TopicPartition], timeout: float) -> dict[TopicPartition, int]:
+        conn = self._conn.get()
+        out: dict[TopicPartition, int] = {}
+        with self._db.translate("reading end offsets"):
+            for tp in partitions:
+                tp = TopicPartition(*tp)
+                tid = self._topic_id(conn, tp.topic)
+                row = None if tid is None else conn.execute(
+                    "SELECT next_offset FROM partitions WHERE topic_id = ? AND partition = ?", (tid, tp.partition)
+                ).fetchone()
+                out[tp] = 0 if row is None else row[0]
+        return out
+
+    def beginning_offsets(self, partitions: Sequence[TopicPartition], timeout: float) -> dict[TopicPartition, int]:
+        conn = self._conn.get()
+        out: dict[TopicPartition, int] = {}
+        with self._db.translate("reading beginning offsets"):
+            for tp in partitions:
+                tp = TopicPartition(*tp)
+                tid = self._topic_id(conn, tp.topic)
+                row = None if tid is None else conn.execute(
+                    "SELECT MIN(offset) FROM records WHERE topic_id = ? AND partition = ?", (tid, tp.partition)
+                ).fetchone()
+                if row is None or row[0] is None:
+                    # empty: the beginning is the end (0 for a partition never written)
+                    end = None if tid is None else conn.execute(
+                        "SELECT next_offset FROM partitions WHERE topic_id = ? AND partition = ?",
+                        (tid, tp.partition),
+                    ).fetchone()
+                    out[tp] = 0 if end is None else end[0]
+                else:
+                    out[tp] = row[0]
+        return out
+
+    def assign(self, positions: Mapping[TopicPartition, int]) -> None:
+        new: dict[TopicPartition, int] = {}
+        for tp, off in positions.items():
+            tp = TopicPartition(*tp)
+            new[tp] = _check_offset(tp, off)
+        self._positions = new
+        self._paused &= set(new)
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        tp = TopicPartition(*partition)
+        if tp not in self._positions:
+            raise BackendError(f"seek on {tp.topic}[{tp.partition}], which is not assigned to this consumer")
+        self._positions[tp] = _check_offset(tp, offset)
+
+    def position(self, partition: TopicPartition) -> int:
+        """The next offset :meth:`poll` returns for an assigned partition."""
+        return self._positions[TopicPartition(*partition)]
+
+    def assignment(self) -> list[TopicPartition]:
+        return list(self._positions)
+
+    def pause(self, partitions: Sequence[TopicPartition]) -> None:
+        for tp in partitions:
+            tp = TopicPartition(*tp)
+            if tp not in self._positions:
+                raise BackendError(f"pause of {tp.topic}[{tp.partition}], which is not assigned to this consumer")
+            self._paused.add(tp)
+
+    def resume(self, partitions: Sequence[TopicPartition]) -> None:
+        for tp in partitions:
+            self._paused.discard(TopicPartition(*tp))
+
+    def paused(self) -> list[TopicPartition]:
+        return list(self._paused)
+
+    def poll(self, max_records: int, timeout: float) -> list[ConsumedRecord]:
+        if max_records <= 0:
+            return []
+        deadline = time.monotonic() + max(0.0, timeout)
+        delay = 0.002
+        while True:
+            batch = self._fetch(max_records)
+            if batch:
+                return batch
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 2, 0.05)
+
+    def _fetch(self, max_records: int) -> list[ConsumedRecord]:
+        active = [tp for tp in self._positions if tp not in self._paused]
+        if not active:
+            return []
+        conn = self._conn.get()
+        n = len(active)
+        start = self._rotate % n
+        self._rotate = start + 1
+        out: list[ConsumedRecord] = []
+        dec = decode_headers
+        cr = ConsumedRecord
+        with self._db.translate("polling records"):
+            for i in range(n):
+                tp = active[(start + i) % n]
+                want = max_records - len(out)
+                if want <= 0:
+                    break
+                tid = self._topic_id(conn, tp.topic)
+                if tid is None:
+                    continue
+                pos = self._positions[tp]
+                topic, p = tp
+                rows = conn.execute(
+                    "SELECT offset, key, value, ts, headers FROM records"
+                    " WHERE topic_id = ? AND partition = ? AND offset >= ? ORDER BY offset LIMIT ?",
+                    (tid, p, pos, want),
+                ).fetchall()
+                if rows:
+                    out.extend(
+                        _new(cr, (topic, p, o, k, v, t, None if h is None else dec(h))) for o, k, v, t, h in rows
+                    )
+                    self._positions[tp] = rows[-1][0] + 1
+        return out
+
+    def commit(self, offsets: Mapping[TopicPartition, int], timeout: float) -> None:
+        if not offsets:
+            return
+        if self.group_id is None:
+            raise BackendError("commit() on a consumer without a group_id: there is no group to commit for")
+        rows = []
+        for tp, off in offsets.items():
+            tp = TopicPartition(*tp)
+            rows.append((self.group_id, tp.topic, tp.partition, _check_offset(tp, off)))
+        conn = self._conn.bounded(timeout)
+        with self._db.translate(f"committing offsets of group {self.group_id!r}"):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(
+                    "INSERT INTO group_offsets(group_id, topic, partition, next_offset) VALUES (?,?,?,?)"
+                    " ON CONFLICT(group_id, topic, partition) DO UPDATE SET next_offset = excluded.next_offset",
+                    rows,
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _check_offset(tp: TopicPartition, offset: Any) -> int:
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise DataError(f"offset of {tp.topic}[{tp.partition}]: expected an integer >= 0, got {offset!r}")
+    return offset
+
+
+# -- the backend -----------------------------------------------------------------------------------
+
+
+class SQLiteBackend(Backend):
+    """The embedded backend over one SQLite file (see the module docstring)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+                 synchronous: str = "NORMAL", default_partitions: int = 1, cluster_id: str | None = None,
+                 url: str | None = None) -> None:
+        self.path = Path(path)
+        self.url = url or f"sqlite:///{self.path}"
+        self.cluster_id = cluster_id
+        self.default_partitions = default_partitions
+        self._db = _Db(self.path, busy_timeout_ms, synchronous)
+        self._db.init_schema()
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._own: list[_Conn] = []
+        self._children: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._closed = False
+
+    @classmethod
+    def from_url(cls, url: str, settings: Mapping[str, Any] | None = None) -> SQLiteBackend:
+        """Open ``sqlite:///path`` with ``busy.timeout.ms``, ``synchronous``, ``default.partitions`` and
+        ``cluster.id`` settings (others are ignored: they belong to other backends)."""
+        path = parse_url(url)
+        settings = dict(settings or {})
+        errors: dict[str, str] = {}
+        busy = _int_setting(settings, "busy.timeout.ms", DEFAULT_BUSY_TIMEOUT_MS, 0, errors)
+        partitions = _int_setting(settings, "default.partitions", 1, 1, errors)
+        sync = str(settings.get("synchronous", "NORMAL")).upper()
+        if sync not in _SYNCHRONOUS:
+            errors["synchronous"] = f"expected one of {', '.join(_SYNCHRONOUS)}, got {settings.get('synchronous')!r}"
+        cluster = settings.get("cluster.id")
+        if cluster is not None and (not isinstance(cluster, str) or not cluster):
+            errors["cluster.id"] = f"expected a non-empty string, got {cluster!r}"
+        if errors:
+            raise ConfigError(errors=errors)
+        return cls(path, busy_timeout_ms=busy, synchronous=sync, default_partitions=partitions,
+                   cluster_id=cluster, url=url)
+
+    def __repr__(self) -> str:
+        return f"SQLiteBackend({self.url!r})"
+
+    # connections -------------------------------------------------------------------------------
+
+    def _register(self, child: Any) -> None:
+        self._check_open()
+        with self._lock:
+            self._children.add(child)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BackendError(f"SQLite backend {self.path}: used after close()")
+
+    def _thread_conn(self) -> _Conn:
+        """This thread's connection for the backend's own calls."""
+        self._check_open()
+        conn: _Conn | None = getattr(self._local, "conn", None)
+        if conn is None or conn.closed:
+            conn = _Conn(self._db)
+            self._local.conn = conn
+            with self._lock:
+                self._own.append(conn)
+        return conn
+
+    # the interface -----------------------------------------------------------------------------
+
+    def transactional_producer(self, transactional_id: str, offset_store: str | None = None, *,
+                               track_metadata: bool = False) -> SQLiteTransactionalProducer:
+        return SQLiteTransactionalProducer(self, transactional_id, offset_store, track_metadata=track_metadata)
+
+    def producer(self, *, track_metadata: bool = False) -> SQLiteProducer:
+        return SQLiteProducer(self, track_metadata=track_metadata)
+
+    def offset_store(self, name: str | None = None) -> SQLiteOffsetStore:
+        return SQLiteOffsetStore(self, name)
+
+    def consumer(self, group_id: str | None = None) -> SQLiteConsumer:
+        return SQLiteConsumer(self, group_id)
+
+    def create_topics(self, topics: Mapping[str, int], *, exist_ok: bool = True) -> None:
+        for name, n in topics.items():
+            if not isinstance(name, str) or not name:
+                raise ConfigError(errors={"topic": f"expected a non-empty topic name, got {name!r}"})
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ConfigError(errors={f"partitions of {name}": f"expected an integer >= 1, got {n!r}"})
+        if not topics:
+            return
+        c = self._thread_conn()
+        conn = c.get()
+        with self._db.translate(f"creating topics {sorted(topics)}"):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for name, n in topics.items():
+                    if _topic_info(conn, name) is not None:
+                        if not exist_ok:
+                            raise BackendError(f"SQLite backend {self.path}: topic {name!r} already exists")
+                        continue
+                    _create_topic(conn, name, n)
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+
+    def list_topics(self) -> dict[str, int]:
+        conn = self._thread_conn().get()
+        with self._db.translate("listing topics"):
+            return dict(conn.execute("SELECT name, partitions FROM topics ORDER BY name"))
+
+    def read_range(self, partition: TopicPartition, start: int, end: int, *, batch_size: int = 10_000,
+                   timeout: float = 30.0) -> Iterator[ConsumedRecord]:
+        """Committed records of one partition with ``start <= offset < end``, in offset order: one range
+        query on a connection of its own, fetched ``batch_size`` rows at a time."""
+        self._check_open()
+        topic, p = TopicPartition(*partition)
+        if end <= start:
+            return
+        conn = self._db.connect()
+        try:
+            with self._db.translate(f"reading {topic}[{p}] offsets [{start}, {end})"):
+                info = _topic_info(conn, topic)
+                if info is None:
+                    return
+                cur = conn.execute(
+                    "SELECT offset, key, value, ts, headers FROM records"
+                    " WHERE topic_id = ? AND partition = ? AND offset >= ? AND offset < ? ORDER BY offset",
+                    (info[0], p, start, end),
+                )
+                dec = decode_headers
+                cr = ConsumedRecord
+                size = max(1, batch_size)
+                while True:
+                    rows = cur.fetchmany(size)
+                    if not rows:
+                        break
+                    for o, k, v, t, h in rows:
+                        yield _new(cr, (topic, p, o, k, v, t, None if h is None else dec(h)))
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with self._lock:
+            children = list(self._children)
+            own, self._own = self._own, []
+        for child in children:
+            with contextlib.suppress(Exception):
+                child.close()
+        for c in own:
+            c.close()
+
+
+__all__ = [
+    "DEFAULT_OFFSET_STORE",
+    "SQLiteBackend",
+    "SQLiteConsumer",
+    "SQLiteOffsetStore",
+    "SQLiteProducer",
+    "SQLiteTransactionalProducer",
+    "decode_headers",
+    "encode_headers",
+    "parse_url",
+]
