@@ -1,0 +1,204 @@
+"""Built-in converters: the bytes on a topic and the Python values a task sees.
+
+- :class:`JsonConverter` (default): dict, list, str, int, float, bool, None <-> compact UTF-8 JSON;
+  alias ``org.apache.kafka.connect.json.JsonConverter``.
+- :class:`StringConverter` (default header converter): str <-> text in ``converter.encoding`` (UTF-8);
+  alias ``org.apache.kafka.connect.storage.StringConverter``.
+- :class:`ByteArrayConverter`: bytes <-> the same bytes;
+  alias ``org.apache.kafka.connect.converters.ByteArrayConverter``.
+
+``None`` is always ``None`` both ways (a tombstone). A value a converter cannot handle raises
+:class:`~connect_runtime.api.errors.DataError` naming the topic, whether it is a key or a value,
+and the offending type; the library's own exception is chained.
+
+Converter settings come from the connector config with the prefix removed: ``value.converter.
+schemas.enable=false`` reaches the value converter as ``schemas.enable``. Only schemaless JSON is
+supported, so ``schemas.enable`` must be false (the default here, unlike Kafka Connect).
+
+Importing this module registers the Kafka Connect class names (and the short class names) in
+:data:`connect_runtime.runtime.plugins.ALIASES`.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from connect_runtime.api.config import ConfigDef, Importance, Type
+from connect_runtime.api.errors import DataError
+from connect_runtime.api.records import Headers
+from connect_runtime.api.transforms import Converter
+from connect_runtime.runtime.plugins import ALIASES
+
+
+def _kind(is_key: bool) -> str:
+    return "key" if is_key else "value"
+
+
+def _schemas_disabled(name: str, value: Any) -> None:
+    if value:
+        raise ValueError("false (only schemaless JSON is supported; schemas.enable=true is not)")
+
+
+def _valid_encoding(name: str, value: Any) -> None:
+    try:
+        codecs.lookup(value)
+    except LookupError:
+        raise ValueError(f"a Python codec name such as utf-8, got {value!r}") from None
+
+
+def _c_encoder(encoder: json.JSONEncoder) -> Callable[[Any, int], Any] | None:
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return None
+
+    def default(o: Any) -> Any:
+        return encoder.default(o)
+
+    # markers=None: no circular check; then indent, separators, sort_keys, skipkeys, allow_nan.
+    return make(None, default, json.encoder.encode_basestring, None,  # type: ignore[no-any-return]
+                encoder.key_separator, encoder.item_separator, False, False, False)
+
+
+class JsonConverter(Converter):
+    """Schemaless JSON (``schemas.enable=false``), written compactly (``{"a":1}``) in UTF-8.
+
+    A value must be JSON-serialisable: dict (string keys), list, str, int, float (finite), bool or
+    None. Tuples are written as lists; dict keys that are not strings become strings, as in
+    :func:`json.dumps`. ``None`` is written as no bytes at all (a tombstone), not ``null``.
+
+    The pipeline uses :attr:`encode` / :attr:`decode` directly on its fast path; they are the same
+    functions :meth:`from_connect` / :meth:`to_connect` use, minus the error translation.
+    """
+
+    CONFIG = ConfigDef().define(
+        "schemas.enable", Type.BOOLEAN, default=False, validator=_schemas_disabled,
+        importance=Importance.HIGH, doc="Must be false: values are plain JSON without a schema envelope.",
+    )
+
+    def __init__(self) -> None:
+        self.is_key = False
+        encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        self.encode: Callable[[Any], str] = encoder.encode
+        """``value -> str``: the prebound compact encoder (``.encode()`` its result for the bytes)."""
+        self.decode: Callable[[str], Any] = json.JSONDecoder().decode
+        """``str -> value`` (``.decode()`` the UTF-8 bytes first)."""
+        self.c_encoder = _c_encoder(encoder)
+        """``(value, 0) -> str chunks`` to ``"".join``: the same encoding straight from the C encoder,
+        built once (``None`` where the C accelerator is missing). It skips the circular-reference
+        check (a cycle raises RecursionError instead), so the pipeline uses it only inside its batch
+        ``try`` and redoes a failed batch through :meth:`from_connect`."""
+
+    def config_def(self) -> ConfigDef:
+        return self.CONFIG
+
+    def configure(self, configs: Mapping[str, Any], is_key: bool) -> None:
+        self.CONFIG.parse(configs)
+        self.is_key = is_key
+
+    def from_connect(self, topic: str, value: Any, headers: Headers | None = None) -> bytes | None:
+        if value is None:
+            return None
+        try:
+            return self.encode(value).encode("utf-8")
+        except (TypeError, ValueError, RecursionError, UnicodeError) as exc:
+            raise DataError(
+                f"JsonConverter cannot write the {_kind(self.is_key)} of a record for topic {topic!r}: "
+                f"a {type(value).__name__} that is not JSON-serialisable ({exc})"
+            ) from exc
+
+    def to_connect(self, topic: str, data: bytes | None, headers: Headers | None = None) -> Any:
+        if data is None:
+            return None
+        try:
+            return self.decode(data.decode("utf-8") if isinstance(data, bytes) else bytes(data).decode("utf-8"))
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise DataError(
+                f"JsonConverter cannot read the {_kind(self.is_key)} of a record from topic {topic!r}: "
+                f"not valid UTF-8 JSON ({type(exc).__name__}: {exc})"
+            ) from exc
+
+
+class StringConverter(Converter):
+    """``str`` <-> text bytes in ``converter.encoding`` (default UTF-8). Also the default header
+    converter: header values that are already bytes pass through without it."""
+
+    CONFIG = ConfigDef().define(
+        "converter.encoding", Type.STRING, default="utf-8", validator=_valid_encoding,
+        doc="Character encoding of the bytes (a Python codec name).",
+    )
+
+    def __init__(self) -> None:
+        self.is_key = False
+        self.encoding = "utf-8"
+
+    def config_def(self) -> ConfigDef:
+        return self.CONFIG
+
+    def configure(self, configs: Mapping[str, Any], is_key: bool) -> None:
+        self.encoding = self.CONFIG.parse(configs)["converter.encoding"]
+        self.is_key = is_key
+
+    def from_connect(self, topic: str, value: Any, headers: Headers | None = None) -> bytes | None:
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise DataError(
+                f"StringConverter cannot write the {_kind(self.is_key)} of a record for topic {topic!r}: "
+                f"expected a str, got a {type(value).__name__}"
+            )
+        try:
+            return value.encode(self.encoding)
+        except UnicodeError as exc:
+            raise DataError(
+                f"StringConverter cannot write the {_kind(self.is_key)} of a record for topic {topic!r} "
+                f"in {self.encoding}: {exc}"
+            ) from exc
+
+    def to_connect(self, topic: str, data: bytes | None, headers: Headers | None = None) -> Any:
+        if data is None:
+            return None
+        try:
+            return data.decode(self.encoding)
+        except (UnicodeError, AttributeError) as exc:
+            raise DataError(
+                f"StringConverter cannot read the {_kind(self.is_key)} of a record from topic {topic!r} "
+                f"as {self.encoding} text: {exc}"
+            ) from exc
+
+
+class ByteArrayConverter(Converter):
+    """``bytes`` pass through unchanged (``bytearray`` / ``memoryview`` are copied to ``bytes``)."""
+
+    def __init__(self) -> None:
+        self.is_key = False
+
+    def configure(self, configs: Mapping[str, Any], is_key: bool) -> None:
+        self.is_key = is_key
+
+    def from_connect(self, topic: str, value: Any, headers: Headers | None = None) -> bytes | None:
+        if value is None or type(value) is bytes:
+            return value
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return bytes(value)
+        raise DataError(
+            f"ByteArrayConverter cannot write the {_kind(self.is_key)} of a record for topic {topic!r}: "
+            f"expected bytes, got a {type(value).__name__}"
+        )
+
+    def to_connect(self, topic: str, data: bytes | None, headers: Headers | None = None) -> Any:
+        return data
+
+
+_HERE = __name__
+for _cls, _kafka_name in (
+    (JsonConverter, "org.apache.kafka.connect.json.JsonConverter"),
+    (StringConverter, "org.apache.kafka.connect.storage.StringConverter"),
+    (ByteArrayConverter, "org.apache.kafka.connect.converters.ByteArrayConverter"),
+):
+    ALIASES.setdefault(_kafka_name, f"{_HERE}.{_cls.__name__}")
+    ALIASES.setdefault(_cls.__name__, f"{_HERE}.{_cls.__name__}")
+
+__all__ = ["ByteArrayConverter", "JsonConverter", "StringConverter"]

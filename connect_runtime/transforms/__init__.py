@@ -1,0 +1,62 @@
+"""Built-in single message transforms (SMTs) and predicates, in Kafka Connect's shape.
+
+Configured in the connector config::
+
+    transforms=route,drop
+    transforms.route.type=org.apache.kafka.connect.transforms.TimestampRouter
+    transforms.route.topic.format=${topic}-${timestamp}
+    transforms.drop.type=org.apache.kafka.connect.transforms.Filter
+    transforms.drop.predicate=tombstones
+    predicates=tombstones
+    predicates.tombstones.type=org.apache.kafka.connect.transforms.predicates.RecordIsTombstone
+
+Transformations: :class:`Filter`, :class:`InsertFieldValue` / :class:`InsertFieldKey`
+(``InsertField$Value`` / ``$Key``), :class:`ReplaceFieldValue` / :class:`ReplaceFieldKey`,
+:class:`TimestampRouter`. Predicates: :class:`TopicNameMatches`, :class:`HasHeaderKey`,
+:class:`RecordIsTombstone`. All work on schemaless (dict) keys and values.
+
+Importing this package registers, in :data:`connect_runtime.runtime.plugins.ALIASES`, each class's
+Kafka Connect name (``org.apache.kafka.connect.transforms.InsertField$Value``, ...) and its short
+name (``InsertField$Value``, ``Filter``, ``TopicNameMatches``, ...).
+"""
+
+from __future__ import annotations
+
+from connect_runtime.runtime.plugins import ALIASES
+from connect_runtime.transforms.filter import Filter
+from connect_runtime.transforms.insert_field import InsertField, InsertFieldKey, InsertFieldValue
+from connect_runtime.transforms.predicates import HasHeaderKey, RecordIsTombstone, TopicNameMatches
+from connect_runtime.transforms.replace_field import ReplaceField, ReplaceFieldKey, ReplaceFieldValue
+from connect_runtime.transforms.timestamp_router import TimestampRouter, java_date_pattern_to_strftime
+
+_KAFKA = "org.apache.kafka.connect.transforms."
+_NAMES = {
+    "Filter": Filter,
+    "InsertField$Value": InsertFieldValue,
+    "InsertField$Key": InsertFieldKey,
+    "ReplaceField$Value": ReplaceFieldValue,
+    "ReplaceField$Key": ReplaceFieldKey,
+    "TimestampRouter": TimestampRouter,
+    "predicates.TopicNameMatches": TopicNameMatches,
+    "predicates.HasHeaderKey": HasHeaderKey,
+    "predicates.RecordIsTombstone": RecordIsTombstone,
+}
+for _name, _cls in _NAMES.items():
+    _target = f"{__name__}.{_cls.__name__}"
+    ALIASES.setdefault(_KAFKA + _name, _target)
+    ALIASES.setdefault(_name.rpartition(".")[2], _target)
+
+__all__ = [
+    "Filter",
+    "HasHeaderKey",
+    "InsertField",
+    "InsertFieldKey",
+    "InsertFieldValue",
+    "RecordIsTombstone",
+    "ReplaceField",
+    "ReplaceFieldKey",
+    "ReplaceFieldValue",
+    "TimestampRouter",
+    "TopicNameMatches",
+    "java_date_pattern_to_strftime",
+]

@@ -1,0 +1,159 @@
+"""Built-in converters: round trips, tombstones, errors naming topic and type, config, aliases."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from connect_runtime.api.errors import ConfigError, DataError
+from connect_runtime.api.transforms import Converter
+from connect_runtime.converters import ByteArrayConverter, JsonConverter, StringConverter
+from connect_runtime.runtime.plugins import instantiate, load_class
+
+
+def _json(is_key: bool = False, **cfg: object) -> JsonConverter:
+    c = JsonConverter()
+    c.configure(cfg, is_key)
+    return c
+
+
+JSON_VALUES = [
+    {"id": 1, "name": "ä ✓ 😀", "nested": {"l": [1, 2.5, None, True, False, "x"]}},
+    [1, "two", {"three": 3}],
+    "plain string",
+    "",
+    0,
+    -17,
+    2**70,
+    3.25,
+    True,
+    False,
+    {},
+    [],
+]
+
+
+@pytest.mark.parametrize("value", JSON_VALUES, ids=repr)
+def test_json_round_trip_is_equal(value: object) -> None:
+    c = _json()
+    data = c.from_connect("orders", value)
+    assert isinstance(data, bytes)
+    assert c.to_connect("orders", data) == value
+    assert type(c.to_connect("orders", data)) is type(value)
+
+
+def test_json_is_compact_utf8_and_readable_by_json_loads() -> None:
+    data = _json().from_connect("t", {"a": [1, 2], "b": "é"})
+    assert data == '{"a":[1,2],"b":"é"}'.encode()
+    assert json.loads(data) == {"a": [1, 2], "b": "é"}
+
+
+def test_json_none_is_a_tombstone_both_ways() -> None:
+    c = _json()
+    assert c.from_connect("t", None) is None
+    assert c.to_connect("t", None) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [({1, 2}, "set"), ({"when": object()}, "object"), (b"raw", "bytes"), (float("nan"), "float")],
+)
+def test_json_rejects_unserialisable_values_naming_topic_and_type(value: object, named: str) -> None:
+    with pytest.raises(DataError) as info:
+        _json().from_connect("payments", value)
+    msg = str(info.value)
+    assert "'payments'" in msg and named in msg and "value" in msg
+    assert info.value.__cause__ is not None
+
+
+def test_json_rejects_circular_values() -> None:
+    loop: list[object] = []
+    loop.append(loop)
+    with pytest.raises(DataError, match=r"'t'.*list"):
+        _json().from_connect("t", loop)
+
+
+def test_json_key_errors_say_key() -> None:
+    with pytest.raises(DataError, match="cannot write the key"):
+        _json(is_key=True).from_connect("t", {1, 2})
+
+
+@pytest.mark.parametrize("data", [b"{not json", b"\xff\xfe", b"", b'{"a":1} trailing'])
+def test_json_to_connect_rejects_bad_bytes_naming_topic(data: bytes) -> None:
+    with pytest.raises(DataError) as info:
+        _json().to_connect("events", data)
+    assert "'events'" in str(info.value) and "not valid" in str(info.value)
+    assert info.value.__cause__ is not None
+
+
+def test_json_fast_encoder_gives_the_same_bytes() -> None:
+    c = _json()
+    assert c.c_encoder is not None
+    for value in JSON_VALUES:
+        assert "".join(c.c_encoder(value, 0)).encode() == c.from_connect("t", value)
+
+
+def test_json_schemas_enable_true_is_refused() -> None:
+    with pytest.raises(ConfigError) as info:
+        _json(**{"schemas.enable": "true"})
+    assert "schemas.enable" in info.value.errors
+    assert "false" in info.value.errors["schemas.enable"]
+    _json(**{"schemas.enable": "false"})  # accepted
+
+
+def test_string_round_trip_and_tombstone() -> None:
+    c = StringConverter()
+    c.configure({}, False)
+    assert c.from_connect("t", "héllo") == "héllo".encode()
+    assert c.to_connect("t", "héllo".encode()) == "héllo"
+    assert c.from_connect("t", None) is None and c.to_connect("t", None) is None
+
+
+def test_string_errors_name_topic_and_type() -> None:
+    c = StringConverter()
+    c.configure({}, True)
+    with pytest.raises(DataError, match=r"key .*'t'.*expected a str, got a int"):
+        c.from_connect("t", 5)
+    with pytest.raises(DataError, match=r"'t'.*utf-8"):
+        c.to_connect("t", b"\xff")
+
+
+def test_string_encoding_is_configurable_and_validated() -> None:
+    c = StringConverter()
+    c.configure({"converter.encoding": "latin-1"}, False)
+    assert c.from_connect("t", "é") == b"\xe9"
+    assert c.to_connect("t", b"\xe9") == "é"
+    with pytest.raises(ConfigError) as info:
+        StringConverter().configure({"converter.encoding": "no-such-codec"}, False)
+    assert "converter.encoding" in info.value.errors
+
+
+def test_bytes_pass_through() -> None:
+    c = ByteArrayConverter()
+    c.configure({}, False)
+    assert c.from_connect("t", b"\x00\xff") == b"\x00\xff"
+    assert c.from_connect("t", bytearray(b"ab")) == b"ab"
+    assert c.to_connect("t", b"\x00\xff") == b"\x00\xff"
+    assert c.from_connect("t", None) is None and c.to_connect("t", None) is None
+
+
+def test_bytes_rejects_other_types() -> None:
+    c = ByteArrayConverter()
+    c.configure({}, False)
+    with pytest.raises(DataError, match=r"ByteArrayConverter.*'t'.*expected bytes, got a str"):
+        c.from_connect("t", "text")
+
+
+@pytest.mark.parametrize(
+    ("name", "cls"),
+    [
+        ("org.apache.kafka.connect.json.JsonConverter", JsonConverter),
+        ("org.apache.kafka.connect.storage.StringConverter", StringConverter),
+        ("org.apache.kafka.connect.converters.ByteArrayConverter", ByteArrayConverter),
+        ("connect_runtime.converters.JsonConverter", JsonConverter),
+    ],
+)
+def test_kafka_connect_class_names_load(name: str, cls: type) -> None:
+    assert load_class(name, "value.converter", Converter) is cls
+    assert isinstance(instantiate(name, "value.converter", Converter), cls)
