@@ -1,0 +1,182 @@
+"""Offset targets and committed offsets, as plain JSON (shared by the operators, sensor and trigger).
+
+Two kinds of target:
+
+- ``"sink"``: per topic partition, the next offset the sink connector's group ``connect-<name>``
+  must have committed: ``{topic: {"<partition>": offset}}``. Accepted inputs: that mapping
+  (partition as int or str), an upstream source run's result dict (``{"ranges": {topic: {"<p>":
+  [from, to]}}}``; the target is ``to``), or a sink run's result dict (``{"committed": ...}``).
+- ``"source"``: per source partition, the source offset a source connector must have committed:
+  ``[{"partition": {...}, "offset": {...}}]``. Accepted inputs: that list or an upstream source run's
+  result dict (its ``source_offsets``). A committed source offset *reaches* a target offset when,
+  for every field of the target, a numeric field is at least the target's and any other field is
+  equal (so ``{"position": 120, "done": true}`` reaches ``{"position": 100}``).
+
+Values may arrive as strings (a rendered Jinja template without ``render_template_as_native_obj``):
+:func:`structured` parses JSON or a Python literal. Nothing here imports a backend at module level.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from connect_runtime.backends.base import Backend
+
+KINDS = ("sink", "source")
+
+TopicTargets = dict[str, dict[str, int]]
+SourceTargets = list[dict[str, Any]]
+
+
+def structured(value: Any, what: str) -> Any:
+    """``value`` itself, or the JSON / Python literal a string holds (e.g. a rendered XCom pull)."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if not text:
+        raise ValueError(f"{what} is an empty string: expected a mapping (or its JSON)")
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        raise ValueError(f"{what} is a string that is neither JSON nor a Python literal: {text[:200]!r}") from None
+
+
+def topic_targets(value: Any, what: str = "target") -> TopicTargets:
+    """``{topic: {"<partition>": offset}}`` from any accepted sink-target shape (see the module doc)."""
+    data = structured(value, what)
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{what}: expected a mapping, got {type(data).__name__}")
+    if "ranges" in data and isinstance(data.get("ranges"), Mapping):
+        source = {t: {p: r[1] for p, r in parts.items()} for t, parts in data["ranges"].items()}
+    elif "committed" in data and isinstance(data.get("committed"), Mapping):
+        source = data["committed"]
+    else:
+        source = data
+    out: TopicTargets = {}
+    bad = []
+    for topic, parts in source.items():
+        if not isinstance(parts, Mapping):
+            bad.append(f"{topic}: expected a mapping of partition to offset, got {parts!r}")
+            continue
+        for partition, offset in parts.items():
+            try:
+                p, o = int(partition), int(offset)
+            except (TypeError, ValueError):
+                bad.append(f"{topic}[{partition!r}]: expected an integer partition and offset, got {offset!r}")
+                continue
+            if p < 0 or o < 0:
+                bad.append(f"{topic}[{partition}]: partition and offset must be >= 0, got {offset}")
+                continue
+            out.setdefault(str(topic), {})[str(p)] = o
+    if bad:
+        raise ValueError(f"{what}: " + "; ".join(bad))
+    return out
+
+
+def source_targets(value: Any, what: str = "target") -> SourceTargets:
+    """``[{"partition": {...}, "offset": {...}}]`` from a list or a source run's result dict."""
+    data = structured(value, what)
+    if isinstance(data, Mapping):
+        if "source_offsets" not in data:
+            raise ValueError(f"{what}: a mapping must be a source run result with 'source_offsets'")
+        data = data["source_offsets"]
+    if not isinstance(data, list):
+        raise ValueError(f"{what}: expected a list of {{'partition': ..., 'offset': ...}}, got {type(data).__name__}")
+    out: SourceTargets = []
+    for entry in data:
+        if not (isinstance(entry, Mapping) and isinstance(entry.get("partition"), Mapping)
+                and (entry.get("offset") is None or isinstance(entry.get("offset"), Mapping))):
+            raise ValueError(f"{what}: expected {{'partition': {{...}}, 'offset': {{...}}}}, got {entry!r}")
+        out.append({"partition": dict(entry["partition"]),
+                    "offset": None if entry["offset"] is None else dict(entry["offset"])})
+    return out
+
+
+def normalise_target(kind: str, value: Any) -> TopicTargets | SourceTargets:
+    if kind == "sink":
+        return topic_targets(value)
+    if kind == "source":
+        return source_targets(value)
+    raise ValueError(f"connector_kind must be one of {', '.join(KINDS)}, got {kind!r}")
+
+
+def _key(partition: Mapping[str, Any]) -> str:
+    return json.dumps(partition, sort_keys=True, separators=(",", ":"))
+
+
+def read_committed(backend: Backend, kind: str, connector: str, target: Any,
+                   offsets_storage_topic: str | None = None, timeout: float = 30.0) -> Any:
+    """What is committed now, as plain JSON, for the partitions the target names.
+
+    sink: ``{topic: {"<p>": offset or None}}`` of the group ``connect-<connector>``;
+    source: ``[{"partition", "offset"}]`` of every committed source partition of ``connector``.
+    """
+    if kind == "sink":
+        from connect_runtime.api.records import TopicPartition
+
+        tps = [TopicPartition(t, int(p)) for t, parts in target.items() for p in parts]
+        if not tps:
+            return {}
+        consumer = backend.consumer(f"connect-{connector}")
+        try:
+            committed = consumer.committed(tps, timeout)
+        finally:
+            consumer.close()
+        seen: dict[str, dict[str, int | None]] = {}
+        for tp in tps:
+            seen.setdefault(tp.topic, {})[str(tp.partition)] = committed.get(tp)
+        return seen
+    from connect_runtime.runtime.offsets import connector_offsets
+
+    store = backend.offset_store(offsets_storage_topic)
+    try:
+        pairs = connector_offsets(store, connector)
+    finally:
+        store.close()
+    return [{"partition": p, "offset": o} for p, o in sorted(pairs, key=lambda po: _key(po[0]))]
+
+
+def _reaches(have: Mapping[str, Any] | None, want: Mapping[str, Any] | None) -> bool:
+    if want is None:
+        return have is None
+    if have is None:
+        return False
+    for field, target in want.items():
+        value = have.get(field)
+        numbers = (int, float)
+        if isinstance(target, numbers) and not isinstance(target, bool) and isinstance(value, numbers):
+            if value < target:
+                return False
+        elif value != target:
+            return False
+    return True
+
+
+def missing(kind: str, target: Any, seen: Any) -> list[str]:
+    """Why ``seen`` does not reach ``target``, one line per partition short of it ([] = reached)."""
+    out = []
+    if kind == "sink":
+        for topic, parts in target.items():
+            for p, want in parts.items():
+                have = seen.get(topic, {}).get(p)
+                if have is None or have < want:
+                    out.append(f"{topic}[{p}]: committed {have if have is not None else 'nothing'}, target {want}")
+        return out
+    have_by_key = {_key(e["partition"]): e["offset"] for e in seen}
+    for entry in target:
+        have = have_by_key.get(_key(entry["partition"]))
+        if not _reaches(have, entry["offset"]):
+            out.append(f"{_key(entry['partition'])}: committed {json.dumps(have)}, target {json.dumps(entry['offset'])}")
+    return out
+
+
+__all__ = ["KINDS", "missing", "normalise_target", "read_committed", "source_targets", "structured",
+           "topic_targets"]

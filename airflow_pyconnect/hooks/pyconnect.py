@@ -1,0 +1,224 @@
+"""PyConnectHook: an Airflow connection of type ``pyconnect`` → a ``connect_runtime`` backend.
+
+The connection says where records and offsets live:
+
+- **host**: the backend URL, ``sqlite:///path/to/file.db`` (the embedded backend) or
+  ``kafka://host:9092[,host2:9092]``. A bare ``host:port[,host:port]`` list means Kafka bootstrap
+  servers; a bare absolute path (``/var/pyconnect.db``) means the SQLite file.
+- **login** / **password**: SASL credentials (Kafka only): become ``sasl.username`` /
+  ``sasl.password``; ``sasl.mechanism`` defaults to ``PLAIN`` and ``security.protocol`` to
+  ``SASL_SSL`` unless the extra says otherwise.
+- **extra**: a JSON object of backend client settings: any librdkafka property
+  (``security.protocol``, ``ssl.ca.location``, ``sasl.jaas.config``, ``producer.override.*`` ...) for
+  Kafka, or ``busy.timeout.ms`` / ``synchronous`` / ``default.partitions`` for SQLite.
+
+When the connection ``pyconnect_default`` is not defined, the hook uses the embedded backend at
+``$AIRFLOW_HOME/pyconnect/pyconnect.db`` and says so once per process. Any other connection id that
+is not defined is an error naming it.
+
+Secrets (the password, and every extra setting whose name looks secret: ``*password*``,
+``sasl.jaas.config``, ``ssl.key*``, ``*secret*``, ``*token*``) are registered with Airflow's secret
+masker as soon as the connection is read, and :meth:`PyConnectHook.describe` returns them masked.
+
+Nothing here imports ``connect_runtime``'s backends (or ``confluent_kafka``) at module level.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseHook
+
+if TYPE_CHECKING:
+    from connect_runtime.backends.base import Backend
+
+DEFAULT_CONN_ID = "pyconnect_default"
+EMBEDDED_DB = Path("pyconnect") / "pyconnect.db"
+
+_log = logging.getLogger(__name__)
+_default_logged = threading.Event()
+
+
+def airflow_home() -> Path:
+    """``$AIRFLOW_HOME`` (Airflow's own default ``~/airflow`` when unset)."""
+    return Path(os.environ.get("AIRFLOW_HOME") or "~/airflow").expanduser()
+
+
+def embedded_backend_url() -> str:
+    """The embedded backend used when ``pyconnect_default`` is not defined."""
+    return f"sqlite:///{airflow_home() / EMBEDDED_DB}"
+
+
+def backend_url_from_host(host: str, port: int | None = None) -> str:
+    """The backend URL a connection's host field names (see the module docstring)."""
+    host = host.strip()
+    if not host:
+        raise ValueError("the connection's host is empty: expected sqlite:///path/file.db, "
+                         "kafka://host:port[,host:port] or a host:port list")
+    lowered = host.lower()
+    if lowered.startswith(("sqlite:", "kafka:")):
+        return host
+    if "://" in host:
+        raise ValueError(f"unsupported backend URL {host!r}: expected sqlite:///path/file.db or "
+                         "kafka://host:port[,host:port]")
+    if host.startswith("/"):
+        return f"sqlite:///{host}"
+    servers = [s.strip() for s in host.split(",") if s.strip()]
+    if port and len(servers) == 1 and ":" not in servers[0]:
+        servers = [f"{servers[0]}:{port}"]
+    return "kafka://" + ",".join(servers)
+
+
+def _secret_keys(settings: dict[str, Any]) -> list[str]:
+    from connect_runtime.api.config import HIDDEN, mask
+
+    masked = mask(settings)
+    return [k for k, v in masked.items() if v == HIDDEN]
+
+
+def register_secrets(*values: Any) -> None:
+    """Tell Airflow's secret masker about secret values (no-op where the masker is unavailable)."""
+    try:
+        from airflow.sdk.log import mask_secret
+    except ImportError:  # pragma: no cover - older or trimmed SDKs
+        return
+    for value in values:
+        if value not in (None, ""):
+            mask_secret(value if isinstance(value, (str, dict, list)) else str(value))
+
+
+class PyConnectHook(BaseHook):
+    """Opens the ``connect_runtime`` backend an Airflow connection of type ``pyconnect`` names.
+
+    :param pyconnect_conn_id: the connection id; when it is ``pyconnect_default`` and not defined,
+        the embedded backend ``$AIRFLOW_HOME/pyconnect/pyconnect.db`` is used.
+    """
+
+    conn_name_attr = "pyconnect_conn_id"
+    default_conn_name = DEFAULT_CONN_ID
+    conn_type = "pyconnect"
+    hook_name = "PyConnect"
+
+    def __init__(self, pyconnect_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.pyconnect_conn_id = pyconnect_conn_id
+        self._resolved: tuple[str, dict[str, Any]] | None = None
+
+    # -- connection form ------------------------------------------------------------------------------
+    @classmethod
+    def get_connection_form_widgets(cls) -> dict[str, Any]:
+        """Extra connection-form fields (form libraries are imported here only, never at parse time)."""
+        from flask_appbuilder.fieldwidgets import BS3TextFieldWidget
+        from flask_babel import lazy_gettext
+        from wtforms import StringField
+
+        return {
+            "security_protocol": StringField(
+                lazy_gettext("Security protocol (Kafka)"),
+                widget=BS3TextFieldWidget(),
+                description="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; stored as security.protocol",
+            ),
+            "sasl_mechanism": StringField(
+                lazy_gettext("SASL mechanism (Kafka)"),
+                widget=BS3TextFieldWidget(),
+                description="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER; stored as sasl.mechanism",
+            ),
+        }
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """How the connection form looks: which fields are hidden, relabelled and what they hold."""
+        return {
+            "hidden_fields": ["schema", "port"],
+            "relabeling": {
+                "host": "Backend URL or Kafka bootstrap servers",
+                "login": "SASL username",
+                "password": "SASL password",
+                "extra": "Client settings (JSON)",
+            },
+            "placeholders": {
+                "host": "sqlite:////var/pyconnect/pyconnect.db  or  kafka://broker1:9092,broker2:9092",
+                "login": "SASL username (Kafka only)",
+                "password": "SASL password (Kafka only)",
+                "extra": json.dumps({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}),
+            },
+        }
+
+    # -- resolving -----------------------------------------------------------------------------------
+    def backend_config(self) -> tuple[str, dict[str, Any]]:
+        """``(backend URL, backend client settings)`` of this hook's connection (read once)."""
+        if self._resolved is None:
+            self._resolved = self._resolve()
+        return self._resolved
+
+    def _resolve(self) -> tuple[str, dict[str, Any]]:
+        from airflow.sdk.exceptions import AirflowNotFoundException
+
+        try:
+            conn = self.get_connection(self.pyconnect_conn_id)
+        except AirflowNotFoundException:
+            if self.pyconnect_conn_id != DEFAULT_CONN_ID:
+                raise AirflowNotFoundException(
+                    f"The pyconnect connection {self.pyconnect_conn_id!r} is not defined: create it "
+                    f"(conn type 'pyconnect', host = backend URL) or use {DEFAULT_CONN_ID!r}"
+                ) from None
+            url = embedded_backend_url()
+            Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+            if not _default_logged.is_set():
+                _default_logged.set()
+                self.log.info("Connection %r is not defined: using the embedded backend %s",
+                              DEFAULT_CONN_ID, url)
+            return url, {}
+        extra = conn.extra_dejson if conn.extra else {}
+        if not isinstance(extra, dict):
+            raise ValueError(f"the extra of connection {self.pyconnect_conn_id!r} must be a JSON object "
+                             "of client settings")
+        settings: dict[str, Any] = {}
+        for key, value in extra.items():
+            # form fields (security_protocol) and librdkafka names (security.protocol) both work
+            name = {"security_protocol": "security.protocol", "sasl_mechanism": "sasl.mechanism"}.get(key, key)
+            if value not in (None, ""):
+                settings[name] = value
+        url = backend_url_from_host(conn.host or "", conn.port)
+        if conn.login or conn.password:
+            if url.lower().startswith("kafka:"):
+                settings.setdefault("sasl.username", conn.login or "")
+                settings.setdefault("sasl.password", conn.password or "")
+                settings.setdefault("sasl.mechanism", "PLAIN")
+                settings.setdefault("security.protocol", "SASL_SSL")
+            else:
+                self.log.warning("Connection %r: login/password are ignored by the SQLite backend",
+                                 self.pyconnect_conn_id)
+        register_secrets(conn.password, *(settings[k] for k in _secret_keys(settings)))
+        return url, settings
+
+    def describe(self) -> dict[str, Any]:
+        """The backend URL and settings with every secret masked (safe to log or return)."""
+        from connect_runtime.api.config import mask
+
+        url, settings = self.backend_config()
+        return {"url": url, "settings": mask(settings)}
+
+    def get_backend(self) -> Backend:
+        """An open ``connect_runtime`` backend (close it, or use it as a context manager)."""
+        from connect_runtime.backends import open_backend
+
+        url, settings = self.backend_config()
+        return open_backend(url, settings)
+
+    def test_connection(self) -> tuple[bool, str]:
+        """Open the backend and list its topics: ``(True, what was found)`` or ``(False, why not)``."""
+        try:
+            with self.get_backend() as backend:
+                topics = backend.list_topics()
+        except Exception as exc:
+            return False, f"{type(exc).__name__}: {exc}"
+        return True, f"Connected to {self.backend_config()[0]}: {len(topics)} topic(s)"
+
+
+__all__ = ["DEFAULT_CONN_ID", "PyConnectHook", "backend_url_from_host", "embedded_backend_url"]

@@ -1,0 +1,99 @@
+"""PyConnectSinkOperator: one bounded run of a sink connector, returning what it committed.
+
+The operator renders ``connector_config`` and ``until_offsets``, opens the backend of its
+``pyconnect`` connection, calls ``connect_runtime.run_sink`` and returns ``SinkRunResult.to_dict()``::
+
+    {"connector": "archive", "records": 1000, "committed": {"orders": {"0": 1000}},
+     "dead_lettered": 0, "retries": 0, "seconds": 0.3}
+
+``until_offsets`` bounds the run to what an upstream source run committed. Pass that run's XCom,
+e.g. ``until_offsets="{{ ti.xcom_pull(task_ids='ingest') }}"``: without
+``render_template_as_native_obj`` the template renders to the dict's text, which the operator
+parses back (JSON or a Python literal); with it, the dict arrives as is. A
+``{topic: {partition: offset}}`` mapping (next offset not to read) works too. As in the runtime, a
+partition the target does not name has nothing to read in this run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow_pyconnect._offsets import structured, topic_targets
+from airflow_pyconnect.hooks.pyconnect import DEFAULT_CONN_ID
+from airflow_pyconnect.operators._base import _ConnectorOperator
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+class PyConnectSinkOperator(_ConnectorOperator):
+    """Runs a sink connector once, bounded, and returns what it committed.
+
+    :param connector_config: the connector config (templated): ``name``, ``connector.class``,
+        ``topics`` or ``topics.regex``, the connector's fields and the runtime's. A string is parsed
+        as JSON or a Python literal after rendering. Secret-looking fields are masked.
+    :param pyconnect_conn_id: the ``pyconnect`` connection naming the backend (default
+        ``pyconnect_default``; the embedded ``$AIRFLOW_HOME/pyconnect/pyconnect.db`` when undefined).
+    :param until_offsets: where the run stops (templated): an upstream source run's result dict
+        (the ends of its ``ranges``), or ``{topic: {partition: next offset}}``, or their text (JSON
+        or a Python literal, as a rendered ``xcom_pull`` gives). ``None``: the ends of the topics
+        when the run starts.
+    :param max_records: stop after this many records consumed; ``None``: no bound.
+    :param max_seconds: stop after this many seconds (the final commit still happens); ``None``:
+        no bound.
+    """
+
+    template_fields: Sequence[str] = ("connector_config", "until_offsets")
+    template_fields_renderers = {"connector_config": "json", "until_offsets": "json"}
+    ui_color = "#f4e4d9"
+
+    def __init__(
+        self,
+        *,
+        connector_config: Mapping[str, Any] | str,
+        pyconnect_conn_id: str = DEFAULT_CONN_ID,
+        until_offsets: Mapping[str, Any] | str | None = None,
+        max_records: int | None = None,
+        max_seconds: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(connector_config=connector_config, pyconnect_conn_id=pyconnect_conn_id,
+                         max_records=max_records, max_seconds=max_seconds, **kwargs)
+        if until_offsets is not None and not isinstance(until_offsets, (Mapping, str)):
+            raise TypeError(f"until_offsets must be a mapping, a template or None, got {type(until_offsets).__name__}")
+        self.until_offsets = until_offsets
+
+    def _until(self) -> dict[str, dict[str, int]] | None:
+        if self.until_offsets is None:
+            return None
+        value = structured(self.until_offsets, "until_offsets")
+        if value is None:
+            return None
+        return topic_targets(value, "until_offsets")
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from connect_runtime import run_sink
+        from connect_runtime.api.errors import ConnectError
+
+        config = self._config()
+        until = self._until()
+        name = str(config.get("name", ""))
+        self.log.info("Sink connector %s on %s until %s: %s", name or "?", self.hook.describe()["url"],
+                      json.dumps(until) if until is not None else "the ends of its topics at start",
+                      self._masked(config))
+        try:
+            with self.hook.get_backend() as backend:
+                result = run_sink(config, backend, until_offsets=until, max_records=self.max_records,
+                                  max_seconds=self.max_seconds, progress=self._progress("sink", name))
+        except ConnectError as exc:
+            self._fail(exc, f"sink connector {name!r}")
+        data = result.to_dict()
+        self.log.info("Sink connector %s delivered %d records (%d dead-lettered, %d retries) in %.2f s; committed %s",
+                      data["connector"], data["records"], data["dead_lettered"], data["retries"], data["seconds"],
+                      json.dumps(data["committed"]))
+        return data
+
+
+__all__ = ["PyConnectSinkOperator"]

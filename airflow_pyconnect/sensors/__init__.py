@@ -1,0 +1,1 @@
+"""Part of the airflow_pyconnect provider (see the package docstring)."""

@@ -1,0 +1,162 @@
+"""Hand a source run's committed offset ranges to a ``SparkSubmitOperator``, with no Jinja in the DAG.
+
+Three pieces:
+
+- :func:`spark_handoff` (run it in a small ``@task`` after the source operator): the backend URL of
+  the source's connection plus the committed ranges of its XCom,
+  ``{"backend": url, "ranges": {topic: {"<p>": [from, to]}}, "records": n, ...}``. The ranges are
+  those of the whole data interval, also on a rerun that wrote nothing new (the source operator
+  remembers them per interval), so the Spark job of a rerun reads the same records.
+- :func:`spark_submit_kwargs`: ``application_args`` (``--backend <url> --ranges <json>``, rendered
+  from that XCom at run time), ``conf`` and ``env_vars`` for ``SparkSubmitOperator``::
+
+      SparkSubmitOperator(task_id="totals", application="jobs/totals.py",
+                          **spark_submit_kwargs("handoff", args=["--date", "{{ ds }}"]))
+
+  :func:`committed_ranges_arg` / :func:`backend_arg` are the two Jinja strings on their own; they
+  also take a plain source run result (its ``ranges``).
+- :func:`spark_env`: ``PYSPARK_PYTHON`` = this interpreter and ``PATH`` starting with its ``bin``
+  directory, so ``spark-submit`` of the virtualenv is found and Spark's Python workers run the
+  same Python (with ``connect_runtime`` importable) without the user exporting anything.
+
+Import-cheap: no pyspark, no backend, no Spark provider import at module level.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+# ------------------------------------------------------------------------------------- Jinja args
+
+
+def _pull(task_id: str, key: str) -> str:
+    return f"(ti.xcom_pull(task_ids={task_id!r}, key={key!r}) or {{}})"
+
+
+def committed_ranges_arg(task_id: str, key: str = "return_value") -> str:
+    """Jinja rendering the ``ranges`` of task ``task_id``'s XCom (a source run result or a handoff)
+    as compact JSON: ``{"orders": {"0": [0, 500]}}``; ``{}`` when the XCom is missing."""
+    return "{{ " + _pull(task_id, key) + ".get('ranges', {}) | tojson }}"
+
+
+def backend_arg(task_id: str, key: str = "return_value") -> str:
+    """Jinja rendering the ``backend`` URL of a handoff XCom (:func:`spark_handoff`)."""
+    return "{{ " + _pull(task_id, key) + ".get('backend', '') }}"
+
+
+def spark_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment for ``spark-submit``: PATH starting with this interpreter's ``bin`` (where a
+    virtualenv keeps ``spark-submit``), ``PYSPARK_PYTHON`` / ``PYSPARK_DRIVER_PYTHON`` = this
+    interpreter (the symlink of the virtualenv, not the base interpreter it points to)."""
+    python = sys.executable
+    bin_dir = str(Path(python).parent)
+    path = os.environ.get("PATH", "")
+    parts = [p for p in path.split(os.pathsep) if p]
+    env = {
+        "PATH": os.pathsep.join([bin_dir, *(p for p in parts if p != bin_dir)]),
+        "PYSPARK_PYTHON": python,
+        "PYSPARK_DRIVER_PYTHON": python,
+    }
+    env.update(extra or {})
+    return env
+
+
+def spark_conf(extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Spark conf that pins the Python of the driver and the workers to this interpreter."""
+    conf: dict[str, Any] = {
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+    }
+    conf.update(extra or {})
+    return conf
+
+
+def spark_submit_kwargs(
+    handoff_task_id: str,
+    *,
+    key: str = "return_value",
+    backend: str | None = None,
+    args: Sequence[str] = (),
+    conf: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Keyword arguments for ``SparkSubmitOperator`` that hand the job its committed ranges.
+
+    :param handoff_task_id: the task whose XCom holds the ranges: an :func:`spark_handoff` task
+        (also carries the backend URL) or the source operator itself (then pass ``backend``).
+    :param key: the XCom key.
+    :param backend: the backend URL for the job (default: the ``backend`` of the XCom).
+    :param args: more application arguments, after ``--backend <url> --ranges <json>``.
+    :param conf: more Spark conf (merged over :func:`spark_conf`).
+    :param env: more environment variables (merged over :func:`spark_env`).
+    :return: ``{"application_args": [...], "conf": {...}, "env_vars": {...}}``.
+    """
+    return {
+        "application_args": [
+            "--backend", backend if backend is not None else backend_arg(handoff_task_id, key),
+            "--ranges", committed_ranges_arg(handoff_task_id, key),
+            *args,
+        ],
+        "conf": spark_conf(conf),
+        "env_vars": spark_env(env),
+    }
+
+
+# ----------------------------------------------------------------------------------------- handoff
+
+
+def ranges_span(ranges: Mapping[str, Mapping[str, Sequence[Any]]]) -> int:
+    """Offsets the ranges span: records on SQLite, an upper bound on Kafka (markers take offsets).
+    A partition's value is ``[from, to]`` or a list of such spans."""
+    total = 0
+    for parts in ranges.values():
+        for spans in parts.values():
+            many = spans if spans and isinstance(spans[0], Sequence) else [spans]
+            total += sum(max(0, int(s[1]) - int(s[0])) for s in many if len(s) == 2)
+    return total
+
+
+def spark_handoff(source_result: Any, pyconnect_conn_id: str = "pyconnect_default") -> dict[str, Any]:
+    """What a Spark job needs from a source run: ``{"backend": url, "ranges": ..., "records": ...,
+    "new_records": ...}``. Run it in a ``@task`` after the source operator; its XCom feeds
+    :func:`spark_submit_kwargs`.
+
+    ``ranges`` are the source XCom's, which (with the operator's ``remember_ranges``) are the ranges
+    of the whole data interval, also on a rerun that wrote nothing new: a rerun reads the same
+    records. ``backend`` is the URL of the connection the source used (client settings, which may
+    hold secrets, are not handed over). ``records``: offsets the ranges span;
+    ``new_records``: records this source run wrote.
+
+    :param source_result: the source operator's XCom (``SourceRunResult.to_dict()``) or its JSON text.
+    :param pyconnect_conn_id: the ``pyconnect`` connection the source operator used.
+    """
+    from airflow_pyconnect.hooks.pyconnect import PyConnectHook
+
+    data = json.loads(source_result) if isinstance(source_result, str) else source_result
+    if not isinstance(data, Mapping) or not isinstance(data.get("ranges"), Mapping):
+        raise ValueError(f"expected a source run result with 'ranges', got {source_result!r:.300}")
+    url, _settings = PyConnectHook(pyconnect_conn_id=pyconnect_conn_id).backend_config()
+    ranges = {str(t): {str(p): list(r) for p, r in parts.items()} for t, parts in data["ranges"].items()}
+    return {
+        "backend": url,
+        "connector": data.get("connector"),
+        "ranges": ranges,
+        "records": ranges_span(ranges),
+        "new_records": int(data.get("records") or 0),
+    }
+
+
+__all__ = [
+    "backend_arg",
+    "committed_ranges_arg",
+    "ranges_span",
+    "spark_conf",
+    "spark_env",
+    "spark_handoff",
+    "spark_submit_kwargs",
+]
