@@ -261,7 +261,8 @@ _TASK_CONFIG = (
 )
 
 _BOM = b"\xef\xbb\xbf"
-_loads = json.loads
+_BLANK = frozenset(b" \t\r\f\v")
+_json_decode = json.JSONDecoder().decode
 
 
 class _FileCursor:
@@ -350,9 +351,12 @@ class _FileCursor:
         fh = self._fh
         assert fh is not None
         csv_fmt = self.fmt == "csv"
+        decode = _json_decode
+        partition = self.partition
         buf = self._buf
         i = 0
         n = 0
+        line = self.line
         last: dict[str, Any] | None = None
         base = self.position
         eof = False
@@ -368,19 +372,19 @@ class _FileCursor:
                 i = 0
                 continue
             raw = buf[i:end]
-            first_line = self.line == 0
             lines = raw.count(b"\n") + 1 if csv_fmt else 1
-            if first_line and raw.startswith(_BOM):
+            if line == 0 and raw.startswith(_BOM):
                 raw = raw[3:]
-            if not raw.strip():
+            # blank (or whitespace-only) lines are consumed without a record
+            if not raw or (raw[0] in _BLANK and not raw.strip()):
                 i = end + 1
-                self.line += lines
+                line += lines
                 continue
             if n >= limit:
                 break
             i = end + 1
-            line_no = self.line + 1
-            self.line += lines
+            line_no = line + 1
+            line += lines
             try:
                 if csv_fmt:
                     row = _csv_row(raw)
@@ -391,7 +395,7 @@ class _FileCursor:
                         raise ValueError(f"expected {len(self.header)} fields as in the header, got {len(row)}")
                     value: Any = dict(zip(self.header, row, strict=True))
                 else:
-                    value = _loads(raw)
+                    value = decode(raw.decode("utf-8"))
             except (ValueError, csv.Error) as exc:
                 kind = "CSV" if csv_fmt else "JSON"
                 error = DataError(f"{self.path}: line {line_no}: malformed {kind}: {exc}")
@@ -400,11 +404,12 @@ class _FileCursor:
                     continue
                 self.error = error
                 break
-            last = {"position": base + i, "line": self.line, "done": False}
+            last = {"position": base + i, "line": line, "done": False}
             key = value.get(key_field) if key_field and isinstance(value, dict) else None
-            out.append(SourceRecord(source_partition=self.partition, source_offset=last,
+            out.append(SourceRecord(source_partition=partition, source_offset=last,
                                     topic=topic, key=key, value=value))
             n += 1
+        self.line = line
         self._buf = buf[i:]
         self.position = base + i
         self._eof = eof
