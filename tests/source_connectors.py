@@ -103,6 +103,8 @@ SCRIPTED_CONFIG = (
             doc="transaction.boundary=connector: abort_transaction() (whole batch) for a batch holding one of these ids.")
     .define("header.every", Type.INT, default=0, validator=Range.at_least(0),
             doc="Records with n % header.every == 0 carry a header ('drop', 'yes') (for a Filter predicate).")
+    .define("bad.every", Type.INT, default=0, validator=Range.at_least(0),
+            doc="Records with n % bad.every == bad.every - 1 carry a value JSON cannot encode (a set).")
     .define("track.records", Type.BOOLEAN, default=False, doc="Use a task class that overrides commit_record.")
     .define("eos.support", Type.STRING, default="supported", validator=ValidString.in_("supported", "unsupported", "none"),
             doc="What exactly_once_support() returns.")
@@ -188,6 +190,11 @@ class ScriptedTask(SourceTask):
                             key=None, value={"task": self.index, "n": n, "tag": v["tag"], "round": self.round},
                             headers=[("drop", "yes")] if every and n % every == 0 else None)
                for n in range(self.n, stop)]
+        bad = v["bad.every"]
+        if bad:
+            for r in out:
+                if r.value["n"] % bad == bad - 1:
+                    r.value["oops"] = {"a set"}
         self.n = stop
         self.returned += len(out)
         ctx = self.context.transaction_context

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from connect_runtime import run_source
-from connect_runtime.api import ConfigError, ConnectError, RecordMetadata
+from connect_runtime.api import ConfigError, ConnectError, DataError, RecordMetadata
 from connect_runtime.connectors.datagen import DataGenSource, generate_value
 from connect_runtime.runtime.source import SourceRunResult
 from tests.source_connectors import committed_offset, probe, read_topic
@@ -158,6 +160,35 @@ def test_filtered_records_reach_commit_record_with_none(sqlite_url: str) -> None
     assert [calls[n].offset for n in kept] == list(range(len(kept)))  # type: ignore[union-attr]
     # a filtered record's offset is committed too: the last one (n=18) would otherwise be replayed
     assert result.source_offsets == [{"partition": {"round": 1, "task": 0}, "offset": {"n": 20}}]
+
+
+def test_records_that_fail_conversion_are_skipped_under_tolerance_all(sqlite_url: str) -> None:
+    config, key = scripted(count=20, batch=6, **{"bad.every": 5, "errors.tolerance": "all", "track.records": True})
+    result = run_source(config, sqlite_url)
+    bad = [4, 9, 14, 19]
+    assert (result.records, result.skipped, result.filtered) == (16, 4, 0)
+    assert ns(read_topic(sqlite_url, "t")) == [n for n in range(20) if n not in bad]
+    calls = dict(probe(key)["commit_record"])
+    assert sorted(calls) == list(range(20)) and all(calls[n] is None for n in bad)
+    assert result.source_offsets[0]["offset"] == {"n": 20}
+
+
+def test_a_record_that_fails_conversion_fails_the_run_naming_it(sqlite_url: str) -> None:
+    config, _ = scripted(count=20, batch=6, **{"bad.every": 10})
+    with pytest.raises(DataError, match="topic 't'") as err:
+        run_source(config, sqlite_url)
+    assert "source offset {'n': 10}" in str(err.value)  # record n=9, named by its source offset
+    assert ns(read_topic(sqlite_url, "t")) == list(range(6))  # the failing batch 6..11 committed nothing
+    assert committed_offset(sqlite_url, "scripted", {"task": 0, "round": 1}) == {"n": 6}
+
+
+def test_transactional_ids_carry_the_cluster_id(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    config, _ = scripted(count=3, **{"tasks.max": 2})
+    run_source(config, f"sqlite:///{db}", backend_settings={"cluster.id": "east"})
+    with sqlite3.connect(db) as conn:
+        ids = sorted(r[0] for r in conn.execute("SELECT transactional_id FROM producer_epochs"))
+    assert ids == ["east-scripted-0", "east-scripted-1"]
 
 
 def test_interval_boundary_groups_polls_into_fewer_transactions(sqlite_url: str) -> None:
