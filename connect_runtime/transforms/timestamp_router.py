@@ -20,7 +20,7 @@ from connect_runtime.api.config import ConfigDef, Type, non_empty_string
 from connect_runtime.api.errors import DataError
 from connect_runtime.api.records import ConnectRecord
 from connect_runtime.api.transforms import Transformation
-from connect_runtime.transforms._base import describe
+from connect_runtime.transforms._base import describe, replaced
 
 _JAVA_TO_STRFTIME = {"yyyy": "%Y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M", "ss": "%S"}
 _TOKEN = re.compile(r"'(?:[^']|'')*'|''|[A-Za-z]+|[^A-Za-z']+|'")
@@ -105,4 +105,4 @@ class TimestampRouter(Transformation[ConnectRecord]):
         if ts is None:
             raise DataError(f"TimestampRouter needs a record timestamp; the record of {describe(record)} has none")
         topic = self.topic_format.replace("${topic}", record.topic).replace("${timestamp}", self._format(ts))
-        return record.new_record(topic=topic)  # type: ignore[attr-defined,no-any-return]
+        return replaced(record, "topic", topic)  # type: ignore[no-any-return]

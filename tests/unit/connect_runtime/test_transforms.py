@@ -206,3 +206,15 @@ def test_record_is_tombstone() -> None:
 )
 def test_kafka_connect_names_are_aliases(name: str, cls: type, base: type) -> None:
     assert load_class(name, "transforms.x.type", base) is cls
+
+
+def test_fast_record_copies_equal_new_record() -> None:
+    from connect_runtime.transforms import _base
+
+    assert _base._FAST_SOURCE and _base._FAST_SINK  # the record classes still have the fields named there
+    s = src({"a": 1}, key="k", headers=[("h", b"1")], partition=4)
+    k = sink({"a": 1}, key="k", headers=[("h", "1")])
+    for rec in (s, k):
+        for field, new in (("value", {"b": 2}), ("key", None), ("topic", "other")):
+            out = _base.replaced(rec, field, new)
+            assert type(out) is type(rec) and out == rec.new_record(**{field: new}) and out is not rec
