@@ -172,9 +172,9 @@ class _Plan:
     props: dict[str, Any]
     values: dict[str, Any]
     connector: SourceConnector
-    task_class: type[SourceTask]
-    """Set from ``connector.task_class()`` once the connector started."""
     boundary: str
+    task_class: type[SourceTask] | None = None
+    """Set from ``connector.task_class()`` once the connector started."""
 
 
 def _prepare(config: Mapping[str, Any], exactly_once: bool) -> _Plan:
@@ -227,7 +227,7 @@ def _prepare(config: Mapping[str, Any], exactly_once: bool) -> _Plan:
         raise ConfigError(errors=errors)
     assert connector is not None
     boundary = str(values["transaction.boundary"]).lower() if exactly_once else "none"
-    return _Plan(values["name"], props, values, connector, SourceTask, boundary)
+    return _Plan(values["name"], props, values, connector, boundary)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -451,6 +451,8 @@ class _WorkerTask:
         self.max_batch = v["producer.max.batch.records"]
         self.partitions = v["topic.creation.default.partitions"]
         self.offsets_name: str | None = v["offsets.storage.topic"]
+        assert plan.task_class is not None, "the connector's task_class() is read before tasks are made"
+        self.task_class = plan.task_class
         self.track = plan.task_class.commit_record is not SourceTask.commit_record
         self.task: SourceTask | None = None
         self.store: OffsetStore | None = None
@@ -477,7 +479,7 @@ class _WorkerTask:
             self.store = self.backend.offset_store(self.offsets_name)
             self.pipeline = SourcePipeline.from_config(self.plan.props)
             self.setup()
-            task = self.plan.task_class()
+            task = self.task_class()
             self.task = task
             task.initialize(_TaskContext(dict(self.task_config),
                                          StoreOffsetReader(self.store, self.plan.name), self.txn_context))
