@@ -43,10 +43,13 @@ BASE_TS = 1_700_000_000_000
 _MASK = (1 << 64) - 1
 
 
+_CUSTOMERS = [f"c-{i}" for i in range(100)]
+
+
 def generate_value(seed: int, n: int) -> dict[str, Any]:
     """The value of record ``n`` for ``seed`` (deterministic, cheap)."""
     h = ((n + 1) * 0x9E3779B97F4A7C15 ^ seed * 0xBF58476D1CE4E5B9) & _MASK
-    return {"id": n, "customer": f"c-{h % 100}", "amount": ((h >> 16) % 100_000) / 100, "ts": BASE_TS + n * 1000}
+    return {"id": n, "customer": _CUSTOMERS[h % 100], "amount": ((h >> 16) % 100_000) / 100, "ts": BASE_TS + n * 1000}
 
 
 class DataGenSource(SourceConnector):
