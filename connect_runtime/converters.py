@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import json.scanner
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -83,8 +84,13 @@ class JsonConverter(Converter):
         encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         self.encode: Callable[[Any], str] = encoder.encode
         """``value -> str``: the prebound compact encoder (``.encode()`` its result for the bytes)."""
-        self.decode: Callable[[str], Any] = json.JSONDecoder().decode
+        decoder = json.JSONDecoder()
+        self.decode: Callable[[str], Any] = decoder.decode
         """``str -> value`` (``.decode()`` the UTF-8 bytes first)."""
+        self.scan: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(decoder)  # type: ignore[arg-type]
+        """``(text, 0) -> (value, end)``: the decoder's scanner itself (the C one where available).
+        A value is the whole text only when ``end == len(text)``; otherwise (or on StopIteration,
+        e.g. for leading blanks) :attr:`decode` gives the answer or the error."""
         self.c_encoder = _c_encoder(encoder)
         """``(value, 0) -> str chunks`` to ``"".join``: the same encoding straight from the C encoder,
         built once (``None`` where the C accelerator is missing). It skips the circular-reference

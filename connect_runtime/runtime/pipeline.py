@@ -481,11 +481,15 @@ class SinkPipeline(_Pipeline):
         kconv = self.key_converter.to_connect
         hconv = self._connect_headers
         if self._json_value:
+            # The JSON scanner straight away; the full decoder only when the scan did not consume
+            # the whole text (trailing blanks or garbage), so errors and edge cases stay its own.
             dec = self.value_converter.decode  # type: ignore[attr-defined]
+            scan = self.value_converter.scan  # type: ignore[attr-defined]
             return [
                 SR(topic=t, partition=p, offset=o,
                    key=None if k is None else kconv(t, k, None),
-                   value=None if v is None else dec(v.decode()),
+                   value=None if v is None else (
+                       dec(s) if (r := scan(s := v.decode(), 0))[1] != len(s) else r[0]),
                    timestamp=ts, headers=None if h is None else hconv(t, h))
                 for t, p, o, k, v, ts, h in records
             ]
