@@ -437,5 +437,5 @@ def test_sink_json_accepts_what_json_loads_accepts() -> None:
     raw = [b"1", b" 1", b"1 \n", b'"x"', b'{"a":[1,2]}', b' {"a" : null} ', "[\"é\"]".encode(), b"-0.5e3"]
     batch = SinkPipeline.from_config({}).process([consumed(v, i) for i, v in enumerate(raw)])
     assert [r.value for r in batch.records] == [json.loads(v) for v in raw]
-    with pytest.raises(DataError, match="offset 1 .*Extra data"):
+    with pytest.raises(DataError, match=r"offset 1 .*Extra data"):
         SinkPipeline.from_config({}).process([consumed(b"1", 0), consumed(b'{"a":1}x', 1)])
