@@ -105,6 +105,8 @@ SCRIPTED_CONFIG = (
             doc="Records with n % header.every == 0 carry a header ('drop', 'yes') (for a Filter predicate).")
     .define("bad.every", Type.INT, default=0, validator=Range.at_least(0),
             doc="Records with n % bad.every == bad.every - 1 carry a value JSON cannot encode (a set).")
+    .define("bad.partition.at", Type.LONG, default=-1,
+            doc="Record n gets partition 7, which the backend refuses when it writes (flush or commit).")
     .define("track.records", Type.BOOLEAN, default=False, doc="Use a task class that overrides commit_record.")
     .define("eos.support", Type.STRING, default="supported", validator=ValidString.in_("supported", "unsupported", "none"),
             doc="What exactly_once_support() returns.")
@@ -190,6 +192,9 @@ class ScriptedTask(SourceTask):
                             key=None, value={"task": self.index, "n": n, "tag": v["tag"], "round": self.round},
                             headers=[("drop", "yes")] if every and n % every == 0 else None)
                for n in range(self.n, stop)]
+        for r in out:
+            if r.value["n"] == v["bad.partition.at"]:
+                r.partition = 7
         bad = v["bad.every"]
         if bad:
             for r in out:

@@ -313,6 +313,15 @@ def test_at_least_once_failure_keeps_flushed_records_and_their_offsets(sqlite_ur
     assert committed_offset(sqlite_url, "scripted", {"task": 0, "round": 1}) == {"n": 30}
 
 
+@pytest.mark.parametrize("exactly_once", [True, False])
+def test_offsets_of_records_the_backend_refused_are_never_committed(sqlite_url: str, exactly_once: bool) -> None:
+    config, _ = scripted(count=40, batch=10, **{"bad.partition.at": 15, "offset.flush.interval.ms": 0})
+    with pytest.raises(DataError, match="partition"):
+        run_source(config, sqlite_url, exactly_once=exactly_once)
+    assert ns(read_topic(sqlite_url, "t")) == list(range(10))
+    assert committed_offset(sqlite_url, "scripted", {"task": 0, "round": 1}) == {"n": 10}
+
+
 def test_offsets_storage_topic_keeps_offsets_apart(sqlite_url: str) -> None:
     config, _ = scripted(count=4, **{"offsets.storage.topic": "my-offsets"})
     run_source(config, sqlite_url)
