@@ -10,10 +10,11 @@ Configured in the connector config::
     predicates=tombstones
     predicates.tombstones.type=org.apache.kafka.connect.transforms.predicates.RecordIsTombstone
 
-Transformations: :class:`Filter`, :class:`InsertFieldValue` / :class:`InsertFieldKey`
-(``InsertField$Value`` / ``$Key``), :class:`ReplaceFieldValue` / :class:`ReplaceFieldKey`,
-:class:`TimestampRouter`. Predicates: :class:`TopicNameMatches`, :class:`HasHeaderKey`,
-:class:`RecordIsTombstone`. All work on schemaless (dict) keys and values.
+Transformations (``$Value`` / ``$Key`` variants are the classes ``...Value`` / ``...Key``):
+:class:`Filter`, ``InsertField``, ``ReplaceField``, ``ExtractField``, ``HoistField``,
+``MaskField``, :class:`ValueToKey`, :class:`TimestampRouter`, :class:`RegexRouter`,
+:class:`InsertHeader`, :class:`DropHeaders`. Predicates: :class:`TopicNameMatches`,
+:class:`HasHeaderKey`, :class:`RecordIsTombstone`. All work on schemaless (dict) keys and values.
 
 Importing this package registers, in :data:`connect_runtime.runtime.plugins.ALIASES`, each class's
 Kafka Connect name (``org.apache.kafka.connect.transforms.InsertField$Value``, ...) and its short
@@ -23,9 +24,20 @@ name (``InsertField$Value``, ``Filter``, ``TopicNameMatches``, ...).
 from __future__ import annotations
 
 from connect_runtime.runtime.plugins import ALIASES
+from connect_runtime.transforms.fields import (
+    ExtractFieldKey,
+    ExtractFieldValue,
+    HoistFieldKey,
+    HoistFieldValue,
+    MaskFieldKey,
+    MaskFieldValue,
+    ValueToKey,
+)
 from connect_runtime.transforms.filter import Filter
+from connect_runtime.transforms.headers import DropHeaders, InsertHeader
 from connect_runtime.transforms.insert_field import InsertField, InsertFieldKey, InsertFieldValue
 from connect_runtime.transforms.predicates import HasHeaderKey, RecordIsTombstone, TopicNameMatches
+from connect_runtime.transforms.regex_router import RegexRouter, java_replacement_to_python
 from connect_runtime.transforms.replace_field import ReplaceField, ReplaceFieldKey, ReplaceFieldValue
 from connect_runtime.transforms.timestamp_router import TimestampRouter, java_date_pattern_to_strftime
 
@@ -37,6 +49,16 @@ _NAMES = {
     "ReplaceField$Value": ReplaceFieldValue,
     "ReplaceField$Key": ReplaceFieldKey,
     "TimestampRouter": TimestampRouter,
+    "RegexRouter": RegexRouter,
+    "ValueToKey": ValueToKey,
+    "ExtractField$Value": ExtractFieldValue,
+    "ExtractField$Key": ExtractFieldKey,
+    "HoistField$Value": HoistFieldValue,
+    "HoistField$Key": HoistFieldKey,
+    "MaskField$Value": MaskFieldValue,
+    "MaskField$Key": MaskFieldKey,
+    "InsertHeader": InsertHeader,
+    "DropHeaders": DropHeaders,
     "predicates.TopicNameMatches": TopicNameMatches,
     "predicates.HasHeaderKey": HasHeaderKey,
     "predicates.RecordIsTombstone": RecordIsTombstone,
@@ -47,16 +69,27 @@ for _name, _cls in _NAMES.items():
     ALIASES.setdefault(_name.rpartition(".")[2], _target)
 
 __all__ = [
+    "DropHeaders",
+    "ExtractFieldKey",
+    "ExtractFieldValue",
     "Filter",
     "HasHeaderKey",
+    "HoistFieldKey",
+    "HoistFieldValue",
     "InsertField",
     "InsertFieldKey",
     "InsertFieldValue",
+    "InsertHeader",
+    "MaskFieldKey",
+    "MaskFieldValue",
     "RecordIsTombstone",
+    "RegexRouter",
     "ReplaceField",
     "ReplaceFieldKey",
     "ReplaceFieldValue",
     "TimestampRouter",
     "TopicNameMatches",
+    "ValueToKey",
     "java_date_pattern_to_strftime",
+    "java_replacement_to_python",
 ]

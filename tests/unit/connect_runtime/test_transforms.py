@@ -11,15 +11,25 @@ from connect_runtime.api.records import SinkRecord, SourceRecord
 from connect_runtime.api.transforms import Predicate, Transformation
 from connect_runtime.runtime.plugins import load_class
 from connect_runtime.transforms import (
+    DropHeaders,
+    ExtractFieldKey,
+    ExtractFieldValue,
     Filter,
     HasHeaderKey,
+    HoistFieldKey,
+    HoistFieldValue,
     InsertFieldKey,
     InsertFieldValue,
+    InsertHeader,
+    MaskFieldKey,
+    MaskFieldValue,
     RecordIsTombstone,
+    RegexRouter,
     ReplaceFieldKey,
     ReplaceFieldValue,
     TimestampRouter,
     TopicNameMatches,
+    ValueToKey,
     java_date_pattern_to_strftime,
 )
 
@@ -218,3 +228,115 @@ def test_fast_record_copies_equal_new_record() -> None:
         for field, new in (("value", {"b": 2}), ("key", None), ("topic", "other")):
             out = _base.replaced(rec, field, new)
             assert type(out) is type(rec) and out == rec.new_record(**{field: new}) and out is not rec
+
+
+def test_public_surface_is_pinned() -> None:
+    import connect_runtime.transforms as t
+
+    assert set(t.__all__) == {
+        "DropHeaders", "ExtractFieldKey", "ExtractFieldValue", "Filter", "HasHeaderKey", "HoistFieldKey",
+        "HoistFieldValue", "InsertField", "InsertFieldKey", "InsertFieldValue", "InsertHeader", "MaskFieldKey",
+        "MaskFieldValue", "RecordIsTombstone", "RegexRouter", "ReplaceField", "ReplaceFieldKey",
+        "ReplaceFieldValue", "TimestampRouter", "TopicNameMatches", "ValueToKey",
+        "java_date_pattern_to_strftime", "java_replacement_to_python",
+    }
+    for name in t.__all__:
+        assert getattr(t, name) is not None
+
+
+@pytest.mark.parametrize(
+    ("regex", "replacement", "topic", "expected"),
+    [
+        (r"(\w+)-(\d+)", "$2_$1", "orders-7", "7_orders"),
+        (r"(?P<env>prod|dev)\.(.*)", "${env}-archive.$2", "prod.orders", "prod-archive.orders"),
+        ("orders", "cost\\$s\\\\x", "orders", "cost$s\\x"),
+        ("ord", "x", "orders", "orders"),  # the whole name must match
+    ],
+)
+def test_regex_router(regex: str, replacement: str, topic: str, expected: str) -> None:
+    t = configured(RegexRouter, regex=regex, replacement=replacement)
+    out = t.apply(src({"a": 1}, topic=topic))
+    assert out.topic == expected and out.value == {"a": 1}
+
+
+@pytest.mark.parametrize(
+    ("cfg", "field"),
+    [({"regex": "(", "replacement": "x"}, "regex"), ({"regex": "(a)", "replacement": "$2"}, "replacement"),
+     ({"regex": "a", "replacement": "${nope}"}, "replacement"), ({"regex": "a", "replacement": "a$"}, "replacement"),
+     ({"regex": "a", "replacement": "a\\"}, "replacement"), ({"regex": "a"}, "replacement")],
+)
+def test_regex_router_bad_config(cfg: dict[str, Any], field: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        configured(RegexRouter, **cfg)
+    assert list(info.value.errors) == [field]
+
+
+def test_value_to_key() -> None:
+    t = configured(ValueToKey, fields="id,region")
+    out = t.apply(src({"id": 3, "region": "eu", "x": 1}, key="old"))
+    assert out.key == {"id": 3, "region": "eu"} and out.value == {"id": 3, "region": "eu", "x": 1}
+    assert t.apply(src({"id": 3})).key == {"id": 3, "region": None}
+    with pytest.raises(DataError, match="needs a dict value"):
+        t.apply(src(None))
+    with pytest.raises(ConfigError) as info:
+        configured(ValueToKey, fields="")
+    assert "fields" in info.value.errors
+
+
+def test_extract_and_hoist_field() -> None:
+    ex = configured(ExtractFieldValue, field="after")
+    assert ex.apply(src({"after": {"id": 1}, "before": None})).value == {"id": 1}
+    assert ex.apply(src({"other": 1})).value is None
+    assert ex.apply(src(None)).value is None
+    with pytest.raises(DataError, match=r"ExtractField\$Value needs a dict value"):
+        ex.apply(src([1]))
+    assert configured(ExtractFieldKey, field="id").apply(src(1, key={"id": 9})).key == 9
+    ho = configured(HoistFieldValue, field="payload")
+    assert ho.apply(src("text")).value == {"payload": "text"}
+    assert configured(HoistFieldKey, field="k").apply(sink(1, key=5)).key == {"k": 5}
+    with pytest.raises(ConfigError) as info:
+        configured(HoistFieldValue)
+    assert "field" in info.value.errors
+
+
+def test_mask_field() -> None:
+    value = {"s": "secret", "i": 42, "f": 1.5, "b": True, "d": {"x": 1}, "l": [1], "n": None, "keep": "k"}
+    out = configured(MaskFieldValue, fields="s,i,f,b,d,l,n").apply(src(value)).value
+    assert out == {"s": "", "i": 0, "f": 0.0, "b": False, "d": {}, "l": [], "n": None, "keep": "k"}
+    assert value["s"] == "secret" and value["d"] == {"x": 1}
+    out = configured(MaskFieldValue, fields="s,i,f", replacement="7").apply(src(value)).value
+    assert (out["s"], out["i"], out["f"]) == ("7", 7, 7.0)
+    with pytest.raises(DataError, match=r"'i'.*'xx'"):
+        configured(MaskFieldValue, fields="i", replacement="xx").apply(src(value))
+    with pytest.raises(DataError, match="'b' of type bool with a replacement"):
+        configured(MaskFieldValue, fields="b", replacement="x").apply(src(value))
+    assert configured(MaskFieldKey, fields="pw").apply(src(1, key={"pw": "p"})).key == {"pw": ""}
+
+
+def test_insert_and_drop_headers() -> None:
+    ins = configured(InsertHeader, header="source", **{"value.literal": "pyconnect"})
+    rec = src({"a": 1}, headers=[("a", b"1")])
+    out = ins.apply(rec)
+    assert out.headers == [("a", b"1"), ("source", "pyconnect")] and rec.headers == [("a", b"1")]
+    assert ins.apply(src({})).headers == [("source", "pyconnect")]
+    drop = configured(DropHeaders, headers="a,b")
+    assert drop.apply(src({}, headers=[("a", b"1"), ("c", None), ("b", b"2"), ("a", b"3")])).headers == [("c", None)]
+    same = src({}, headers=[("c", None)])
+    assert drop.apply(same) is same
+    with pytest.raises(ConfigError) as info:
+        configured(DropHeaders)
+    assert "headers" in info.value.errors
+    with pytest.raises(ConfigError) as info:
+        configured(InsertHeader, header="x")
+    assert "value.literal" in info.value.errors
+
+
+@pytest.mark.parametrize(
+    ("name", "cls"),
+    [("RegexRouter", RegexRouter), ("ValueToKey", ValueToKey), ("ExtractField$Value", ExtractFieldValue),
+     ("ExtractField$Key", ExtractFieldKey), ("HoistField$Value", HoistFieldValue), ("HoistField$Key", HoistFieldKey),
+     ("MaskField$Value", MaskFieldValue), ("MaskField$Key", MaskFieldKey), ("InsertHeader", InsertHeader),
+     ("DropHeaders", DropHeaders)],
+)
+def test_more_kafka_connect_names(name: str, cls: type) -> None:
+    assert load_class("org.apache.kafka.connect.transforms." + name, "transforms.x.type", Transformation) is cls
