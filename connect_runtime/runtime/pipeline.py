@@ -156,7 +156,8 @@ def _configure(plugin: Any, configs: dict[str, Any], prefix: str, errors: dict[s
 
 
 def _steps(config: Mapping[str, Any], transforms: Sequence[str], predicates: Sequence[str],
-           errors: dict[str, str]) -> list[_Step]:
+           errors: dict[str, str], created: list[Any]) -> list[_Step]:
+    """The configured transformation chain; every plugin made is appended to ``created`` (to close)."""
     by_alias: dict[str, Predicate[Any]] = {}
     for alias in _unique(predicates, "predicates", errors):
         prefix = f"predicates.{alias}."
@@ -171,6 +172,7 @@ def _steps(config: Mapping[str, Any], transforms: Sequence[str], predicates: Seq
         except ConfigError as exc:
             errors.update(exc.errors or {prefix + "type": str(exc)})
             continue
+        created.append(predicate)
         own.pop("type", None)
         if _configure(predicate, own, prefix, errors):
             by_alias[alias] = predicate
@@ -189,6 +191,7 @@ def _steps(config: Mapping[str, Any], transforms: Sequence[str], predicates: Seq
         except ConfigError as exc:
             errors.update(exc.errors or {prefix + "type": str(exc)})
             continue
+        created.append(transform)
         pred_alias = settings["predicate"].strip() if settings["predicate"] else None
         predicate = None
         if pred_alias is not None:
@@ -242,8 +245,8 @@ class _Pipeline:
         self.value_converter = _converter(config, "value.converter", settings["value.converter"], False, errors)
         self.header_converter = _converter(config, "header.converter", settings["header.converter"], False,
                                            errors)
-        self.steps = _steps(config, settings["transforms"], settings["predicates"], errors)
-        self._predicates = {s.predicate_alias: s.predicate for s in self.steps if s.predicate is not None}
+        self._plugins: list[Any] = [self.key_converter, self.value_converter, self.header_converter]
+        self.steps = _steps(config, settings["transforms"], settings["predicates"], errors, self._plugins)
         if errors:
             self.close()
             raise ConfigError(errors=errors)
@@ -256,11 +259,11 @@ class _Pipeline:
         self._json_value = type(vc) is JsonConverter
         self._c_encoder = vc.c_encoder if self._json_value else None  # type: ignore[attr-defined]
 
-    def _failed(self, what: str, stage: str, plugin: object, exc: Exception,
-                key: Any, value: Any, transform: str | None = None) -> RecordError:
+    def _failed(self, what: str, stage: str, plugin: object, exc: Exception, key: Any, value: Any,
+                transform: str | None = None, where: str | None = None) -> RecordError:
         """The RecordError for a failed record, logged if asked; raised under tolerance=none."""
-        where = f"transformation {transform!r} ({_class_name(plugin)})" if transform else (
-            f"{_STAGE_TEXT[stage]} ({_class_name(plugin)})")
+        if where is None:
+            where = f"{_STAGE_TEXT[stage]} ({_class_name(plugin)})"
         err = RecordError(f"{what} failed in {where}: {type(exc).__name__}: {exc}",
                           stage=stage, plugin=_class_name(plugin), transform=transform)
         err.__cause__ = exc
@@ -271,30 +274,40 @@ class _Pipeline:
             raise err from exc
         return err
 
-    def _transform(self, record: Any) -> tuple[Any, _Step | None, Exception | None]:
-        """(result or None if filtered, failing step, its exception)."""
+    def _transform(self, record: Any) -> tuple[Any, _Step | None, Exception | None, bool]:
+        """(result, or None if filtered; the failing step, its exception, whether its predicate raised)."""
         step = None
+        testing = False
         try:
             for step in self.steps:
                 predicate = step.predicate
-                if predicate is not None and bool(predicate.test(record)) == step.negate:
-                    continue
+                if predicate is not None:
+                    testing = True
+                    hit = predicate.test(record)
+                    testing = False
+                    if bool(hit) == step.negate:
+                        continue
                 record = step.transform.apply(record)
                 if record is None:
                     break
         except Exception as exc:
-            return None, step, exc
-        return record, None, None
+            return None, step, exc, testing
+        return record, None, None, False
 
-    def _step_failed(self, what: str, step: _Step, exc: Exception, key: Any, value: Any) -> RecordError:
-        return self._failed(what, TRANSFORMATION, step.transform, exc, key, value, step.alias)
+    def _step_failed(self, what: str, step: _Step, exc: Exception, in_predicate: bool,
+                     key: Any, value: Any) -> RecordError:
+        if in_predicate:
+            plugin: object = step.predicate
+            where = (f"predicate {step.predicate_alias!r} ({_class_name(plugin)}) of transformation "
+                     f"{step.alias!r}")
+        else:
+            plugin = step.transform
+            where = f"transformation {step.alias!r} ({_class_name(plugin)})"
+        return self._failed(what, TRANSFORMATION, plugin, exc, key, value, step.alias, where)
 
     def close(self) -> None:
         """Close every transformation, predicate and converter (errors are logged, not raised)."""
-        plugins: list[Any] = [s.transform for s in getattr(self, "steps", ())]
-        plugins += list(getattr(self, "_predicates", {}).values())
-        plugins += [getattr(self, n, None) for n in ("key_converter", "value_converter", "header_converter")]
-        for plugin in plugins:
+        for plugin in self._plugins:
             close = getattr(plugin, "close", None)
             if close is not None:
                 try:
@@ -353,10 +366,10 @@ class SourcePipeline(_Pipeline):
             recs: list[SourceRecord] = []
             transform = self._transform
             for r in records:
-                out, step, exc = transform(r)
+                out, step, exc, in_predicate = transform(r)
                 if exc is not None:
                     assert step is not None
-                    self._step_failed(_describe_source(r), step, exc, r.key, r.value)
+                    self._step_failed(_describe_source(r), step, exc, in_predicate, r.key, r.value)
                     skipped.append(r)
                 elif out is None:
                     filtered.append(r)
@@ -463,10 +476,10 @@ class SinkPipeline(_Pipeline):
         filtered = 0
         transform = self._transform
         for c, r in zip(origs, recs, strict=True):
-            res, step, exc = transform(r)
+            res, step, exc, in_predicate = transform(r)
             if exc is not None:
                 assert step is not None
-                dead.append((c, self._step_failed(_describe_sink(c), step, exc, c.key, c.value)))
+                dead.append((c, self._step_failed(_describe_sink(c), step, exc, in_predicate, c.key, c.value)))
             elif res is None:
                 filtered += 1
             else:

@@ -66,6 +66,18 @@ class HasBoomWord(Predicate[ConnectRecord]):
         return "boom" in json.dumps(record.value)  # type: ignore[return-value]
 
 
+class Picky(Predicate[ConnectRecord]):
+    """Raises for non-dict values; counts ``close`` calls."""
+
+    closed = 0
+
+    def test(self, record: ConnectRecord) -> bool:
+        return bool(record.value.get("x"))
+
+    def close(self) -> None:
+        Picky.closed += 1
+
+
 class NeedsSetting(Transformation[ConnectRecord]):
     def configure(self, configs: Mapping[str, Any]) -> None:
         if "setting" not in configs:
@@ -439,3 +451,26 @@ def test_sink_json_accepts_what_json_loads_accepts() -> None:
     assert [r.value for r in batch.records] == [json.loads(v) for v in raw]
     with pytest.raises(DataError, match=r"offset 1 .*Extra data"):
         SinkPipeline.from_config({}).process([consumed(b"1", 0), consumed(b'{"a":1}x', 1)])
+
+
+def test_a_failing_predicate_is_named() -> None:
+    cfg = {"transforms": "f", "transforms.f.type": "Filter", "transforms.f.predicate": "picky",
+           "predicates": "picky", "predicates.picky.type": f"{HERE}.Picky"}
+    with pytest.raises(RecordError) as info:
+        SourcePipeline.from_config(cfg).process([src({"x": 1}), src("no dict", 1)])
+    err = info.value
+    assert f"predicate 'picky' ({HERE}.Picky) of transformation 'f'" in str(err)
+    assert err.stage == TRANSFORMATION and err.plugin == f"{HERE}.Picky" and err.transform == "f"
+    assert "source offset {'line': 1}" in str(err) and isinstance(err.__cause__, AttributeError)
+
+
+def test_every_plugin_is_closed_also_unused_predicates_and_after_config_errors() -> None:
+    Picky.closed = Boom.closed = 0
+    cfg = {"transforms": "b", "transforms.b.type": f"{HERE}.Boom",
+           "predicates": "unused", "predicates.unused.type": f"{HERE}.Picky"}
+    SinkPipeline.from_config(cfg).close()
+    assert (Picky.closed, Boom.closed) == (1, 1)
+    with pytest.raises(ConfigError):
+        SinkPipeline.from_config({**cfg, "transforms": "b,bad", "transforms.bad.type": "TimestampRouter",
+                                  "transforms.bad.timestamp.format": "Q"})
+    assert (Picky.closed, Boom.closed) == (2, 2)
