@@ -271,7 +271,7 @@ class _Run:
         with self.lock:
             if self.error is None:
                 self.error = exc
-            else:
+            elif exc is not self.error:
                 log.warning("connector %s: a further failure after the first one: %r", self.name, exc)
             self._stop_locked(f"failure: {exc!r}")
 
@@ -550,7 +550,10 @@ class _WorkerTask:
         for i, action in cuts:
             self.send(records[start:i + 1])
             start = i + 1
-            self.commit() if action == "commit" else self.abort()
+            if action == "commit":
+                self.commit()
+            else:
+                self.abort()
         if start < len(records):
             self.send(records[start:])
         if batch_action == "commit":
@@ -928,6 +931,25 @@ def _run_tasks(plan: _Plan, run: _Run, be: Backend, configs: list[dict[str, str]
     for t in threads:
         t.start()
     grace = plan.values["task.shutdown.graceful.timeout.ms"] / 1000
+    try:
+        _watch_tasks(plan, run, threads, grace, progress, t0)
+    except _TasksStuck:
+        raise
+    except BaseException as exc:  # e.g. the process is being told to stop: let the tasks abort first
+        run.fail(exc)
+        deadline = time.monotonic() + grace
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        raise
+
+
+class _TasksStuck(WaitTimeoutError):
+    """Tasks did not stop within ``task.shutdown.graceful.timeout.ms`` after the run stopped."""
+
+
+def _watch_tasks(plan: _Plan, run: _Run, threads: list[threading.Thread], grace: float,
+                 progress: Callable[[int, float], None] | None, t0: float) -> None:
+    """Wait for the task threads; meanwhile enforce ``max_seconds``, report progress, bound the shutdown."""
     next_progress = time.monotonic() + PROGRESS_EVERY
     while True:
         alive = [t for t in threads if t.is_alive()]
@@ -946,7 +968,7 @@ def _run_tasks(plan: _Plan, run: _Run, be: Backend, configs: list[dict[str, str]
         stop_at = run.stop_at
         if stop_at is not None and now - stop_at > grace:
             names = ", ".join(t.name for t in threads if t.is_alive())
-            stuck = WaitTimeoutError(
+            stuck = _TasksStuck(
                 f"connector {plan.name!r}: tasks {names} did not commit and stop within "
                 f"task.shutdown.graceful.timeout.ms={grace * 1000:.0f} after the run stopped ({run.stop_reason})")
             run.fail(stuck)

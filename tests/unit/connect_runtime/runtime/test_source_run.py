@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from connect_runtime import run_source
-from connect_runtime.api import ConfigError, ConnectError, DataError, RecordMetadata
+from connect_runtime.api import ConfigError, ConnectError, DataError, RecordMetadata, WaitTimeoutError
 from connect_runtime.connectors.datagen import DataGenSource, generate_value
 from connect_runtime.runtime.source import SourceRunResult
 from tests.source_connectors import committed_offset, probe, read_topic
@@ -282,6 +282,14 @@ def test_max_seconds_bounds_an_endless_source(sqlite_url: str) -> None:
     for task in (0, 1):  # whatever was polled before the bound was committed, contiguously
         got = ns(values, task=task)
         assert got == list(range(len(got)))
+
+
+def test_a_task_that_does_not_stop_is_reported_after_the_grace_period(sqlite_url: str) -> None:
+    config, _ = scripted(count=-1, **{"poll.sleep.ms": 1500, "task.shutdown.graceful.timeout.ms": 200})
+    start = time.monotonic()
+    with pytest.raises(WaitTimeoutError, match=r"scripted-task-0 did not commit and stop within .*max_seconds"):
+        run_source(config, sqlite_url, max_seconds=0.1)
+    assert time.monotonic() - start < 1.4  # did not wait for the stuck poll
 
 
 def test_progress_is_reported_at_the_end(sqlite_url: str) -> None:
