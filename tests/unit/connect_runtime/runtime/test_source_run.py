@@ -193,7 +193,7 @@ def test_transactional_ids_carry_the_cluster_id(tmp_path: Path) -> None:
 
 def test_interval_boundary_groups_polls_into_fewer_transactions(sqlite_url: str) -> None:
     config, _ = scripted(count=60, batch=5, **{"poll.sleep.ms": 10, "transaction.boundary": "interval",
-                                               "transaction.boundary.interval.ms": 50})
+                                               "transaction.boundary.interval.ms": 100})
     result = run_source(config, sqlite_url)
     assert result.records == 60
     assert 1 < result.transactions < 12, result.transactions  # 12 polls
@@ -383,3 +383,16 @@ def test_datagen_resumes_from_its_committed_offset(sqlite_url: str) -> None:
     assert run_source(config, sqlite_url, max_records=120).records == 120
     assert run_source(config, sqlite_url).records == 130
     assert read_topic(sqlite_url, "gen") == [generate_value(5, n) for n in range(250)]
+
+
+def test_unbounded_datagen_interleaves_ids_across_tasks(sqlite_url: str) -> None:
+    config = {"name": "gen", "connector.class": "connect_runtime.connectors.datagen.DataGenSource",
+              "topic": "gen", "max.records": -1, "batch.size": 50, "poll.delay.ms": 5, "tasks.max": 2}
+    result = run_source(config, sqlite_url, max_seconds=0.3)
+    ids = [v["id"] for v in read_topic(sqlite_url, "gen")]
+    assert result.records == len(ids) > 0
+    for task in (0, 1):
+        mine = [n for n in ids if n % 2 == task]
+        assert mine == list(range(task, 2 * len(mine), 2))
+    offsets = {o["partition"]["task"]: o["offset"]["position"] for o in result.source_offsets}
+    assert all(offsets[t] == 2 * len([n for n in ids if n % 2 == t]) + t for t in offsets)
