@@ -42,7 +42,13 @@ from connect_runtime.api.connector import (
     SourceConnector,
     SourceConnectorContext,
 )
-from connect_runtime.api.errors import ConfigError, ConnectError, ProducerFencedError, WaitTimeoutError
+from connect_runtime.api.errors import (
+    ConfigError,
+    ConnectError,
+    DataError,
+    ProducerFencedError,
+    WaitTimeoutError,
+)
 from connect_runtime.api.records import RecordMetadata, SourceRecord, TopicPartition
 from connect_runtime.api.source import (
     OffsetStorageReader,
@@ -593,13 +599,13 @@ class _WorkerTask:
         one identity scan, then one write per distinct partition object, in poll order)."""
         writer = self.writer
         last = {id(r.source_partition): i for i, r in enumerate(records)}
-        if len(last) == 1:
-            r = records[-1]
-            writer.record(r.source_partition, r.source_offset)
-            return
-        for i in sorted(last.values()):
-            r = records[i]
-            writer.record(r.source_partition, r.source_offset)
+        picked = [records[-1]] if len(last) == 1 else [records[i] for i in sorted(last.values())]
+        for r in picked:
+            try:
+                writer.record(r.source_partition, r.source_offset)
+            except (TypeError, ValueError) as exc:
+                raise DataError(f"{self.label}: source partition {r.source_partition!r} of a record for topic "
+                                f"{r.topic!r} is not JSON-serialisable: {exc}") from exc
 
     def report_records(self, metadata: list[RecordMetadata] | None) -> None:
         """KIP-416: ``commit_record`` for everything committed since the last call, in poll order."""
