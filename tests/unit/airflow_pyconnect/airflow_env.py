@@ -1,0 +1,114 @@
+"""A real Airflow 3 environment for tests: one migrated ``AIRFLOW_HOME`` per pytest session.
+
+``airflow db migrate`` runs once per session (a marker file in the session's base temp dir says it
+ran; a file lock keeps parallel workers from racing), whichever test module asks first. Every
+Airflow command runs in a subprocess with ``AIRFLOW_HOME`` and ``DAGS_FOLDER`` pointing there, so
+nothing leaks between the test process and Airflow. The test DAG files of
+``tests/unit/airflow_pyconnect/dag_files`` and the repository's ``dags/`` are copied into the
+DAGs folder.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+BIN = Path(sys.executable).parent
+DAG_FILES = Path(__file__).resolve().parent / "dag_files"
+
+
+@dataclass
+class AirflowEnv:
+    home: Path
+
+    @property
+    def dags(self) -> Path:
+        return self.home / "dags"
+
+    def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+        env.update({
+            "AIRFLOW_HOME": str(self.home),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags),
+            "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+            "PYTHONPATH": os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+            "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        })
+        env.update(extra or {})
+        return env
+
+    def airflow(self, *args: str, extra_env: Mapping[str, str] | None = None, timeout: float = 240,
+                check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run one ``airflow`` CLI command (bounded by ``timeout`` seconds) and return its output."""
+        cmd = [str(BIN / "airflow"), *args]
+        try:
+            out = subprocess.run(cmd, env=self.env(extra_env), capture_output=True, text=True, timeout=timeout,
+                                 cwd=self.home)
+        except subprocess.TimeoutExpired as exc:
+            raise AssertionError(f"`airflow {' '.join(args)}` did not finish within {timeout} s:\n"
+                                 f"{_tail(exc.stdout)}\n{_tail(exc.stderr)}") from exc
+        if check and out.returncode != 0:
+            raise AssertionError(f"`airflow {' '.join(args)}` exited {out.returncode}:\n"
+                                 f"{_tail(out.stdout)}\n{_tail(out.stderr)}")
+        return out
+
+    def popen(self, *args: str, extra_env: Mapping[str, str] | None = None, log: Path) -> subprocess.Popen[bytes]:
+        """Start ``airflow`` in the background, output to ``log`` (the caller bounds the wait)."""
+        f = open(log, "wb")  # noqa: SIM115 - closed by the caller through the process
+        return subprocess.Popen([str(BIN / "airflow"), *args], env=self.env(extra_env), stdout=f,
+                                stderr=subprocess.STDOUT, cwd=self.home)
+
+    def python(self, code: str, extra_env: Mapping[str, str] | None = None,
+               timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """Run Python code in this environment (bounded), failing with its output if it fails."""
+        out = subprocess.run([sys.executable, "-c", code], env=self.env(extra_env), capture_output=True,
+                             text=True, timeout=timeout, cwd=self.home)
+        if out.returncode != 0:
+            raise AssertionError(f"python exited {out.returncode}:\n{_tail(out.stdout)}\n{_tail(out.stderr)}")
+        return out
+
+
+def _tail(text: str | bytes | None, n: int = 6000) -> str:
+    if text is None:
+        return ""
+    if isinstance(text, bytes):
+        text = text.decode(errors="replace")
+    return text[-n:]
+
+
+def conn_env(conn_id: str, url: str) -> dict[str, str]:
+    """An ``AIRFLOW_CONN_*`` variable defining a ``pyconnect`` connection to ``url``."""
+    import json
+
+    return {f"AIRFLOW_CONN_{conn_id.upper()}": json.dumps({"conn_type": "pyconnect", "host": url})}
+
+
+def shared_airflow_env(tmp_path_factory: pytest.TempPathFactory) -> AirflowEnv:
+    """The session's migrated Airflow home (created by the first caller, reused by the others)."""
+    base = tmp_path_factory.getbasetemp()
+    home = base / "airflow_home"
+    with open(base / "airflow_home.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        env = AirflowEnv(home)
+        if not (home / ".migrated").exists():
+            env.dags.mkdir(parents=True, exist_ok=True)
+            for src in [*DAG_FILES.glob("*.py"), REPO / "dags" / "example_pyconnect_backfill.py"]:
+                shutil.copy(src, env.dags / src.name)
+            t0 = time.monotonic()
+            env.airflow("db", "migrate", timeout=180)
+            (home / ".migrated").write_text(f"{time.monotonic() - t0:.1f}\n")
+    return env
+
+
+__all__ = ["REPO", "AirflowEnv", "conn_env", "shared_airflow_env"]

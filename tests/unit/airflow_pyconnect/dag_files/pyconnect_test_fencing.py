@@ -1,0 +1,25 @@
+"""Test DAG: one slow exactly-once source task; two attempts of it run at once in the fencing test."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from airflow.sdk import DAG
+
+from airflow_pyconnect.operators.source import PyConnectSourceOperator
+
+with DAG(dag_id="pyconnect_test_fencing", schedule=None, start_date=datetime(2026, 1, 1), catchup=False):
+    PyConnectSourceOperator(
+        task_id="gen",
+        pyconnect_conn_id="pyconnect_test",
+        connector_config={
+            "name": "fence-gen",
+            "connector.class": "connect_runtime.connectors.datagen.DataGenSource",
+            "topic": "fence-events",
+            "max.records": "1500",
+            "batch.size": "10",
+            "poll.delay.ms": "40",
+        },
+        max_seconds=120,
+        retries=1,
+    )

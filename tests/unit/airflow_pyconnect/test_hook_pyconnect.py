@@ -1,0 +1,98 @@
+"""PyConnectHook: connection → backend URL and settings, the embedded default, secrets masked.
+
+Connections come from ``AIRFLOW_CONN_*`` variables: Airflow's own environment secrets backend.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from airflow_pyconnect.hooks import pyconnect as hook_module
+from airflow_pyconnect.hooks.pyconnect import PyConnectHook, backend_url_from_host
+
+
+@pytest.mark.parametrize(("host", "port", "url"), [
+    ("sqlite:////var/x.db", None, "sqlite:////var/x.db"),
+    ("kafka://b1:9092,b2:9092", None, "kafka://b1:9092,b2:9092"),
+    ("b1:9092, b2:9092", None, "kafka://b1:9092,b2:9092"),
+    ("broker", 9093, "kafka://broker:9093"),
+    ("/var/pyconnect.db", None, "sqlite:////var/pyconnect.db"),
+])
+def test_backend_url_from_host(host: str, port: int | None, url: str) -> None:
+    assert backend_url_from_host(host, port) == url
+
+
+@pytest.mark.parametrize("host", ["", "http://x:1"])
+def test_backend_url_from_host_rejects(host: str) -> None:
+    with pytest.raises(ValueError, match="expected sqlite:///path/file.db"):
+        backend_url_from_host(host)
+
+
+def _conn(monkeypatch: pytest.MonkeyPatch, conn_id: str, **fields: object) -> None:
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({"conn_type": "pyconnect", **fields}))
+
+
+def test_kafka_connection_with_sasl_and_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    _conn(monkeypatch, "pc_kafka", host="b1:9092,b2:9092", login="svc", password="pw-very-secret-1",
+          extra={"sasl.jaas.config": "jaas-very-secret-2", "ssl.ca.location": "/ca.pem",
+                 "security_protocol": "SASL_PLAINTEXT"})
+    hook = PyConnectHook("pc_kafka")
+    url, settings = hook.backend_config()
+    assert url == "kafka://b1:9092,b2:9092"
+    assert settings == {"sasl.jaas.config": "jaas-very-secret-2", "ssl.ca.location": "/ca.pem",
+                        "security.protocol": "SASL_PLAINTEXT", "sasl.username": "svc",
+                        "sasl.password": "pw-very-secret-1", "sasl.mechanism": "PLAIN"}
+    described = hook.describe()
+    assert described["settings"]["sasl.password"] == "[hidden]"
+    assert described["settings"]["sasl.jaas.config"] == "[hidden]"
+    assert described["settings"]["ssl.ca.location"] == "/ca.pem"
+    # registered with Airflow's secret masker: redact() hides them wherever they are logged
+    from airflow.sdk._shared.secrets_masker import redact
+
+    text = redact(f"login with pw-very-secret-1 and jaas-very-secret-2 via {url}")
+    assert "pw-very-secret-1" not in text and "jaas-very-secret-2" not in text and url in text
+
+
+def test_sqlite_connection_opens_and_tests(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _conn(monkeypatch, "pc_sqlite", host=f"sqlite:///{tmp_path / 'h.db'}", extra={"busy.timeout.ms": 2000})
+    hook = PyConnectHook("pc_sqlite")
+    with hook.get_backend() as be:
+        be.create_topics({"t1": 2})
+    ok, message = hook.test_connection()
+    assert ok, message
+    assert message == f"Connected to sqlite:///{tmp_path / 'h.db'}: 1 topic(s)"
+
+
+def test_test_connection_reports_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    _conn(monkeypatch, "pc_bad", host="sqlite:///")
+    ok, message = PyConnectHook("pc_bad").test_connection()
+    assert not ok and message
+
+
+def test_undefined_default_uses_the_embedded_backend_and_says_so_once(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("AIRFLOW_CONN_PYCONNECT_DEFAULT", raising=False)
+    monkeypatch.setattr(hook_module, "_default_logged", type(hook_module._default_logged)())
+    urls = [PyConnectHook().backend_config()[0] for _ in range(3)]
+    assert urls == [f"sqlite:///{tmp_path / 'home' / 'pyconnect' / 'pyconnect.db'}"] * 3
+    assert (tmp_path / "home" / "pyconnect").is_dir()
+    # Airflow's structlog setup writes task-side logs to stdout
+    captured = capsys.readouterr()
+    assert (captured.out + captured.err).count("is not defined: using the embedded backend") == 1
+
+
+def test_any_other_undefined_connection_is_an_error_naming_it() -> None:
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    with pytest.raises(AirflowNotFoundException, match="'no_such_pyconnect' is not defined"):
+        PyConnectHook("no_such_pyconnect").backend_config()
+
+
+def test_extra_must_be_an_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_PC_LIST", json.dumps({"conn_type": "pyconnect", "host": "b:1", "extra": "[1, 2]"}))
+    with pytest.raises(ValueError, match="must be a JSON object"):
+        PyConnectHook("pc_list").backend_config()
