@@ -661,7 +661,9 @@ class _WorkerTask:
         """After a failure: drop what is open, never raising."""
 
     def close(self) -> None:
-        for what, closer in (("pipeline", self.pipeline), ("offset store", self.store)):
+        closers = (("producer", getattr(self, "producer", None)), ("pipeline", self.pipeline),
+                   ("offset store", self.store))
+        for what, closer in closers:
             if closer is not None:
                 try:
                     closer.close()
@@ -741,15 +743,6 @@ class _ExactlyOnceTask(_WorkerTask):
             self.txn_open = False
         self.clear_pending()
 
-    def close(self) -> None:
-        producer = getattr(self, "producer", None)
-        if producer is not None:
-            try:
-                producer.close()
-            except Exception as exc:
-                log.warning("%s: closing the producer raised %r", self.label, exc)
-        super().close()
-
 
 class _AtLeastOnceTask(_WorkerTask):
     """Records are flushed first; then the offsets of flushed records are written to the offset store."""
@@ -818,15 +811,6 @@ class _AtLeastOnceTask(_WorkerTask):
 
     def abort_quietly(self) -> None:
         self.clear_pending()
-
-    def close(self) -> None:
-        producer = getattr(self, "producer", None)
-        if producer is not None:
-            try:
-                producer.close()
-            except Exception as exc:
-                log.warning("%s: closing the producer raised %r", self.label, exc)
-        super().close()
 
 
 # --------------------------------------------------------------------------------------------------
