@@ -420,9 +420,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if value is not None and value < 0:
             print(f"error: --{flag.replace('_', '-')} must be at least 0, got {value}", file=sys.stderr)
             return 2
+    # quiet by default: a failure is one ``error:`` line, not the runtime's log lines too
     level = logging.DEBUG if args.debug else logging.INFO if args.verbose else logging.CRITICAL + 1
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger().setLevel(level)
+    root = logging.getLogger()
+    saved_level = root.level
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(level)
+    try:
+        return _dispatch(args)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(saved_level)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     ctx: _Context | None = None
     try:
         ctx = _Context(args)

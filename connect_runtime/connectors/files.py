@@ -120,13 +120,19 @@ def is_finished(offset: Mapping[str, Any] | None, size: int) -> bool:
 
 # ================================================================================ DirectorySource
 
+
+def _relative_glob(name: str, value: Any) -> None:
+    non_empty_string(name, value)
+    if value is not None and (Path(value).is_absolute() or ".." in Path(value).parts):
+        raise ValueError(f"a glob relative to directory (no absolute path, no '..'), got {value!r}")
+
 _SOURCE_CONFIG = (
     ConfigDef()
     .define("directory", Type.STRING, validator=non_empty_string, importance=Importance.HIGH,
             doc="Directory to read files from.")
     .define("topic", Type.STRING, validator=non_empty_string, importance=Importance.HIGH,
             doc="Topic to write the records to.")
-    .define("pattern", Type.STRING, default="*", validator=non_empty_string,
+    .define("pattern", Type.STRING, default="*", validator=_relative_glob,
             doc="Glob of the files to read, relative to directory (e.g. *.jsonl, **/*.csv).")
     .define("format", Type.STRING, default=None, validator=ValidString.in_("jsonl", "csv"),
             doc="jsonl or csv; default from each file's extension (.jsonl/.ndjson/.json, .csv).")

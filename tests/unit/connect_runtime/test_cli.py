@@ -1,6 +1,6 @@
 """Config files (``connect_runtime.runtime.configfile``) and the CLI's argument handling in-process.
 
-The CLI against a real backend, in real subprocesses, is in ``tests/integration/test_cli.py``.
+The CLI against a real backend, in real subprocesses, is in ``tests/integration/test_cli_commands.py``.
 """
 
 from __future__ import annotations

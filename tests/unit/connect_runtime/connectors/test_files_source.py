@@ -191,6 +191,9 @@ def test_validate_reports_a_missing_directory(tmp_path: Path) -> None:
         {"directory": str(tmp_path / "nope"), "topic": "t"})}
     assert errors["directory"] and "existing directory" in errors["directory"][0]
     assert errors["topic"] == []
+    errors = {cv.name: cv.errors for cv in DirectorySource().validate(
+        {"directory": str(tmp_path), "topic": "t", "pattern": "../*.jsonl"})}
+    assert errors["directory"] == [] and "relative to directory" in errors["pattern"][0]
 
 
 # ------------------------------------------------------------------------------------ bounded runs
