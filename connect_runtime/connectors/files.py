@@ -610,6 +610,9 @@ class _PartitionWriter:
         self.manifest_path = self.dir / MANIFEST
         self.dir.mkdir(parents=True, exist_ok=True)
         manifest = read_manifest(self.manifest_path)
+        if manifest and manifest.get("format", fmt) != fmt:
+            raise ConnectError(f"{self.manifest_path}: this partition was written as {manifest.get('format')}, "
+                               f"not {fmt}; use another directory to change the format")
         name = manifest["file"] if manifest else f"{tp.topic}-{tp.partition}.{fmt}"
         self.path = self.dir / name
         committed_size = manifest["size"] if manifest else 0
@@ -725,7 +728,9 @@ class FileSinkTask(SinkTask):
             tp = TopicPartition(topic, partition)
             w = self._writers.get(tp)
             if w is None:
-                raise ConnectError(f"FileSink got records of {topic}-{partition} before open() assigned it")
+                raise ConnectError(
+                    f"FileSink got records of {topic}-{partition}, a partition open() did not assign (did a "
+                    "transform rename the topic? the sink keeps its exactly-once offsets per consumed partition)")
             if w.next_offset is not None and recs[0].offset < w.next_offset:
                 # already written (redelivered before the rewind took effect)
                 recs = [r for r in recs if r.offset >= w.next_offset]

@@ -93,6 +93,13 @@ def test_source_run_then_topics_and_offsets(tmp_path: Path, sqlite_url: str) -> 
     assert cli("run", str(datagen(tmp_path, 20)), url=sqlite_url).json()["records"] == 20
 
 
+def test_at_least_once_source_run(tmp_path: Path, sqlite_url: str) -> None:
+    r = cli("run", str(datagen(tmp_path, 12)), "--at-least-once", "--max-records", "10", url=sqlite_url)
+    assert r.rc == 0, r.err
+    assert r.json()["records"] == 10
+    assert cli("run", str(datagen(tmp_path, 12)), url=sqlite_url).json()["records"] == 2
+
+
 def test_backend_from_environment(tmp_path: Path, sqlite_url: str) -> None:
     r = cli("run", str(datagen(tmp_path, 3)), env={"PYCONNECT_BACKEND": sqlite_url})
     assert r.rc == 0, r.err

@@ -164,3 +164,12 @@ def test_invalid_sink_config_names_the_fields(tmp_path: Path, sqlite_url: str) -
     with pytest.raises(ConnectError) as err:
         run_sink(config(tmp_path, format="parquet", output_fields="value,nope"), sqlite_url)
     assert "format" in str(err.value) and "output.fields" in str(err.value)
+
+
+def test_changing_the_format_of_a_written_partition_is_refused(tmp_path: Path, sqlite_url: str,
+                                                               backend: Backend) -> None:
+    out = tmp_path / "out"
+    fill(backend, [{"a": 1}, {"a": 2}])
+    run_sink(config(out), sqlite_url)
+    with pytest.raises(ConnectError, match="was written as jsonl, not csv"):
+        run_sink(config(out, format="csv"), sqlite_url)
