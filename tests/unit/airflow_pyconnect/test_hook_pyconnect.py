@@ -27,7 +27,7 @@ def test_backend_url_from_host(host: str, port: int | None, url: str) -> None:
 
 @pytest.mark.parametrize("host", ["", "http://x:1"])
 def test_backend_url_from_host_rejects(host: str) -> None:
-    with pytest.raises(ValueError, match="expected sqlite:///path/file.db"):
+    with pytest.raises(ValueError, match=r"expected sqlite:///path/file\.db"):
         backend_url_from_host(host)
 
 

@@ -54,6 +54,7 @@ with DAG(dag_id="pyconnect_test_pipeline", schedule=None, start_date=datetime(20
             "log.path": os.environ.get("PYCONNECT_TEST_SINK_LOG", "/nonexistent/sink.log"),
         },
         until_offsets=SRC,
+        max_seconds=60,
     )
     wait_sink = PyConnectCommittedOffsetsSensor(
         task_id="wait_sink",
