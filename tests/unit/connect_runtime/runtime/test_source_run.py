@@ -299,6 +299,15 @@ def test_progress_is_reported_at_the_end(sqlite_url: str) -> None:
     assert calls and calls[-1][0] == 7 and calls[-1][1] > 0
 
 
+@pytest.mark.slow
+def test_progress_is_reported_every_few_seconds_while_running(sqlite_url: str) -> None:
+    calls: list[tuple[int, float]] = []
+    config, _ = scripted(count=-1, batch=5, **{"poll.sleep.ms": 10})
+    result = run_source(config, sqlite_url, max_seconds=6.5, progress=lambda n, s: calls.append((n, s)))
+    assert len(calls) == 2, calls  # one after ~5 s, one at the end
+    assert 4.5 <= calls[0][1] <= 6.0 and 0 < calls[0][0] <= calls[1][0] == result.records
+
+
 # -- at-least-once ---------------------------------------------------------------------------------
 
 
