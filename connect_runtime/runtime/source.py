@@ -100,7 +100,8 @@ class SourceRunResult:
     """What one source run committed. ``to_dict()`` is plain JSON (for XCom and the CLI).
 
     ``ranges``: per topic, per partition (string key) the offsets ``[from, to)`` this run wrote,
-    merged over its transactions. ``source_offsets``: the latest offset this run committed per
+    merged over its transactions (on Kafka a range also spans the transaction markers, so it may
+    hold fewer records than ``to - from``; read it with ``read_committed``). ``source_offsets``: the latest offset this run committed per
     source partition. ``transactions``: commit points (exactly-once: committed transactions;
     at-least-once: offset flushes). ``filtered``/``skipped``: records a transform dropped or error
     tolerance skipped (their offsets are committed, the records are not written).
@@ -540,6 +541,8 @@ class _WorkerTask:
                 is_idle = False
                 run.set_idle(self.index, False)
             idle_since = None
+            if type(records) is not list:
+                records = list(records)
             records = run.reserve(records)
             if not records:
                 break
