@@ -278,13 +278,22 @@ def test_a_new_file_during_a_run_is_read_in_the_same_run(tmp_path: Path, sqlite_
     d = tmp_path / "in"
     d.mkdir()
     write_lines(d / "a.jsonl", 5)
-    timer = threading.Timer(0.3, write_lines, args=(d / "b.jsonl", 7))
-    timer.start()
+
+    def add_file_once_a_was_committed() -> None:
+        # b appears only after the run planned and committed a: only a reconfiguration can read it now
+        with open_backend(sqlite_url) as be:
+            deadline = time.monotonic() + 20
+            while "a.jsonl" not in committed(be) and time.monotonic() < deadline:
+                time.sleep(0.01)
+        write_lines(d / "b.jsonl", 7)
+
+    writer = threading.Thread(target=add_file_once_a_was_committed)
+    writer.start()
     try:
         result = run_source(config(d, directory_scan_interval_ms="50", poll_idle_timeout_ms="1500"),
                             sqlite_url, max_seconds=30)
     finally:
-        timer.join()
+        writer.join(timeout=30)
     assert result.records == 12
     assert sorted(v["f"] for v in topic_values(backend)) == ["a.jsonl"] * 5 + ["b.jsonl"] * 7
     assert committed(backend)["b.jsonl"]["done"] is True
