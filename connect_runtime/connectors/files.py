@@ -608,7 +608,11 @@ class _PartitionWriter:
         self.fsync = fsync
         self.fmt = fmt
         self.manifest_path = self.dir / MANIFEST
-        self.dir.mkdir(parents=True, exist_ok=True)
+        if not self.dir.is_dir():
+            self.dir.mkdir(parents=True, exist_ok=True)
+            if fsync:  # the new directory entries survive a power loss too
+                _fsync_dir(self.dir.parent)
+                _fsync_dir(self.dir.parent.parent)
         manifest = read_manifest(self.manifest_path)
         if manifest and manifest.get("format", fmt) != fmt:
             raise ConnectError(f"{self.manifest_path}: this partition was written as {manifest.get('format')}, "
