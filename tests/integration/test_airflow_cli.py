@@ -1,0 +1,76 @@
+"""The provider as the real Airflow CLI sees it: listed, its hook and connection type known, its
+connection testable, and the repository's DAG folder importing without errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.unit.airflow_pyconnect.airflow_env import REPO, AirflowEnv, shared_airflow_env
+
+pytestmark = pytest.mark.airflow
+
+
+@pytest.fixture(scope="module")
+def af(tmp_path_factory: pytest.TempPathFactory) -> AirflowEnv:
+    return shared_airflow_env(tmp_path_factory)
+
+
+def test_providers_list_shows_the_provider(af: AirflowEnv) -> None:
+    rows = json.loads(af.airflow("providers", "list", "-o", "json").stdout.strip().splitlines()[-1])
+    mine = [r for r in rows if r["package_name"] == "airflow-pyconnect"]
+    assert mine and mine[0]["version"] == "0.1.0", rows
+
+
+def test_providers_hooks_knows_the_pyconnect_connection_type(af: AirflowEnv) -> None:
+    rows = json.loads(af.airflow("providers", "hooks", "-o", "json").stdout.strip().splitlines()[-1])
+    mine = [r for r in rows if r["connection_type"] == "pyconnect"]
+    assert mine == [{"connection_type": "pyconnect", "class": "airflow_pyconnect.hooks.pyconnect.PyConnectHook",
+                     "conn_id_attribute_name": "pyconnect_conn_id", "package_name": "airflow-pyconnect",
+                     "hook_name": "PyConnect"}] or (mine and mine[0]["class"].endswith("PyConnectHook")), rows
+
+
+def test_triggers_are_listed(af: AirflowEnv) -> None:
+    out = af.airflow("providers", "triggers", "-o", "json").stdout.strip().splitlines()[-1]
+    assert any(r.get("package_name") == "airflow-pyconnect" for r in json.loads(out)), out
+
+
+def test_connection_of_type_pyconnect_is_added_and_tested(af: AirflowEnv, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    af.airflow("connections", "add", "pc_cli", "--conn-type", "pyconnect", "--conn-host", url,
+               "--conn-extra", json.dumps({"busy.timeout.ms": 3000}))
+    try:
+        got = json.loads(af.airflow("connections", "get", "pc_cli", "-o", "json").stdout.strip().splitlines()[-1])
+        assert got[0]["conn_type"] == "pyconnect" and got[0]["host"] == url
+        tested = af.airflow("connections", "test", "pc_cli",
+                            extra_env={"AIRFLOW__CORE__TEST_CONNECTION": "Enabled"})
+        assert "Connection success!" in tested.stdout, tested.stdout + tested.stderr
+        assert (tmp_path / "cli.db").exists(), "the hook's test_connection did not open the backend"
+    finally:
+        af.airflow("connections", "delete", "pc_cli")
+
+
+def test_connection_test_reports_an_unreachable_backend(af: AirflowEnv, tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("not a directory")
+    af.airflow("connections", "add", "pc_cli_bad", "--conn-type", "pyconnect", "--conn-host",
+               f"sqlite:///{tmp_path / 'a-file' / 'cli.db'}")
+    try:
+        tested = af.airflow("connections", "test", "pc_cli_bad", check=False,
+                            extra_env={"AIRFLOW__CORE__TEST_CONNECTION": "Enabled"})
+        assert "Connection failed" in tested.stdout + tested.stderr
+    finally:
+        af.airflow("connections", "delete", "pc_cli_bad")
+
+
+def test_dags_folder_imports_without_errors(af: AirflowEnv) -> None:
+    code = (
+        "import json\n"
+        "from airflow.dag_processing.dagbag import DagBag\n"
+        f"bag = DagBag(dag_folder={str(REPO / 'dags')!r}, include_examples=False)\n"
+        "print(json.dumps({'errors': {k: str(v)[-500:] for k, v in bag.import_errors.items()}, 'dags': sorted(bag.dag_ids)}))\n"
+    )
+    result = json.loads(af.python(code).stdout.strip().splitlines()[-1])
+    assert result["errors"] == {}
+    assert "example_pyconnect_backfill" in result["dags"]
