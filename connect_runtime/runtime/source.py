@@ -466,6 +466,7 @@ class _WorkerTask:
         self.pipeline: SourcePipeline | None = None
         self.known_topics: set[str] = set()
         self.txn_context: _TransactionContext | None = None
+        self.fenced = False
         # what was dispatched since the last commit point
         self.writer = OffsetWriter(plan.name)
         self.pending_records = 0
@@ -499,12 +500,13 @@ class _WorkerTask:
             pass  # the run's first error is already recorded; this task only unwinds
         except BaseException as exc:
             if isinstance(exc, ProducerFencedError):
+                self.fenced = True  # a fenced producer cannot abort either: the broker/store already did
                 log.error("%s was fenced by a newer instance; stopping without committing", self.label)
             else:
                 log.error("%s failed: %r", self.label, exc)
             self.run.fail(exc)
         finally:
-            if self.run.failed:
+            if self.run.failed and not self.fenced:
                 self.abort_quietly()
             if started and self.task is not None:
                 try:

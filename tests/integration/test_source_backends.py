@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 import uuid
+from pathlib import Path
 
-from connect_runtime import SourceRunResult, open_backend, run_source
+import pytest
+
+from connect_runtime import ProducerFencedError, SourceRunResult, open_backend, run_source
 from connect_runtime.connectors.datagen import generate_value
 from tests.source_connectors import committed_offset, probe, read_topic
 
@@ -57,3 +62,46 @@ def test_commit_record_metadata_matches_the_topic(any_backend_url: str) -> None:
         assert (md.topic, md.partition) == ("t", 0)
         assert written[md.offset]["n"] == n  # type: ignore[index]
     assert len(written) == 25
+
+
+@pytest.mark.parametrize("url_fixture", [
+    "sqlite_url",
+    pytest.param("fresh_kafka_url", marks=[pytest.mark.kafka, pytest.mark.xfail(
+        strict=True, reason="the Kafka backend reports a fenced producer's send as BackendError('_STATE: "
+        "Erroneous state') instead of ProducerFencedError (librdkafka logs PRODUCER_FENCED)")]),
+])
+def test_a_newer_run_fences_an_older_one_of_the_same_connector(
+        url_fixture: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """Run A (a thread) has a transaction open when run B of the same connector starts: B's producer init
+    fences A, whose commit fails with ProducerFencedError; B commits normally. (Tansu still shows aborted
+    records to read_committed readers, so only B's offsets are checked here; the SQLite process test checks
+    that nothing of A is readable.)"""
+    any_backend_url: str = request.getfixturevalue(url_fixture)
+    marker = tmp_path / "a-polled"
+    base = {"name": "zombie", "connector.class": "tests.source_connectors.ScriptedSource", "topic": "t",
+            "batch": 5, "poll.idle.timeout.ms": 100, "task.shutdown.graceful.timeout.ms": 3000}
+    outcome: dict[str, BaseException | SourceRunResult] = {}
+
+    def run_a() -> None:
+        try:
+            outcome["a"] = run_source({**base, "tag": "A", "count": -1, "poll.sleep.ms": 20,
+                                       "marker.file": str(marker), "transaction.boundary": "interval",
+                                       "transaction.boundary.interval.ms": 600000}, any_backend_url, max_seconds=4)
+        except BaseException as exc:
+            outcome["a"] = exc
+
+    a = threading.Thread(target=run_a)
+    a.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not marker.exists():
+            assert time.monotonic() < deadline, "waited 30 s for run A's first poll"
+            time.sleep(0.02)
+        b = run_source({**base, "tag": "B", "count": 20}, any_backend_url)
+    finally:
+        a.join(30)
+    assert not a.is_alive(), "run A did not end within 30 s of its 4 s bound"
+    assert isinstance(outcome["a"], ProducerFencedError), outcome["a"]
+    assert b.records == 20
+    assert committed_offset(any_backend_url, "zombie", {"task": 0, "round": 1}) == {"n": 20}
+    assert [v["n"] for v in in_ranges(any_backend_url, b).values()] == list(range(20))
