@@ -26,13 +26,16 @@ JSON value; ``csv``: a dict keyed by the header row), into ``topic``.
 
 FileSink
 --------
-Writes each topic partition to ``<directory>/<topic>/partition=<p>/<topic>-<p>.jsonl`` (or ``.csv``)
-and keeps its offsets **in the destination**: ``_manifest.json`` next to the data file records the
-next offset to write and the data file's size at the last commit point. It is replaced atomically
-(temp file, fsync, ``os.replace``, directory fsync) after the data was fsynced, so after any crash:
+Writes each topic partition to ``<directory>/<topic>/partition=<p>/<topic>-<p>.jsonl`` (or ``.csv``;
+with ``file.max.bytes`` > 0, segments ``<topic>-<p>-<first offset, 20 digits>.jsonl`` of which only the
+last grows) and keeps its offsets **in the destination**: ``_manifest.json`` next to the data records
+the next offset to write, the current file and its size at the last commit point. It is replaced
+atomically (temp file, fsync, ``os.replace``, directory fsync) after the data was fsynced, so after
+any crash:
 
-- ``open()`` reads the manifest, truncates data bytes past the recorded size (written by a run that
-  died before its commit point) and rewinds the consumer to the recorded next offset;
+- ``open()`` reads the manifest, removes segments started after it and truncates bytes past the
+  recorded size (written by a run that died before its commit point), and rewinds the consumer to
+  the recorded next offset (records before it that still arrive are dropped, too);
 - ``pre_commit()`` fsyncs data, then writes the manifest, and returns ``{}``: the runtime commits
   nothing to the consumer group, the manifest is the only truth. No duplicates, no loss.
 
@@ -538,6 +541,9 @@ _SINK_CONFIG = (
                 "(jsonl) or leading columns (csv) of topic, partition, offset, timestamp, key, value, headers.")
     .define("csv.columns", Type.LIST, default=[],
             doc="csv: the value's columns (default: the keys of the first record's value).")
+    .define("file.max.bytes", Type.LONG, default=0, validator=Range.at_least(0),
+            doc="Roll to a new segment file <topic>-<p>-<first offset>.<ext> once the current one holds at "
+                "least this many bytes (0: one file per partition).")
     .define("fsync", Type.BOOLEAN, default=True,
             doc="fsync data and manifest at each commit point (false survives process crashes, not power loss).")
 )
@@ -600,14 +606,22 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
 
 
 class _PartitionWriter:
-    """One partition's data file and manifest."""
+    """One partition's data files and manifest.
 
-    def __init__(self, directory: str, tp: TopicPartition, fmt: str, fsync: bool) -> None:
+    Without rolling (``file.max.bytes=0``) the partition has one data file ``<topic>-<p>.<ext>``;
+    with it, segments ``<topic>-<p>-<first offset, 20 digits>.<ext>`` of which only the last grows.
+    The manifest names the current file and its committed size: segments started after it and bytes
+    past that size were written by a run that did not reach its next commit point, and are removed.
+    """
+
+    def __init__(self, directory: str, tp: TopicPartition, fmt: str, fsync: bool, max_bytes: int = 0) -> None:
         self.tp = tp
         self.dir = partition_dir(directory, tp)
         self.fsync = fsync
         self.fmt = fmt
+        self.max_bytes = max_bytes
         self.manifest_path = self.dir / MANIFEST
+        self._single = f"{tp.topic}-{tp.partition}.{fmt}"
         if not self.dir.is_dir():
             self.dir.mkdir(parents=True, exist_ok=True)
             if fsync:  # the new directory entries survive a power loss too
@@ -617,11 +631,27 @@ class _PartitionWriter:
         if manifest and manifest.get("format", fmt) != fmt:
             raise ConnectError(f"{self.manifest_path}: this partition was written as {manifest.get('format')}, "
                                f"not {fmt}; use another directory to change the format")
-        name = manifest["file"] if manifest else f"{tp.topic}-{tp.partition}.{fmt}"
-        self.path = self.dir / name
-        committed_size = manifest["size"] if manifest else 0
+        self.fh: io.BufferedWriter | None = None
+        self.path: Path | None = None
+        self.size = 0
+        self.columns: list[str] | None = None
         self.next_offset: int | None = manifest["next_offset"] if manifest else None
         self.committed_next = self.next_offset
+        if manifest is None:
+            # nothing was ever committed here: every data file is a leftover of a run that died
+            for stale in [self.dir / self._single, *self._segments()]:
+                if stale.exists():
+                    log.info("FileSink: removing %s (written before any commit point)", stale)
+                    stale.unlink()
+            self.committed_size = 0
+            return
+        self.path = self.dir / manifest["file"]
+        committed_size = int(manifest["size"])
+        current_start = self._start_of(self.path.name)
+        for seg in self._segments():
+            if self._start_of(seg.name) > current_start:
+                log.info("FileSink: removing %s (started after the last commit point)", seg)
+                seg.unlink()
         fh = open(self.path, "ab")  # noqa: SIM115 - closed in close()
         actual = os.fstat(fh.fileno()).st_size
         if actual < committed_size:
@@ -635,14 +665,40 @@ class _PartitionWriter:
             if fsync:
                 os.fsync(fh.fileno())
         self.fh = fh
-        self.size = committed_size
-        self.committed_size = committed_size
-        self.columns: list[str] | None = None
+        self.size = self.committed_size = committed_size
         if fmt == "csv" and committed_size > 0:
             with open(self.path, "rb") as rf:
                 self.columns = next(csv.reader([rf.readline().decode("utf-8").rstrip("\r\n")]))
 
+    def _segments(self) -> list[Path]:
+        prefix = f"{self.tp.topic}-{self.tp.partition}-"
+        suffix = f".{self.fmt}"
+        return [p for p in self.dir.iterdir()
+                if p.name.startswith(prefix) and p.name.endswith(suffix)
+                and p.name[len(prefix):-len(suffix)].isdigit()]
+
+    def _start_of(self, name: str) -> int:
+        """First offset of a segment file (-1 for the single-file name, which always comes first)."""
+        if name == self._single:
+            return -1
+        return int(name[len(f"{self.tp.topic}-{self.tp.partition}-"):-len(f".{self.fmt}")])
+
+    def prepare(self, first_offset: int) -> None:
+        """Before writing records starting at ``first_offset``: open the file, or roll to a new segment."""
+        if self.fh is not None and not (self.max_bytes and self.size >= self.max_bytes):
+            return
+        if self.fh is not None:
+            self.fh.flush()
+            if self.fsync:  # the finished segment is durable before a manifest can point past it
+                os.fsync(self.fh.fileno())
+            self.fh.close()
+        name = f"{self.tp.topic}-{self.tp.partition}-{first_offset:020d}.{self.fmt}" if self.max_bytes else self._single
+        self.path = self.dir / name
+        self.fh = open(self.path, "wb")  # noqa: SIM115 - closed in close()
+        self.size = 0
+
     def write(self, data: bytes, next_offset: int) -> None:
+        assert self.fh is not None
         self.fh.write(data)
         self.size += len(data)
         self.next_offset = next_offset
@@ -654,6 +710,9 @@ class _PartitionWriter:
             nxt = delivered  # records delivered but not written (filtered, reported as errant)
         if nxt is None or (nxt == self.committed_next and self.size == self.committed_size):
             return
+        if self.fh is None:
+            self.prepare(nxt)
+        assert self.fh is not None and self.path is not None
         self.fh.flush()
         if self.fsync:
             os.fsync(self.fh.fileno())
@@ -664,7 +723,9 @@ class _PartitionWriter:
         self.committed_size = self.size
 
     def close(self) -> None:
-        self.fh.close()
+        if self.fh is not None:
+            self.fh.close()
+            self.fh = None
 
 
 class FileSink(SinkConnector):
@@ -702,6 +763,7 @@ class FileSinkTask(SinkTask):
         self._value_only = self._fields == ["value"]
         self._csv_columns: list[str] = cfg["csv.columns"]
         self._fsync = cfg["fsync"]
+        self._max_bytes = cfg["file.max.bytes"]
         self._writers: dict[TopicPartition, _PartitionWriter] = {}
 
     def open(self, partitions: list[TopicPartition]) -> None:
@@ -710,7 +772,7 @@ class FileSinkTask(SinkTask):
             tp = TopicPartition(*tp)
             if tp in self._writers:
                 continue
-            w = _PartitionWriter(self._directory, tp, self._format, self._fsync)
+            w = _PartitionWriter(self._directory, tp, self._format, self._fsync, self._max_bytes)
             self._writers[tp] = w
             if w.next_offset is not None:
                 rewind[tp] = w.next_offset
@@ -740,6 +802,7 @@ class FileSinkTask(SinkTask):
                 recs = [r for r in recs if r.offset >= w.next_offset]
                 if not recs:
                     continue
+            w.prepare(recs[0].offset)
             data = self._encode_csv(w, recs) if self._format == "csv" else self._encode_jsonl(recs)
             w.write(data, recs[-1].offset + 1)
 
@@ -783,12 +846,11 @@ class FileSinkTask(SinkTask):
 
     def _encode_csv(self, w: _PartitionWriter, recs: list[SinkRecord]) -> bytes:
         meta = [f for f in self._fields if f != "value"]
-        header = b""
         if w.columns is None:
             first = recs[0].value
             value_cols = self._csv_columns or (list(first) if isinstance(first, dict) else ["value"])
             w.columns = meta + value_cols
-            header = _csv_line(w.columns)
+        header = _csv_line(w.columns) if w.size == 0 else b""  # every file starts with the header
         value_cols = w.columns[len(meta):]
 
         def row_of(r: SinkRecord) -> bytes:

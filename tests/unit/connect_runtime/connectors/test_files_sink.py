@@ -173,3 +173,43 @@ def test_changing_the_format_of_a_written_partition_is_refused(tmp_path: Path, s
     run_sink(config(out), sqlite_url)
     with pytest.raises(ConnectError, match="was written as jsonl, not csv"):
         run_sink(config(out, format="csv"), sqlite_url)
+
+
+def segments(out: Path, p: int = 0, ext: str = "jsonl") -> list[Path]:
+    return sorted((out / TOPIC / f"partition={p}").glob(f"{TOPIC}-{p}-*.{ext}"))
+
+
+def test_segments_roll_and_a_crashed_runs_segments_are_removed(
+    tmp_path: Path, sqlite_url: str, backend: Backend
+) -> None:
+    out = tmp_path / "out"
+    fill(backend, list(range(100, 130)), partitions=1)
+    run_sink(config(out, file_max_bytes="20"), sqlite_url)
+    segs = segments(out)
+    assert len(segs) >= 4
+    assert segs[0].name == f"{TOPIC}-0-{0:020d}.jsonl"
+    assert [json.loads(v) for f in segs for v in f.read_text().splitlines()] == list(range(100, 130))
+    manifest = read_manifest(out / TOPIC / "partition=0" / MANIFEST)
+    assert manifest is not None and manifest["file"] == segs[-1].name and manifest["next_offset"] == 30
+    # a run that died after rolling: bytes past the manifest in the current segment, and a new segment
+    with open(segs[-1], "a") as f:
+        f.write("999\n")
+    (segs[-1].parent / f"{TOPIC}-0-{10**12:020d}.jsonl").write_text("998\n")
+    fill(backend, list(range(130, 140)), partitions=1, start=30)
+    run_sink(config(out, file_max_bytes="20"), sqlite_url)
+    assert [json.loads(v) for f in segments(out) for v in f.read_text().splitlines()] == list(range(100, 140))
+
+
+def test_csv_segments_each_start_with_the_header(tmp_path: Path, sqlite_url: str, backend: Backend) -> None:
+    out = tmp_path / "out"
+    fill(backend, [{"id": i} for i in range(20)], partitions=1)
+    run_sink(config(out, format="csv", file_max_bytes="15"), sqlite_url)
+    segs = segments(out, ext="csv")
+    assert len(segs) >= 3
+    ids = []
+    for seg in segs:
+        with open(seg, newline="") as f:
+            rows = list(csv.reader(f))
+        assert rows[0] == ["id"]
+        ids += [int(r[0]) for r in rows[1:]]
+    assert ids == list(range(20))
