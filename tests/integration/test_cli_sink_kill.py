@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from connect_runtime.api import TopicPartition
 from connect_runtime.backends import ProducerRecord, open_backend
 
@@ -37,13 +39,20 @@ def data_bytes(out: Path) -> int:
     return sum(f.stat().st_size for f in out.glob("in/partition=*/in-*.jsonl"))
 
 
-def test_file_sink_via_cli_is_exactly_once_across_sigkills(tmp_path: Path, sqlite_url: str) -> None:
+def data_files(out: Path, p: int) -> list[Path]:
+    """The partition's single file, or its segments in offset order."""
+    return sorted((out / "in" / f"partition={p}").glob(f"in-{p}*.jsonl"))
+
+
+@pytest.mark.parametrize("max_bytes", [0, 100_000], ids=["one-file", "segments"])
+def test_file_sink_via_cli_is_exactly_once_across_sigkills(tmp_path: Path, sqlite_url: str, max_bytes: int) -> None:
     n = 150_000
     fill(sqlite_url, n)
     out = tmp_path / "out"
     cfg = tmp_path / "sink.properties"
     cfg.write_text("name=archive\nconnector.class=connect_runtime.connectors.files.FileSink\ntopics=in\n"
-                   f"tasks.max=2\ndirectory={out}\nconsumer.max.poll.records=500\noffset.flush.interval.ms=30\n")
+                   f"tasks.max=2\ndirectory={out}\nconsumer.max.poll.records=500\noffset.flush.interval.ms=30\n"
+                   f"file.max.bytes={max_bytes}\n")
     rng = random.Random(7)
     killed = 0
     for attempt in range(3):
@@ -68,12 +77,15 @@ def test_file_sink_via_cli_is_exactly_once_across_sigkills(tmp_path: Path, sqlit
 
     seen: list[int] = []
     for p in range(PARTS):
-        values = [json.loads(line)["i"] for line in (out / "in" / f"partition={p}" / f"in-{p}.jsonl").open()]
+        files = data_files(out, p)
+        assert (len(files) == 1) == (max_bytes == 0)
+        values = [json.loads(line)["i"] for f in files for line in f.open()]
         assert values == list(range(p, n, PARTS)), f"partition {p}: duplicates, gaps or disorder"
         seen.extend(values)
         manifest = json.loads((out / "in" / f"partition={p}" / "_manifest.json").read_text())
         assert manifest["next_offset"] == len(values)
-        assert manifest["size"] == (out / "in" / f"partition={p}" / f"in-{p}.jsonl").stat().st_size
+        assert manifest["file"] == files[-1].name
+        assert manifest["size"] == files[-1].stat().st_size
     assert len(seen) == n
     with open_backend(sqlite_url) as backend:
         consumer = backend.consumer("connect-archive")
