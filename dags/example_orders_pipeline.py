@@ -1,0 +1,154 @@
+"""Daily orders pipeline: files → topic ``orders`` (exactly-once) → Spark daily totals → archive.
+
+One run per day (``catchup``: 2026-01-01 to 2026-01-03, the days of the sample data)::
+
+    day_files ─▶ ingest ─▶ input_complete ─▶ handoff ─▶ totals ─▶ archive
+
+- ``day_files``: lists the day's input files ``<data>/orders/<ds>/*.jsonl`` and their sizes.
+- ``ingest`` (:class:`PyConnectSourceOperator`, ``DirectorySource``, exactly-once): reads the day's
+  files into the topic ``orders``. The source partition of a record is its file
+  (``{"file": "<ds>/orders-00.jsonl"}``), so a rerun resumes each file at its committed byte offset
+  and a finished file is not read again: **a rerun writes nothing twice**. Its XCom holds the
+  committed ranges of the day (remembered per data interval by the operator, so a rerun that wrote
+  nothing still returns them); it emits an Asset event for ``pyconnect://pyconnect_default/orders``
+  (the downstream DAG ``example_orders_downstream`` is scheduled on it).
+- ``input_complete`` (:class:`PyConnectCommittedOffsetsSensor`, ``connector_kind="source"``): waits
+  until the source connector's **committed source offsets** say every input file of the day was
+  read to its end (``{"done": true, "position": <file size>}``). Why the source side: the totals of
+  a day are only right once the whole day is in the topic, and that is exactly what the source
+  offsets record. (The archive sink cannot be the sensor's target: ``FileSink`` keeps its offsets in
+  its destination, its ``pre_commit`` returns ``{}``, so its consumer group never commits anything
+  and a group-offsets sensor on it would never be satisfied.)
+- ``handoff``: the backend URL and the day's committed ranges for Spark
+  (:func:`airflow_pyconnect.spark.spark_handoff`).
+- ``totals`` (``SparkSubmitOperator``): ``dags/jobs/orders_daily_totals.py`` reads exactly those
+  ranges with ``spark.read.format("pyconnect")`` and writes per-customer totals as Parquet
+  partitioned by ``date``, replacing only the day's partition (``partitionOverwriteMode=dynamic``).
+- ``archive`` (:class:`PyConnectSinkOperator`, ``FileSink``): appends the day's records to
+  ``<data>/archive/orders/partition=0/orders-0.jsonl`` up to the source's committed ranges,
+  exactly-once (its manifest holds its offsets, so a rerun appends nothing twice).
+
+Rerunning a day (``airflow dags test example_orders_pipeline 2026-01-02`` again, or a clear)
+changes nothing: no new records in the topic, the same Parquet rows, no archive line twice.
+
+Paths: ``<data>`` is the Airflow Variable ``pyconnect_example_data`` if set, else the environment
+variable ``PYCONNECT_EXAMPLE_DATA`` (read when the file is parsed), else
+``$AIRFLOW_HOME/pyconnect-example``. Spark: ``spark-submit`` and ``PYSPARK_PYTHON`` come from this
+virtualenv (:func:`airflow_pyconnect.spark.spark_env`); the connection ``spark_default`` must name
+the master, e.g. ``AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[*]"}'``
+(``scripts/run_example.py`` sets it).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import dag, task
+
+from airflow_pyconnect.operators.sink import PyConnectSinkOperator
+from airflow_pyconnect.operators.source import PyConnectSourceOperator
+from airflow_pyconnect.sensors.offsets import PyConnectCommittedOffsetsSensor
+from airflow_pyconnect.spark import spark_submit_kwargs
+
+JOBS = Path(__file__).resolve().parent / "jobs"
+SOURCE_NAME = "orders-files"
+ARCHIVE_NAME = "orders-archive"
+TOPIC = "orders"
+
+_default_data = os.environ.get("PYCONNECT_EXAMPLE_DATA") or str(
+    Path(os.environ.get("AIRFLOW_HOME") or "~/airflow").expanduser() / "pyconnect-example")
+DATA = "{{ var.value.get('pyconnect_example_data', " + repr(_default_data) + ") }}"
+"""The data root, rendered when a task runs (no Variable lookup at parse time)."""
+
+
+@dag(
+    dag_id="example_orders_pipeline",
+    schedule="@daily",
+    start_date=datetime(2026, 1, 1),
+    end_date=datetime(2026, 1, 3),
+    catchup=True,
+    max_active_runs=1,  # one source connector: its task's producer would fence a concurrent day's
+    tags=["pyconnect", "example", "spark"],
+    doc_md=__doc__,
+)
+def example_orders_pipeline() -> None:
+    @task
+    def day_files(data: str, ds: str | None = None) -> list[dict[str, object]]:
+        """The day's input files and sizes, as the source offsets that say "read to the end"."""
+        folder = Path(data) / "orders" / str(ds)
+        files = sorted(p for p in folder.glob("*.jsonl") if not p.name.startswith("."))
+        if not files:
+            raise FileNotFoundError(f"no input files for {ds}: expected {folder}/*.jsonl "
+                                    "(scripts/generate_sample_data.py writes them)")
+        return [{"partition": {"file": f"{ds}/{p.name}"}, "offset": {"done": True, "position": p.stat().st_size}}
+                for p in files]
+
+    files = day_files(DATA)
+
+    ingest = PyConnectSourceOperator(
+        task_id="ingest",
+        max_seconds=300,
+        connector_config={
+            "name": SOURCE_NAME,
+            "connector.class": "connect_runtime.connectors.files.DirectorySource",
+            "directory": DATA + "/orders",
+            "pattern": "{{ ds }}/*.jsonl",
+            "format": "jsonl",
+            "topic": TOPIC,
+            "tasks.max": "1",
+            "exactly.once.support": "required",
+            "directory.scan.interval.ms": "0",
+        },
+    )
+
+    input_complete = PyConnectCommittedOffsetsSensor(
+        task_id="input_complete",
+        connector_name=SOURCE_NAME,
+        connector_kind="source",
+        target_offsets="{{ ti.xcom_pull(task_ids='day_files') | tojson }}",
+        mode="poke",
+        deferrable=False,
+        poke_interval=2,
+        timeout=120,
+    )
+
+    @task
+    def handoff(source_result: dict[str, object]) -> dict[str, object]:
+        """The backend URL and the day's committed ranges, for the Spark job."""
+        from airflow_pyconnect.spark import spark_handoff
+
+        return spark_handoff(source_result)
+
+    spark_args = handoff(ingest.output)
+
+    totals = SparkSubmitOperator(
+        task_id="totals",
+        application=str(JOBS / "orders_daily_totals.py"),
+        name="orders_daily_totals",
+        conn_id="spark_default",
+        **spark_submit_kwargs(
+            "handoff",
+            args=["--date", "{{ ds }}", "--output", DATA + "/out/orders_daily_totals"],
+            conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"},
+        ),
+    )
+
+    archive = PyConnectSinkOperator(
+        task_id="archive",
+        connector_config={
+            "name": ARCHIVE_NAME,
+            "connector.class": "connect_runtime.connectors.files.FileSink",
+            "topics": TOPIC,
+            "directory": DATA + "/archive",
+        },
+        until_offsets="{{ ti.xcom_pull(task_ids='ingest') | tojson }}",
+        max_seconds=300,  # a bound: the run normally ends as soon as it reached the source's ranges
+    )
+
+    files >> ingest >> input_complete >> spark_args >> totals >> archive
+
+
+example_orders_pipeline()

@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""Run the example pipeline end to end: three days of orders, source → Spark → archive, then a
+rerun of day two that must change nothing. Real Airflow 3 (``airflow dags test``), real Spark
+(local mode), the embedded SQLite backend: no server, nothing to start first.
+
+    .venv/bin/python scripts/run_example.py          # the pipeline, ~1.5 min
+    .venv/bin/python scripts/run_example.py --ui     # then look at it: airflow standalone, same env
+
+Everything lives under ``var/example/`` (``--home``): ``airflow/`` (AIRFLOW_HOME: metadata DB, logs,
+the embedded backend ``pyconnect/pyconnect.db``) and ``data/`` (input files, Parquet output,
+archive). A run starts from scratch unless ``--keep``; ``--ui`` never deletes anything.
+Assumes ``.venv`` exists (``bash scripts/bootstrap.sh``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from datetime import date, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+DAG_ID = "example_orders_pipeline"
+TOPIC = "orders"
+DAG_TEST_TIMEOUT_S = 420
+STEP_TIMEOUT_S = 300
+
+sys.path.insert(0, str(REPO / "scripts"))
+from generate_sample_data import generate  # noqa: E402
+
+
+def example_env(home: Path) -> dict[str, str]:
+    """The environment every Airflow command of the example runs with."""
+    venv_bin = str(Path(sys.executable).parent)
+    env = dict(os.environ)
+    env.update({
+        "AIRFLOW_HOME": str(home / "airflow"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": env.get("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO"),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"}),
+        "PYCONNECT_EXAMPLE_DATA": str(home / "data"),
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PATH": os.pathsep.join([venv_bin, env.get("PATH", "")]),
+        "PYTHONUNBUFFERED": "1",
+    })
+    return env
+
+
+def airflow(env: dict[str, str], *args: str, log: Path | None = None, timeout: float = STEP_TIMEOUT_S) -> float:
+    """Run ``airflow <args>`` (bounded); output to ``log``; raises with the log's tail on failure."""
+    cmd = [str(Path(sys.executable).parent / "airflow"), *args]
+    t0 = time.monotonic()
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log or os.devnull, "w") as out:
+        try:
+            proc = subprocess.run(cmd, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, timeout=timeout,
+                                  check=False)
+        except subprocess.TimeoutExpired as exc:
+            raise SystemExit(f"`airflow {' '.join(args)}` did not finish within {timeout:.0f} s; log: {log}") from exc
+    seconds = time.monotonic() - t0
+    if proc.returncode != 0:
+        tail = log.read_text(errors="replace").splitlines()[-40:] if log else []
+        raise SystemExit(f"`airflow {' '.join(args)}` failed (exit {proc.returncode}); log: {log}\n" + "\n".join(tail))
+    if log is not None and DAG_ID in args and "test" in args:
+        text = log.read_text(errors="replace")
+        if "state=failed" in text.replace(" ", "") or "DagRunState.FAILED" in text:
+            raise SystemExit(f"`airflow {' '.join(args)}` ran a failed DAG run; log: {log}")
+    return seconds
+
+
+# ------------------------------------------------------------------------------------ inspection
+
+
+def xcoms(home: Path, day: str) -> dict[str, Any]:
+    """The XCom return values of the DAG run of ``day`` (read from the metadata DB)."""
+    db = home / "airflow" / "airflow.db"
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        rows = conn.execute(
+            "SELECT x.task_id, x.value FROM xcom x JOIN dag_run r ON r.id = x.dag_run_id "
+            "WHERE x.dag_id = ? AND x.key = 'return_value' AND date(r.logical_date) = ? "
+            "ORDER BY r.id", (DAG_ID, day)).fetchall()
+    out: dict[str, Any] = {}
+    for task_id, value in rows:
+        data = json.loads(value) if isinstance(value, (str, bytes)) else value
+        out[task_id] = json.loads(data) if isinstance(data, str) and data[:1] in "{[" else data
+    return out
+
+
+def topic_state(home: Path) -> dict[str, Any]:
+    """Records per partition of the topic, with a digest of their offsets, keys and values."""
+    from connect_runtime.api.records import TopicPartition
+    from connect_runtime.backends import open_backend
+
+    url = f"sqlite:///{home / 'airflow' / 'pyconnect' / 'pyconnect.db'}"
+    out = {}
+    with open_backend(url) as backend:
+        for p in range(backend.list_topics().get(TOPIC, 0)):
+            digest = hashlib.sha256()
+            n = 0
+            for rec in backend.read_range(TopicPartition(TOPIC, p), 0, 1 << 62):
+                digest.update(f"{rec.offset}:".encode() + (rec.key or b"") + b"|" + (rec.value or b"") + b"\n")
+                n += 1
+            out[str(p)] = {"records": n, "sha256": digest.hexdigest()[:16]}
+    return out
+
+
+def parquet_rows(path: Path) -> dict[str, list[tuple[str, int, int, str]]]:
+    """Rows of the totals dataset per date: (customer, orders, items, amount)."""
+    import pyarrow.parquet as pq
+
+    out: dict[str, list[tuple[str, int, int, str]]] = {}
+    if not path.exists():
+        return out
+    for part in sorted(path.glob("date=*")):
+        table = pq.read_table(str(part))
+        rows = sorted((r["customer"], r["orders"], r["items"], str(r["amount"])) for r in table.to_pylist())
+        out[part.name.split("=", 1)[1]] = rows
+    return out
+
+
+def archive_state(path: Path) -> dict[str, Any]:
+    """Archive lines, distinct order ids and a digest of the archive file(s)."""
+    files = sorted(path.glob(f"{TOPIC}/partition=*/*.jsonl"))
+    ids = []
+    digest = hashlib.sha256()
+    for f in files:
+        data = f.read_bytes()
+        digest.update(data)
+        ids += [json.loads(line)["order_id"] for line in data.splitlines() if line.strip()]
+    return {"files": [str(f) for f in files], "lines": len(ids), "distinct": len(set(ids)),
+            "sha256": digest.hexdigest()[:16]}
+
+
+def expected_totals(data: Path, day: str) -> list[tuple[str, int, int, str]]:
+    """Per-customer totals computed straight from the input files (the ground truth)."""
+    acc: dict[str, list[Any]] = {}
+    for f in sorted((data / "orders" / day).glob("*.jsonl")):
+        for line in f.read_text().splitlines():
+            if line.strip():
+                o = json.loads(line)
+                a = acc.setdefault(o["customer"], [0, 0, Decimal("0.00")])
+                a[0] += 1
+                a[1] += o["items"]
+                a[2] += Decimal(str(o["amount"])).quantize(Decimal("0.01"))
+    return sorted((c, n, i, str(s)) for c, (n, i, s) in acc.items())
+
+
+def snapshot(home: Path) -> dict[str, Any]:
+    data = home / "data"
+    return {"topic": topic_state(home), "parquet": parquet_rows(data / "out" / "orders_daily_totals"),
+            "archive": archive_state(data / "archive")}
+
+
+# ------------------------------------------------------------------------------------------- main
+
+
+def run_ui(home: Path, env: dict[str, str]) -> int:
+    if not (home / "airflow" / "airflow.db").exists():
+        print(f"run_example: no example under {home}; run `.venv/bin/python scripts/run_example.py` first")
+        return 1
+    print(f"run_example: starting `airflow standalone` with AIRFLOW_HOME={env['AIRFLOW_HOME']} "
+          "(UI on http://localhost:8080, login in "
+          f"{home / 'airflow' / 'simple_auth_manager_passwords.json.generated'}); Ctrl-C stops it")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), "standalone"], env=env, cwd=REPO,
+                            start_new_session=True)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            return proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)
+            return proc.wait(timeout=30)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--home", type=Path, default=REPO / "var" / "example",
+                        help="where AIRFLOW_HOME and the data live (default: var/example)")
+    parser.add_argument("--start", type=date.fromisoformat, default=date(2026, 1, 1))
+    parser.add_argument("--days", type=int, default=3)
+    parser.add_argument("--rerun", default="2026-01-02",
+                        help="day to run again at the end, checking nothing changes ('' to skip)")
+    parser.add_argument("--keep", action="store_true", help="do not start from scratch")
+    parser.add_argument("--ui", action="store_true", help="start `airflow standalone` on the example's home")
+    args = parser.parse_args(argv)
+    home = args.home.resolve()
+    env = example_env(home)
+    ui_cmd = f"{Path(sys.executable).relative_to(REPO) if Path(sys.executable).is_relative_to(REPO) else sys.executable} scripts/run_example.py --ui" + (
+        f" --home {args.home}" if args.home != REPO / "var" / "example" else "")
+    if args.ui:
+        return run_ui(home, env)
+
+    t_all = time.monotonic()
+    if home.exists() and not args.keep:
+        shutil.rmtree(home)
+    (home / "airflow").mkdir(parents=True, exist_ok=True)
+    os.environ.update({k: env[k] for k in ("AIRFLOW_HOME",)})
+    logs = home / "logs"
+    print(f"run_example: AIRFLOW_HOME={env['AIRFLOW_HOME']}  data={env['PYCONNECT_EXAMPLE_DATA']}")
+
+    t = airflow(env, "db", "migrate", log=logs / "db-migrate.log")
+    print(f"  airflow db migrate                 {t:6.1f} s")
+    counts = generate(home / "data" / "orders", args.start, args.days)
+    print(f"  sample data: {sum(counts.values())} orders, {args.days} days, under {home / 'data' / 'orders'}")
+
+    days = [(args.start + timedelta(days=d)).isoformat() for d in range(args.days)]
+    timings = {}
+    for day in days:
+        timings[day] = airflow(env, "dags", "test", DAG_ID, day, log=logs / f"dags-test-{day}.log",
+                               timeout=DAG_TEST_TIMEOUT_S)
+        print(f"  airflow dags test {DAG_ID} {day}  {timings[day]:6.1f} s")
+
+    data = home / "data"
+    parquet = parquet_rows(data / "out" / "orders_daily_totals")
+    print("\nPer day (source records → Spark totals rows → archived records):")
+    print(f"  {'day':<11} {'input':>6} {'source':>7} {'ranges':<22} {'spark in':>8} {'rows':>5} {'archived':>8}  totals ok")
+    all_ok = True
+    for day in days:
+        x = xcoms(home, day)
+        src, hand, sink = x.get("ingest", {}), x.get("handoff", {}), x.get("archive", {})
+        ranges = json.dumps((src.get("ranges") or {}).get(TOPIC, {}), separators=(",", ":"))
+        ok = parquet.get(day) == expected_totals(data, day)
+        all_ok &= ok
+        print(f"  {day:<11} {counts[day]:>6} {src.get('records', '?'):>7} {ranges:<22} {hand.get('records', '?'):>8} "
+              f"{len(parquet.get(day, [])):>5} {sink.get('records', '?'):>8}  {'yes' if ok else 'NO'}")
+
+    before = snapshot(home)
+    if args.rerun:
+        t = airflow(env, "dags", "test", DAG_ID, args.rerun, log=logs / f"dags-test-{args.rerun}-rerun.log",
+                    timeout=DAG_TEST_TIMEOUT_S)
+        after = snapshot(home)
+        x = xcoms(home, args.rerun)
+        unchanged = before == after
+        all_ok &= unchanged
+        print(f"\nRerun of {args.rerun} ({t:.1f} s): source wrote {x.get('ingest', {}).get('records', '?')} new records, "
+              f"Spark read {x.get('handoff', {}).get('records', '?')} (the same range), archive appended "
+              f"{x.get('sink', x.get('archive', {})).get('records', '?')}; topic, Parquet and archive "
+              f"{'unchanged' if unchanged else 'CHANGED'}")
+
+    arch = after["archive"] if args.rerun else before["archive"]
+    print("\nOutputs:")
+    print(f"  topic {TOPIC}: {sum(p['records'] for p in before['topic'].values())} records in "
+          f"{env['AIRFLOW_HOME']}/pyconnect/pyconnect.db")
+    print(f"  Parquet totals: {data / 'out' / 'orders_daily_totals'}/date=<day>/ "
+          f"({sum(len(v) for v in parquet.values())} rows)")
+    print(f"  archive: {', '.join(arch['files'])} ({arch['lines']} lines, {arch['distinct']} distinct orders)")
+    print(f"  logs: {logs}")
+    print(f"\nrun_example: {'OK' if all_ok else 'FAILED'} in {time.monotonic() - t_all:.1f} s")
+    print(f"To open the Airflow UI on this example: {ui_cmd}")
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
