@@ -121,8 +121,8 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS producer_epochs(transactional_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL)"
     " WITHOUT ROWID",
     "CREATE VIEW IF NOT EXISTS topic_records AS SELECT t.name AS topic, p.partition AS partition,"
-    f" r.id & {(1 << 40) - 1} AS offset, r.key AS key, r.value AS value, r.ts AS ts, r.headers AS headers"
-    " FROM records r JOIN partitions p ON p.id = r.id >> 40 JOIN topics t ON t.id = p.topic_id",
+    f" r.id & {MAX_OFFSET} AS offset, r.key AS key, r.value AS value, r.ts AS ts, r.headers AS headers"
+    f" FROM records r JOIN partitions p ON p.id = r.id >> {OFFSET_BITS} JOIN topics t ON t.id = p.topic_id",
 )
 
 _INSERT_RECORD = "INSERT INTO records(id, key, value, ts, headers) VALUES (?,?,?,?,?)"
@@ -328,21 +328,31 @@ def _rollback(conn: sqlite3.Connection) -> None:
             conn.execute("ROLLBACK")
 
 
+_inherited: list[sqlite3.Connection] = []
+"""Connections a forked child inherited from its parent: never used nor closed in the child (SQLite
+forbids carrying a connection across ``fork``), only kept from being garbage-collected."""
+
+
 class _Conn:
     """A lazily opened connection owned by one object (used by one thread at a time)."""
 
     def __init__(self, db: _Db) -> None:
         self.db = db
         self._conn: sqlite3.Connection | None = None
+        self._pid = 0
         self.closed = False
         self.timeout_ms = db.busy_timeout_ms
 
     def get(self) -> sqlite3.Connection:
         conn = self._conn
-        if conn is None:
+        if conn is None or self._pid != os.getpid():
             if self.closed:
                 raise BackendError(f"SQLite backend {self.db.path}: used after close()")
+            if conn is not None:  # opened before a fork: the child opens its own
+                _inherited.append(conn)
             conn = self._conn = self.db.connect()
+            self._pid = os.getpid()
+            self.timeout_ms = self.db.busy_timeout_ms
         return conn
 
     def bounded(self, timeout: float | None) -> sqlite3.Connection:
@@ -359,7 +369,9 @@ class _Conn:
     def close(self) -> None:
         self.closed = True
         conn, self._conn = self._conn, None
-        if conn is not None:
+        if conn is not None and self._pid != os.getpid():
+            _inherited.append(conn)
+        elif conn is not None:
             _rollback(conn)
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
@@ -412,7 +424,7 @@ class SQLiteProducer(Producer):
         self._conn = _Conn(backend._db)
         self._track = track_metadata
         self._buffer: list[Any] = []
-        self._topics: dict[str, tuple[int, int]] = {}  # name -> (id, partitions); never changes once created
+        self._topics: dict[str, tuple[int, ...]] = {}  # name -> partition row ids; fixed once created
         backend._register(self)
 
     # the buffered path -------------------------------------------------------------------------
@@ -796,7 +808,7 @@ class SQLiteConsumer(Consumer):
         with self._db.translate("listing partitions"):
             rows = conn.execute("SELECT name, partitions FROM topics ORDER BY name").fetchall()
         wanted = set(topics)
-        out = []
+        out: list[TopicPartition] = []
         for name, n in rows:
             if name in wanted or (regex is not None and regex.fullmatch(name)):
                 out.extend(TopicPartition(name, p) for p in range(n))
@@ -917,8 +929,8 @@ class SQLiteConsumer(Consumer):
                     continue
                 shift = pid << OFFSET_BITS
                 topic, p = tp
-                rows = conn.execute(_SELECT_FROM + " LIMIT ?",
-                                    (shift + self._positions[tp], shift + OFFSET_LIMIT, want)).fetchall()
+                pos = min(self._positions[tp], OFFSET_LIMIT)  # past the end: nothing, not the next partition
+                rows = conn.execute(_SELECT_FROM + " LIMIT ?", (shift + pos, shift + OFFSET_LIMIT, want)).fetchall()
                 if rows:
                     out.extend(
                         [_new(cr, (topic, p, rid - shift, k, v, t, None if h is None else dec(h)))

@@ -653,3 +653,89 @@ def test_sigkill_never_leaves_a_partial_transaction(sqlite_url: str) -> None:
         p = b.transactional_producer("loop-0")
         p.init_transactions(5)
         assert p.epoch == 1
+
+
+# -- storage layout, fork ------------------------------------------------------------------------
+
+
+def test_a_position_past_the_end_never_reads_the_next_partition(backend: SQLiteBackend) -> None:
+    backend.create_topics({"m": 2, "n": 1})
+    produce(backend, [rec(b"m1", topic="m", partition=1), rec(b"n0", topic="n")])
+    c = backend.consumer(None)
+    a = TopicPartition("m", 0)
+    c.assign({a: 1 << 41})
+    assert c.poll(10, 0.05) == []
+    assert list(backend.read_range(a, 0, 1 << 62)) == []
+    assert list(backend.read_range(TopicPartition("m", 7), 0, 10)) == []
+    assert c.end_offsets([TopicPartition("m", 7)], 1) == {TopicPartition("m", 7): 0}
+
+
+def test_topic_records_view_shows_topic_partition_and_offset(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    with open_backend(f"sqlite:///{path}") as b:
+        b.create_topics({"m": 2})
+        produce(b, [rec(b"a", topic="m", partition=1), rec(b"b", topic="m", partition=1), rec(b"c", topic="z")])
+    conn = sqlite3.connect(path)
+    rows = conn.execute("SELECT topic, partition, offset, value FROM topic_records ORDER BY topic, partition, offset")
+    assert rows.fetchall() == [("m", 1, 0, b"a"), ("m", 1, 1, b"b"), ("z", 0, 0, b"c")]
+    conn.close()
+
+
+def _child_writes(url: str, b: SQLiteBackend) -> None:
+    # a backend opened by the parent, used after fork: the child opens its own connections
+    b.create_topics({"child": 1})
+    p = b.producer()
+    p.send([rec(b"from-child")])
+    p.flush(10)
+    os._exit(0 if b.list_topics().get("child") == 1 else 1)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_backend_used_before_and_after_fork(sqlite_url: str) -> None:
+    import multiprocessing
+
+    with open_backend(sqlite_url) as b:
+        produce(b, [rec(b"from-parent")])
+        assert b.list_topics() == {"t": 1}  # the parent's thread connection exists before the fork
+        proc = multiprocessing.get_context("fork").Process(target=_child_writes, args=(sqlite_url, b))
+        proc.start()
+        proc.join(60)
+        assert proc.exitcode == 0
+        assert values(read_all(b)) == [b"from-parent", b"from-child"]
+        assert b.list_topics() == {"child": 1, "t": 1}
+
+
+def test_schema_of_another_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    open_backend(f"sqlite:///{path}").close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value = '99' WHERE name = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(BackendError, match=r"schema version 99 .*supported version"):
+        open_backend(f"sqlite:///{path}")
+
+
+def test_init_transactions_racing_across_processes_gives_distinct_epochs(sqlite_url: str) -> None:
+    procs = [worker("commit", {"url": sqlite_url, "tid": "same", "records": [f"p{i}"]}) for i in range(4)]
+    epochs, fenced = [], 0
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=60)
+            if proc.returncode == 0:
+                epochs.append(json.loads(out.splitlines()[-1])["epoch"])
+            else:
+                assert "ProducerFencedError" in err, err
+                fenced += 1
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+    with open_backend(sqlite_url) as b:
+        committed = read_all(b)
+        p = b.transactional_producer("same")
+        p.init_transactions(5)
+        assert p.epoch == 4  # four inits, each its own epoch
+    assert len(epochs) + fenced == 4 and len(set(epochs)) == len(epochs)
+    assert len(committed) == len(epochs)  # only unfenced commits are visible
