@@ -1,0 +1,143 @@
+"""airflow_pyconnect.spark: the SparkSubmitOperator arguments, conf and environment it renders.
+
+The last test runs a real DAG under `airflow dags test` (temporary AIRFLOW_HOME) whose
+SparkSubmitOperator runs a real spark-submit of a tiny application that records its argv and
+environment, with a PATH that does not hold the virtualenv: the rendered arguments and the
+environment are what the application actually received.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from airflow_pyconnect.spark import (
+    backend_arg,
+    committed_ranges_arg,
+    ranges_span,
+    spark_conf,
+    spark_env,
+    spark_submit_kwargs,
+)
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_spark_env_puts_this_virtualenv_first_and_names_its_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    venv_bin = str(Path(sys.executable).parent)
+    monkeypatch.setenv("PATH", os.pathsep.join(["/usr/local/bin", venv_bin, "/usr/bin"]))
+    env = spark_env({"EXTRA": "1"})
+    assert env["PATH"].split(os.pathsep) == [venv_bin, "/usr/local/bin", "/usr/bin"]
+    assert (Path(venv_bin) / "spark-submit").exists()
+    # the virtualenv's own interpreter path (a symlink), not the base interpreter it points to
+    assert env["PYSPARK_PYTHON"] == env["PYSPARK_DRIVER_PYTHON"] == sys.executable
+    assert env["EXTRA"] == "1"
+
+
+def test_spark_submit_kwargs_layout() -> None:
+    kwargs = spark_submit_kwargs("handoff", args=["--date", "{{ ds }}"], conf={"spark.ui.enabled": "false"},
+                                 env={"TZ": "UTC"})
+    assert set(kwargs) == {"application_args", "conf", "env_vars"}
+    assert kwargs["application_args"] == [
+        "--backend", "{{ (ti.xcom_pull(task_ids='handoff', key='return_value') or {}).get('backend', '') }}",
+        "--ranges", "{{ (ti.xcom_pull(task_ids='handoff', key='return_value') or {}).get('ranges', {}) | tojson }}",
+        "--date", "{{ ds }}",
+    ]
+    assert kwargs["conf"] == {"spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable,
+                              "spark.ui.enabled": "false"}
+    assert kwargs["env_vars"]["TZ"] == "UTC" and kwargs["env_vars"]["PYSPARK_PYTHON"] == sys.executable
+    explicit = spark_submit_kwargs("ingest", backend="sqlite:////data/p.db", key="k")
+    assert explicit["application_args"][:2] == ["--backend", "sqlite:////data/p.db"]
+    assert explicit["application_args"][3] == committed_ranges_arg("ingest", "k")
+    assert backend_arg("x") == "{{ (ti.xcom_pull(task_ids='x', key='return_value') or {}).get('backend', '') }}"
+    assert spark_conf({"a": 1})["a"] == 1
+
+
+def test_ranges_span_counts_offsets_of_single_and_multiple_spans() -> None:
+    assert ranges_span({"a": {"0": [0, 10], "1": [[5, 7], [9, 9], [20, 21]]}, "b": {}}) == 13
+    assert ranges_span({}) == 0
+
+
+def test_helper_module_is_cheap_to_import() -> None:
+    code = ("import sys, airflow_pyconnect.spark; "
+            "bad = [m for m in ('pyspark', 'airflow', 'connect_runtime.backends', 'airflow.providers.apache.spark') "
+            "if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+_APP = '''
+import json, os, sys
+out = sys.argv[sys.argv.index("--out") + 1]
+with open(out, "w") as f:
+    json.dump({"argv": sys.argv[1:], "python": sys.executable, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON"),
+               "PATH": os.environ.get("PATH")}, f)
+'''
+
+_DAG = '''
+from datetime import datetime
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import dag, task
+
+from airflow_pyconnect.spark import spark_handoff, spark_submit_kwargs
+
+
+@dag(dag_id="helper_check", schedule=None, start_date=datetime(2026, 1, 1), catchup=False)
+def helper_check():
+    @task
+    def ingest():
+        # the shape of PyConnectSourceOperator's XCom
+        return {{"connector": "orders-files", "records": 3, "ranges": {{"orders": {{"0": [5, 8], "1": [0, 2]}}}},
+                "source_offsets": [], "transactions": 1, "filtered": 0, "skipped": 0, "seconds": 0.1}}
+
+    @task
+    def handoff(result):
+        return spark_handoff(result)
+
+    h = handoff(ingest())
+    h >> SparkSubmitOperator(task_id="spark", application={app!r}, name="helper_check",
+                             **spark_submit_kwargs("handoff", args=["--date", "{{{{ ds }}}}", "--out", {out!r}],
+                                                   conf={{"spark.ui.enabled": "false"}}))
+
+
+helper_check()
+'''
+
+
+@pytest.mark.airflow
+@pytest.mark.spark
+@pytest.mark.timeout(600)
+def test_spark_submit_operator_receives_the_rendered_ranges_backend_and_environment(tmp_path: Path) -> None:
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    app, out = tmp_path / "app.py", tmp_path / "received.json"
+    app.write_text(_APP)
+    (dags / "helper_check.py").write_text(textwrap.dedent(_DAG.format(app=str(app), out=str(out))))
+    home = tmp_path / "airflow"
+    home.mkdir()
+    venv_bin = str(Path(sys.executable).parent)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PYSPARK"))}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p and p != venv_bin)
+    env.update({"AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+                "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[1]"})})
+    airflow = str(Path(sys.executable).with_name("airflow"))
+    for args, timeout in ((["db", "migrate"], 300), (["dags", "test", "helper_check", "2026-01-05"], 400)):
+        proc = subprocess.run([airflow, *args], env=env, cwd=tmp_path, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    assert "state=success" in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-6000:]
+    received = json.loads(out.read_text())
+    argv = received["argv"]
+    assert argv[argv.index("--backend") + 1] == f"sqlite:///{home / 'pyconnect' / 'pyconnect.db'}"
+    assert json.loads(argv[argv.index("--ranges") + 1]) == {"orders": {"0": [5, 8], "1": [0, 2]}}
+    assert argv[argv.index("--date") + 1] == "2026-01-05"
+    assert received["PYSPARK_PYTHON"] == received["python"] == sys.executable
+    assert received["PATH"].split(os.pathsep)[0] == venv_bin
