@@ -143,7 +143,7 @@ class PyConnectCommittedOffsetsSensor(BaseSensorOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Resumes the task with the trigger's event: returns the committed offsets, or fails."""
-        from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
+        from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout, AirflowSkipException
 
         if not event:
             raise AirflowException(f"{self._what()}: resumed without a trigger event")
@@ -153,6 +153,8 @@ class PyConnectCommittedOffsetsSensor(BaseSensorOperator):
                           event.get("polls"), event.get("committed"))
             return event["committed"]
         if status == "timeout":
+            if self.soft_fail:
+                raise AirflowSkipException(event["message"])
             raise AirflowSensorTimeout(event["message"])
         raise AirflowException(event.get("message") or f"{self._what()}: unexpected trigger event {event!r}")
 

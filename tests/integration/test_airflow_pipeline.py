@@ -152,16 +152,24 @@ def test_sensor_defers_and_resumes_through_the_trigger(af: AirflowEnv, tmp_path:
     assert json.loads(out.read_text()) == {"late-events": {"0": 300}}
 
 
-def test_deferred_sensor_timeout_names_reached_and_target_offsets(af: AirflowEnv, tmp_path: Path) -> None:
+@pytest.mark.parametrize("deferrable", [True, False])
+def test_sensor_timeout_names_reached_and_target_offsets(af: AirflowEnv, tmp_path: Path, deferrable: bool) -> None:
     url = f"sqlite:///{tmp_path / 'never.db'}"
     env = {**conn_env("pyconnect_test", url), "PYCONNECT_TEST_OUT": str(tmp_path / "out.json"),
-           "PYCONNECT_TEST_TARGET": json.dumps({"late-events": {"0": 5}}), "PYCONNECT_TEST_TIMEOUT": "3"}
-    run = af.airflow("dags", "test", "pyconnect_test_deferral", "2026-03-08", extra_env=env, check=False)
+           "PYCONNECT_TEST_TARGET": json.dumps({"late-events": {"0": 5}}), "PYCONNECT_TEST_TIMEOUT": "3",
+           "PYCONNECT_TEST_DEFERRABLE": "true" if deferrable else "false"}
+    day = "2026-03-08" if deferrable else "2026-03-09"
+    run = af.airflow("dags", "test", "pyconnect_test_deferral", day, extra_env=env, check=False)
     logs = run.stdout + run.stderr
-    assert "running trigger in line" in logs
-    assert ("AirflowSensorTimeout: timed out waiting for the committed offsets of sink connector 'late-sink' "
-            "to reach the target after") in logs
-    assert "short: late-events[0]: committed nothing, target 5" in logs
+    assert ("running trigger in line" in logs) is deferrable
+    if deferrable:
+        assert ("AirflowSensorTimeout: timed out waiting for the committed offsets of sink connector 'late-sink' "
+                "to reach the target after") in logs
+        assert "short: late-events[0]: committed nothing, target 5" in logs
+    else:
+        assert "AirflowSensorTimeout: Sensor has timed out" in logs, logs[-3000:]
+        assert ("the committed offsets of sink connector 'late-sink' did not reach the target: "
+                "late-events[0]: committed nothing, target 5") in logs
     assert not (tmp_path / "out.json").exists()
 
 

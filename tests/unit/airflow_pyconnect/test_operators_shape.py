@@ -95,3 +95,20 @@ def test_merge_ranges() -> None:
     assert merge_ranges({"e": {"0": [0, 5]}}, {"e": {"0": [5, 9], "1": [2, 3]}, "f": {"0": [1, 2]}}) == {
         "e": {"0": [0, 9], "1": [2, 3]}, "f": {"0": [1, 2]}}
     assert merge_ranges({}, {}) == {}
+
+
+def test_runtime_errors_become_airflow_exceptions_with_the_same_message_chained() -> None:
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException
+    from connect_runtime.api.errors import ConfigError, ProducerFencedError
+
+    with _dag():
+        op = PyConnectSourceOperator(task_id="s", connector_config=CFG)
+    config_error = ConfigError(errors={"topic": "missing required field"})
+    with pytest.raises(AirflowFailException) as failed:  # no retry can fix a bad config
+        op._fail(config_error, "source connector 'gen'")
+    assert str(failed.value) == str(config_error) and failed.value.__cause__ is config_error
+    fenced = ProducerFencedError("task gen-0 was fenced by a newer instance")
+    with pytest.raises(AirflowException) as raised:
+        op._fail(fenced, "source connector 'gen'")
+    assert type(raised.value) is AirflowException
+    assert str(raised.value) == str(fenced) and raised.value.__cause__ is fenced

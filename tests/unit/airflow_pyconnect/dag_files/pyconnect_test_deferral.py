@@ -1,6 +1,7 @@
-"""Test DAG: a deferrable committed-offsets sensor that must wait (a sink run commits later).
+"""Test DAG: a committed-offsets sensor that must wait (a sink run commits later).
 
-The target and timeout come from the environment set by the test; ``report`` writes the sensor's
+The target, timeout and deferrable mode (``PYCONNECT_TEST_DEFERRABLE``, default true) come from the
+environment set by the test; ``report`` writes the sensor's
 XCom to ``$PYCONNECT_TEST_OUT``.
 """
 
@@ -22,7 +23,7 @@ with DAG(dag_id="pyconnect_test_deferral", schedule=None, start_date=datetime(20
         target_offsets=os.environ.get("PYCONNECT_TEST_TARGET", '{"late-events": {"0": 1}}'),
         poke_interval=0.5,
         timeout=float(os.environ.get("PYCONNECT_TEST_TIMEOUT", "120")),
-        deferrable=True,
+        deferrable=os.environ.get("PYCONNECT_TEST_DEFERRABLE", "true") == "true",
     )
 
     @task
