@@ -81,8 +81,8 @@ def test_plain_sink_sees_every_record_at_least_once_after_sigkill(tmp_path: Path
     fill(sqlite_url, "in", n, parts)
     calls = tmp_path / "calls.jsonl"
     cfg = {"name": "alo", "connector.class": "tests.sink_helpers.RecordingSinkConnector", "topics": "in",
-           "tasks.max": "2", "log.path": str(calls), "consumer.max.poll.records": "50",
-           "put.sleep.ms": "10", "offset.flush.interval.ms": "100"}
+           "tasks.max": "2", "log.path": str(calls), "consumer.max.poll.records": "20",
+           "put.sleep.ms": "30", "offset.flush.interval.ms": "100"}
     proc = start(cfg, sqlite_url, tmp_path / "run1.log")
     try:
         wait_for("the first run to commit offsets",
@@ -98,15 +98,24 @@ def test_plain_sink_sees_every_record_at_least_once_after_sigkill(tmp_path: Path
     assert committed(sqlite_url, "connect-alo", "in", parts) == {0: n // 2, 1: n // 2}
 
 
-def kill_loop(tmp_path: Path, url: str, cfg: dict[str, Any], kills: int, window: tuple[float, float]) -> None:
-    """Start the run, SIGKILL it at a random instant, ``kills`` times; then run it to its end."""
+def kill_loop(tmp_path: Path, url: str, cfg: dict[str, Any], kills: int, window: tuple[float, float],
+              progress: Callable[[], int], total: int) -> None:
+    """Start the run, SIGKILL it at a random instant (``window`` seconds after it first wrote something),
+    ``kills`` times; then run it to its end.
+    At least one kill must land mid-run (the process alive, some but not all of ``total`` written)."""
     rng = random.Random(os.environ.get("PYCONNECT_SEED", str(time.time())))
+    mid_run = 0
     for i in range(kills):
         proc = start(cfg, url, tmp_path / f"run{i}.log")
         try:
+            wait_for(f"run {i} to write its first records (or exit)",
+                     lambda: proc.poll() is not None or progress() > 0, 60)  # noqa: B023
             time.sleep(rng.uniform(*window))
+            done = progress()
+            mid_run += proc.poll() is None and 0 < done < total
         finally:
             kill(proc)
+    assert mid_run >= 1, f"no kill of {kills} landed mid-run: widen the window or add records"
     finish(start(cfg, url, tmp_path / "final.log"), tmp_path / "final.log")
 
 
@@ -116,21 +125,24 @@ def test_ledger_sink_holds_each_record_exactly_once_after_sigkills(tmp_path: Pat
     ledger = tmp_path / "ledger.tsv"
     cfg = {"name": "eos", "connector.class": "tests.sink_helpers.LedgerSinkConnector", "topics": "in",
            "tasks.max": "2", "ledger.path": str(ledger), "consumer.max.poll.records": "40",
-           "put.sleep.ms": "5", "offset.flush.interval.ms": "0"}
-    kill_loop(tmp_path, sqlite_url, cfg, kills=3, window=(0.4, 1.2))
+           "put.sleep.ms": "20", "offset.flush.interval.ms": "0"}
+    kill_loop(tmp_path, sqlite_url, cfg, kills=3, window=(0.0, 0.5),
+              progress=lambda: len(read_ledger(ledger)), total=n)
     values = Counter(json.loads(v) for _, _, _, v in read_ledger(ledger))
     assert values == Counter(range(n))
     assert committed(sqlite_url, "connect-eos", "in", parts) == {0: None, 1: None}  # offsets live in the ledger
 
 
-def file_sink_loop(tmp_path: Path, url: str, kills: int, n: int) -> None:
+def file_sink_loop(tmp_path: Path, url: str, kills: int, n: int, window: tuple[float, float]) -> None:
     parts = 3
     fill(url, "in", n, parts)
     out = tmp_path / "out"
+    # a commit point (data fsync, manifest replace) every 100 records: kills land in commits too
     cfg = {"name": "files", "connector.class": "connect_runtime.connectors.files.FileSink", "topics": "in",
-           "tasks.max": "2", "directory": str(out), "consumer.max.poll.records": "200",
-           "offset.flush.interval.ms": "20"}
-    kill_loop(tmp_path, url, cfg, kills=kills, window=(0.3, 2.0))
+           "tasks.max": "2", "directory": str(out), "consumer.max.poll.records": "100",
+           "offset.flush.interval.ms": "0"}
+    kill_loop(tmp_path, url, cfg, kills=kills, window=window, total=n,
+              progress=lambda: sum(len(f.read_bytes().splitlines()) for f in out.glob("in/partition=*/*.jsonl")))
     values: Counter[int] = Counter()
     for p in range(parts):
         data = (out / "in" / f"partition={p}" / f"in-{p}.jsonl").read_text().splitlines()
@@ -141,9 +153,9 @@ def file_sink_loop(tmp_path: Path, url: str, kills: int, n: int) -> None:
 
 
 def test_file_sink_holds_each_record_exactly_once_after_sigkills(tmp_path: Path, sqlite_url: str) -> None:
-    file_sink_loop(tmp_path, sqlite_url, kills=3, n=30_000)
+    file_sink_loop(tmp_path, sqlite_url, kills=3, n=30_000, window=(0.0, 0.6))
 
 
 @pytest.mark.slow
 def test_file_sink_sigkill_loop_long(tmp_path: Path, sqlite_url: str) -> None:
-    file_sink_loop(tmp_path, sqlite_url, kills=slow_iterations(10, 50), n=200_000)
+    file_sink_loop(tmp_path, sqlite_url, kills=slow_iterations(10, 50), n=200_000, window=(0.0, 3.0))
