@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 
 
 class SourceBatch(NamedTuple):
+    """What one ``poll()`` batch became; every polled record is in exactly one of ``sent``,
+    ``filtered`` and ``skipped``, each in poll order."""
+
     out: list[ProducerRecord]          # converted records to write, in poll order
     sent: list[SourceRecord]           # the ORIGINAL polled record behind each entry of ``out`` (same index)
     filtered: list[SourceRecord]       # originals a transform dropped (-> commit_record(r, None))
@@ -56,6 +59,9 @@ class SourceBatch(NamedTuple):
 
 
 class SinkBatch(NamedTuple):
+    """What one consumed batch became: ``len(records) + len(dead) + filtered == len(batch)``;
+    ``records`` and ``dead`` are in consumption order."""
+
     records: list[SinkRecord]                          # decoded + transformed, for put()
     dead: list[tuple[ConsumedRecord, BaseException]]   # failed convert/transform under tolerance=all
     filtered: int                                      # dropped by a transform
@@ -384,7 +390,11 @@ class SourcePipeline(_Pipeline):
         except Exception:
             out = None  # redone below, outside this handler, so errors don't chain to the batch's
         if out is None:
+            failed_in_transforms = len(skipped)
             out, sent = self._convert_each(sent, recs, skipped)
+            if 0 < failed_in_transforms < len(skipped):  # failed in both stages: back to poll order
+                position = {id(r): i for i, r in enumerate(records)}
+                skipped.sort(key=lambda r: position[id(r)])
         return SourceBatch(out, sent, filtered, skipped)
 
     def _convert_batch(self, recs: list[SourceRecord]) -> list[ProducerRecord]:

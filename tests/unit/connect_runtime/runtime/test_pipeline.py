@@ -474,3 +474,16 @@ def test_every_plugin_is_closed_also_unused_predicates_and_after_config_errors()
         SinkPipeline.from_config({**cfg, "transforms": "b,bad", "transforms.bad.type": "TimestampRouter",
                                   "transforms.bad.timestamp.format": "Q"})
     assert (Picky.closed, Boom.closed) == (2, 2)
+
+
+def test_every_polled_record_lands_in_exactly_one_list_in_poll_order() -> None:
+    cfg = {"transforms": "ins,drop", "transforms.ins.type": "InsertField$Value", "transforms.ins.topic.field": "t",
+           "transforms.drop.type": "Filter", "transforms.drop.predicate": "hb",
+           "predicates": "hb", "predicates.hb.type": "TopicNameMatches", "predicates.hb.pattern": "hb",
+           "errors.tolerance": "all"}
+    values = [{"a": 0}, {"bad": {1}}, "not a dict", {"a": 3}, {"bad": {2}}, "again", {"a": 6}]
+    records = [src(v, i, topic="hb" if i == 3 else "orders") for i, v in enumerate(values)]
+    batch = SourcePipeline.from_config(cfg).process(records)
+    assert [r.source_offset["line"] for r in batch.sent] == [0, 6]
+    assert [r.source_offset["line"] for r in batch.filtered] == [3]
+    assert [r.source_offset["line"] for r in batch.skipped] == [1, 2, 4, 5]
