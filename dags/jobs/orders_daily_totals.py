@@ -51,19 +51,20 @@ def main(argv: list[str] | None = None) -> int:
         records = read_ranges(spark, args.backend, args.ranges,
                               max_records_per_partition=args.max_records_per_partition)
         orders = parse_json_value(records, ORDER_SCHEMA).select("offset", "value.*")
-        bad = orders.filter(F.col("customer").isNull() | F.col("amount").isNull())
+        invalid = (F.col("customer").isNull() | F.col("amount").isNull() | F.col("items").isNull()).cast("int")
         totals = (orders.groupBy("customer")
-                  .agg(F.count(F.lit(1)).alias("orders"), F.sum("items").alias("items"),
-                       F.sum("amount").alias("amount"))
-                  .withColumn("date", F.lit(args.date))
+                  .agg(F.count(F.lit(1)).alias("orders"), F.sum("items").cast("long").alias("items"),
+                       F.sum("amount").alias("amount"), F.sum(invalid).alias("invalid"))
                   .cache())
-        rows = totals.count()
-        bad_count = bad.count()
-        if bad_count:
-            raise SystemExit(f"{bad_count} records of {args.ranges} are not orders (no customer or amount)")
-        input_records = totals.agg(F.sum("orders")).first()[0] or 0
+        collected = totals.collect()  # one row per customer: the only pass over the records
+        bad = sum(r["invalid"] for r in collected)
+        if bad:
+            raise SystemExit(f"{bad} records of {args.ranges} are not orders (no customer, amount or items)")
+        rows = len(collected)
+        input_records = sum(r["orders"] for r in collected)
         if rows:
-            (totals.coalesce(1).sortWithinPartitions("customer")
+            (totals.drop("invalid").withColumn("date", F.lit(args.date))
+             .coalesce(1).sortWithinPartitions("customer")
              .write.mode("overwrite").partitionBy("date").parquet(args.output))
         summary = {"date": args.date, "input_records": int(input_records), "rows": rows,
                    "output": f"{args.output}/date={args.date}" if rows else None,
