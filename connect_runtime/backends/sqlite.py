@@ -104,6 +104,7 @@ OFFSET_BITS = 40
 OFFSET_LIMIT = 1 << OFFSET_BITS
 MAX_OFFSET = OFFSET_LIMIT - 1
 _SYNCHRONOUS = ("NORMAL", "FULL", "EXTRA")
+_SETTINGS = ("busy.timeout.ms", "synchronous", "default.partitions", "cluster.id")
 _SQL_VARS = 500  # parameters per IN (...) query, well below SQLite's limit
 
 _SCHEMA = (
@@ -1010,6 +1011,10 @@ class SQLiteBackend(Backend):
             errors["cluster.id"] = f"expected a non-empty string, got {cluster!r}"
         if errors:
             raise ConfigError(errors=errors)
+        unknown = sorted(str(k) for k in settings if k not in _SETTINGS)
+        if unknown:
+            log.warning("SQLite backend %s: ignoring settings it does not use: %s (it uses %s)",
+                        path, ", ".join(unknown), ", ".join(_SETTINGS))
         return cls(path, busy_timeout_ms=busy, synchronous=sync, default_partitions=partitions,
                    cluster_id=cluster, url=url)
 

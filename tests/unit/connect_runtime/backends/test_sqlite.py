@@ -739,3 +739,20 @@ def test_init_transactions_racing_across_processes_gives_distinct_epochs(sqlite_
         assert p.epoch == 4  # four inits, each its own epoch
     assert len(epochs) + fenced == 4 and len(set(epochs)) == len(epochs)
     assert len(committed) == len(epochs)  # only unfenced commits are visible
+
+
+def test_unknown_settings_are_ignored_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="connect_runtime.backends.sqlite"), \
+            open_backend(f"sqlite:///{tmp_path}/x.db", {"busy_timeout_ms": 5, "default.partitions": "2"}) as b:
+        b.create_topics({"x": 1})
+    assert "busy_timeout_ms" in caplog.text and "busy.timeout.ms" in caplog.text
+
+
+def test_a_value_of_an_unsupported_type_is_a_data_error_naming_the_partition(backend: SQLiteBackend) -> None:
+    p = backend.transactional_producer("conn-0")
+    p.init_transactions(5)
+    p.begin_transaction()
+    p.send([rec(b"fine"), ProducerRecord("t", None, None, ["not", "bytes"])])
+    with pytest.raises(DataError, match=r"t\[0\]"):
+        p.commit_transaction([(b"k", b"v")], 5)
+    assert read_all(backend) == [] and backend.offset_store().read_all() == {}
