@@ -34,7 +34,8 @@ from connect_runtime.api import (
 
 _FIELDS = (
     ("log.path", "JSON lines file every task call is appended to."),
-    ("put.fail.at", "Raise ValueError on this put call (1-based, counting non-empty puts)."),
+    ("put.fail.at", "Raise ValueError on this put call (1-based, counting non-empty puts)..."),
+    ("put.fail.task", "...only in the task with this task.id (default: every task)."),
     ("put.retriable.times", "Raise RetriableError on the first N put attempts."),
     ("put.sleep.ms", "Sleep this long in each non-empty put."),
     ("precommit.empty", "true: pre_commit returns {}."),
@@ -101,7 +102,9 @@ class RecordingSinkTask(SinkTask):
             self._log("put_retriable", offsets=[r.offset for r in records])
             raise RetriableError(f"transient failure on attempt {self.attempts}")
         self.puts += 1
-        if self.props.get("put.fail.at") and self.puts == int(self.props["put.fail.at"]):
+        failing_task = self.props.get("put.fail.task") or self.props.get("task.id")
+        if (self.props.get("put.fail.at") and self.puts == int(self.props["put.fail.at"])
+                and failing_task == self.props.get("task.id")):
             self._log("put_failed", offsets=[r.offset for r in records])
             raise ValueError("disk on fire")
         reported = set(filter(None, (self.props.get("report.values") or "").split(",")))

@@ -123,6 +123,20 @@ def test_a_failing_put_commits_nothing_new(tmp_path: Path, sqlite_url: str) -> N
     assert again.records == 10 and again.committed == {"in": {"0": 20}}
 
 
+def test_a_failing_task_stops_the_others_without_a_final_commit(tmp_path: Path, sqlite_url: str) -> None:
+    fill(sqlite_url, "in", list(range(400)), partitions=2)
+    cfg = config(tmp_path, tasks_max="2", consumer_max_poll_records="10", offset_flush_interval_ms="0",
+                 put_fail_at="3", put_fail_task="0", put_sleep_ms="20")
+    with pytest.raises(ConnectError, match="'rec' task 0 failed in put: ValueError: disk on fire"):
+        run_sink(cfg, sqlite_url)
+    log = read_log(tmp_path / "calls.jsonl")
+    other = [e for e in log if e["task"] == "1"]
+    assert [e["call"] for e in other[-2:]] == ["close", "stop"]
+    assert not [e for e in log if e["closing"]]  # no final commit in any task
+    offsets = group_offsets(sqlite_url, "rec", "in", 2)
+    assert offsets[0] == 20 and (offsets[1] or 0) < 200
+
+
 def test_request_commit_makes_a_commit_point(tmp_path: Path, sqlite_url: str) -> None:
     fill(sqlite_url, "in", list(range(20)))
     cfg = config(tmp_path, consumer_max_poll_records="5", commit_request_at="2")
