@@ -54,6 +54,7 @@ def topic_targets(value: Any, what: str = "target") -> TopicTargets:
     data = structured(value, what)
     if not isinstance(data, Mapping):
         raise ValueError(f"{what}: expected a mapping, got {type(data).__name__}")
+    source: Mapping[Any, Any]
     if "ranges" in data and isinstance(data.get("ranges"), Mapping):
         source = {t: {p: r[1] for p, r in parts.items()} for t, parts in data["ranges"].items()}
     elif "committed" in data and isinstance(data.get("committed"), Mapping):

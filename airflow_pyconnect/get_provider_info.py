@@ -61,6 +61,18 @@ def get_provider_info() -> dict[str, Any]:
                         "extra": '{"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}',
                     },
                 },
+                "conn-fields": {
+                    "security_protocol": {
+                        "label": "Security protocol (Kafka)",
+                        "description": "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (librdkafka security.protocol)",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "sasl_mechanism": {
+                        "label": "SASL mechanism (Kafka)",
+                        "description": "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (librdkafka sasl.mechanism)",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                },
             }
         ],
     }

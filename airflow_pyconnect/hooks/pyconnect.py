@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 DEFAULT_CONN_ID = "pyconnect_default"
 EMBEDDED_DB = Path("pyconnect") / "pyconnect.db"
 
+_FORM_FIELDS = {"security_protocol": "security.protocol", "sasl_mechanism": "sasl.mechanism"}
+"""Connection-form fields (``conn-fields`` of the provider info) → librdkafka setting names."""
+
 _log = logging.getLogger(__name__)
 _default_logged = threading.Event()
 
@@ -112,7 +115,10 @@ class PyConnectHook(BaseHook):
     # -- connection form ------------------------------------------------------------------------------
     @classmethod
     def get_connection_form_widgets(cls) -> dict[str, Any]:
-        """Extra connection-form fields (form libraries are imported here only, never at parse time)."""
+        """Extra connection-form fields (form libraries are imported here only, never at parse time).
+
+        Airflow 3.2+ reads the same fields declaratively from ``conn-fields`` in the provider info
+        and then never calls this; it stays for the FAB-based forms of older Airflow versions."""
         from flask_appbuilder.fieldwidgets import BS3TextFieldWidget
         from flask_babel import lazy_gettext
         from wtforms import StringField
@@ -180,8 +186,10 @@ class PyConnectHook(BaseHook):
                              "of client settings")
         settings: dict[str, Any] = {}
         for key, value in extra.items():
-            # form fields (security_protocol) and librdkafka names (security.protocol) both work
-            name = {"security_protocol": "security.protocol", "sasl_mechanism": "sasl.mechanism"}.get(key, key)
+            # form fields (security_protocol, also stored as extra__pyconnect__security_protocol by
+            # older forms) and librdkafka names (security.protocol) all work
+            key = key.removeprefix("extra__pyconnect__")
+            name = _FORM_FIELDS.get(key, key)
             if value not in (None, ""):
                 settings[name] = value
         url = backend_url_from_host(conn.host or "", conn.port)

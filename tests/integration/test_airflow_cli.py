@@ -74,3 +74,22 @@ def test_dags_folder_imports_without_errors(af: AirflowEnv) -> None:
     result = json.loads(af.python(code).stdout.strip().splitlines()[-1])
     assert result["errors"] == {}
     assert "example_pyconnect_backfill" in result["dags"]
+
+
+def test_providers_manager_has_the_connection_form_without_importing_wtforms(af: AirflowEnv) -> None:
+    code = (
+        "import json, sys\n"
+        "from airflow.providers_manager import ProvidersManager\n"
+        "pm = ProvidersManager()\n"
+        "hook = pm.hooks['pyconnect']\n"
+        "widgets = sorted(k for k in pm.connection_form_widgets if k.startswith('extra__pyconnect__'))\n"
+        "print(json.dumps({'hook': [hook.hook_class_name, hook.connection_id_attribute_name, hook.hook_name],"
+        " 'behaviour': pm.field_behaviours['pyconnect'], 'widgets': widgets,"
+        " 'wtforms': 'wtforms' in sys.modules}))\n"
+    )
+    got = json.loads(af.python(code).stdout.strip().splitlines()[-1])
+    assert got["hook"] == ["airflow_pyconnect.hooks.pyconnect.PyConnectHook", "pyconnect_conn_id", "PyConnect"]
+    assert got["behaviour"]["hidden_fields"] == ["schema", "port"]
+    assert got["behaviour"]["relabeling"]["host"] == "Backend URL or Kafka bootstrap servers"
+    assert got["widgets"] == ["extra__pyconnect__sasl_mechanism", "extra__pyconnect__security_protocol"]
+    assert got["wtforms"] is False

@@ -96,3 +96,12 @@ def test_extra_must_be_an_object(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_PC_LIST", json.dumps({"conn_type": "pyconnect", "host": "b:1", "extra": "[1, 2]"}))
     with pytest.raises(ValueError, match="must be a JSON object"):
         PyConnectHook("pc_list").backend_config()
+
+
+def test_form_fields_map_to_librdkafka_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    _conn(monkeypatch, "pc_form", host="kafka://b:9092",
+          extra={"extra__pyconnect__sasl_mechanism": "SCRAM-SHA-512", "security_protocol": "SSL",
+                 "sasl_mechanism_unused": ""})
+    url, settings = PyConnectHook("pc_form").backend_config()
+    assert url == "kafka://b:9092"
+    assert settings == {"sasl.mechanism": "SCRAM-SHA-512", "security.protocol": "SSL"}

@@ -99,6 +99,7 @@ def test_merge_ranges() -> None:
 
 def test_runtime_errors_become_airflow_exceptions_with_the_same_message_chained() -> None:
     from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
     from connect_runtime.api.errors import ConfigError, ProducerFencedError
 
     with _dag():
