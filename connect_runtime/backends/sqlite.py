@@ -261,15 +261,17 @@ class _Db:
         return conn
 
     @contextlib.contextmanager
-    def translate(self, what: str) -> Iterator[None]:
+    def translate(self, what: str, waited_ms: int | None = None) -> Iterator[None]:
         """Turn ``sqlite3`` errors into the runtime's error tree, chained, naming the file."""
         try:
             yield
         except sqlite3.Error as exc:
             if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
+                ms = self.busy_timeout_ms if waited_ms is None else waited_ms
                 raise BackendUnavailableError(
                     f"SQLite backend {self.path}: {what}: the database stayed locked by another writer "
-                    f"for longer than the busy timeout ({self.busy_timeout_ms} ms): {exc}"
+                    f"for longer than the {ms} ms this call may wait (busy.timeout.ms={self.busy_timeout_ms}, "
+                    f"or the call's timeout if shorter): {exc}"
                 ) from exc
             raise BackendError(f"SQLite backend {self.path}: {what} failed: {exc}") from exc
 
@@ -367,6 +369,9 @@ class _Conn:
             self.timeout_ms = ms
         return conn
 
+    def translate(self, what: str) -> contextlib.AbstractContextManager[None]:
+        return self.db.translate(what, self.timeout_ms)
+
     def close(self) -> None:
         self.closed = True
         conn, self._conn = self._conn, None
@@ -440,7 +445,7 @@ class SQLiteProducer(Producer):
         if not records:
             return Written({}, [] if self._track else None)
         conn = self._conn.bounded(timeout)
-        with self._db.translate(f"writing {len(records)} records"):
+        with self._conn.translate(f"writing {len(records)} records"):
             conn.execute("BEGIN IMMEDIATE")
             try:
                 written = self._write(conn, records)
@@ -602,7 +607,7 @@ class SQLiteTransactionalProducer(SQLiteProducer, TransactionalProducer):
     def init_transactions(self, timeout: float) -> None:
         self._check_open()
         conn = self._conn.bounded(timeout)
-        with self._db.translate(f"initialising transactional id {self.transactional_id!r}"):
+        with self._conn.translate(f"initialising transactional id {self.transactional_id!r}"):
             conn.execute("BEGIN IMMEDIATE")
             try:
                 row = conn.execute("SELECT epoch FROM producer_epochs WHERE transactional_id = ?",
@@ -659,7 +664,7 @@ class SQLiteTransactionalProducer(SQLiteProducer, TransactionalProducer):
         records, self._buffer = self._buffer, []
         self._in_txn = False
         conn = self._conn.bounded(timeout)
-        with self._db.translate(
+        with self._conn.translate(
             f"committing a transaction of {self.transactional_id!r} ({len(records)} records, {len(offsets)} offsets)"
         ):
             conn.execute("BEGIN IMMEDIATE")
@@ -735,7 +740,7 @@ class SQLiteOffsetStore(OffsetStore):
         if not keys:
             return out
         conn = self._conn.get()
-        with self._db.translate(f"reading offsets of store {self.name!r}"):
+        with self._conn.translate(f"reading offsets of store {self.name!r}"):
             for i in range(0, len(keys), _SQL_VARS):
                 chunk = keys[i:i + _SQL_VARS]
                 marks = ",".join("?" * len(chunk))
@@ -748,14 +753,14 @@ class SQLiteOffsetStore(OffsetStore):
 
     def read_all(self) -> dict[bytes, bytes]:
         conn = self._conn.get()
-        with self._db.translate(f"reading offsets of store {self.name!r}"):
+        with self._conn.translate(f"reading offsets of store {self.name!r}"):
             return dict(conn.execute("SELECT key, value FROM source_offsets WHERE store = ?", (self.name,)))
 
     def put(self, entries: Sequence[OffsetEntry], timeout: float) -> None:
         if not entries:
             return
         conn = self._conn.bounded(timeout)
-        with self._db.translate(f"writing {len(entries)} offsets to store {self.name!r}"):
+        with self._conn.translate(f"writing {len(entries)} offsets to store {self.name!r}"):
             conn.execute("BEGIN IMMEDIATE")
             try:
                 _write_offsets(conn, self.name, entries)
@@ -806,7 +811,7 @@ class SQLiteConsumer(Consumer):
             except re.error as exc:
                 raise ConfigError(errors={"topics.regex": f"invalid regular expression {pattern!r}: {exc}"}) from exc
         conn = self._conn.get()
-        with self._db.translate("listing partitions"):
+        with self._conn.translate("listing partitions"):
             rows = conn.execute("SELECT name, partitions FROM topics ORDER BY name").fetchall()
         wanted = set(topics)
         out: list[TopicPartition] = []
@@ -820,7 +825,7 @@ class SQLiteConsumer(Consumer):
         if self.group_id is None or not out:
             return out
         conn = self._conn.get()
-        with self._db.translate(f"reading committed offsets of group {self.group_id!r}"):
+        with self._conn.translate(f"reading committed offsets of group {self.group_id!r}"):
             for topic, p, off in conn.execute(
                 "SELECT topic, partition, next_offset FROM group_offsets WHERE group_id = ?", (self.group_id,)
             ):
@@ -832,7 +837,7 @@ class SQLiteConsumer(Consumer):
     def end_offsets(self, partitions: Sequence[TopicPartition], timeout: float) -> dict[TopicPartition, int]:
         conn = self._conn.get()
         out: dict[TopicPartition, int] = {}
-        with self._db.translate("reading end offsets"):
+        with self._conn.translate("reading end offsets"):
             for tp in partitions:
                 tp = TopicPartition(*tp)
                 pid = self._pid(conn, tp)
@@ -843,7 +848,7 @@ class SQLiteConsumer(Consumer):
     def beginning_offsets(self, partitions: Sequence[TopicPartition], timeout: float) -> dict[TopicPartition, int]:
         conn = self._conn.get()
         out: dict[TopicPartition, int] = {}
-        with self._db.translate("reading beginning offsets"):
+        with self._conn.translate("reading beginning offsets"):
             for tp in partitions:
                 tp = TopicPartition(*tp)
                 pid = self._pid(conn, tp)
@@ -919,7 +924,7 @@ class SQLiteConsumer(Consumer):
         out: list[ConsumedRecord] = []
         dec = decode_headers
         cr = ConsumedRecord
-        with self._db.translate("polling records"):
+        with self._conn.translate("polling records"):
             for i in range(n):
                 tp = active[(start + i) % n]
                 want = max_records - len(out)
@@ -950,7 +955,7 @@ class SQLiteConsumer(Consumer):
             tp = TopicPartition(*tp)
             rows.append((self.group_id, tp.topic, tp.partition, _check_offset(tp, off)))
         conn = self._conn.bounded(timeout)
-        with self._db.translate(f"committing offsets of group {self.group_id!r}"):
+        with self._conn.translate(f"committing offsets of group {self.group_id!r}"):
             conn.execute("BEGIN IMMEDIATE")
             try:
                 conn.executemany(
