@@ -503,6 +503,8 @@ class _Worker:
         max_poll = run.max_poll_records
         pos = self._pos
         target = self._target
+        paused_since: float | None = None
+        paused_logged = 0.0
         while True:
             if run.stop.is_set():
                 raise _Stopped
@@ -518,12 +520,20 @@ class _Worker:
                 return
             if all(tp in ctx.paused for tp in remaining):
                 # everything left is paused by the task: give it the chance to resume
+                if paused_since is None:
+                    paused_since = paused_logged = time.monotonic()
+                elif time.monotonic() - paused_logged >= _JOIN_LOG_S:
+                    paused_logged = time.monotonic()
+                    log.warning("%s: waiting %.0f s so far for the task to resume %s (every partition it "
+                                "still has to read is paused; the run ends at max_seconds)", self.label,
+                                paused_logged - paused_since, sorted(remaining))
                 self._put([])
                 if interval == 0 or ctx.commit_requested or time.monotonic() >= next_commit:
                     self._commit(closing=False)
                     next_commit = time.monotonic() + interval
                 run.stop.wait(_PAUSED_IDLE_S)
                 continue
+            paused_since = None
             timeout = _POLL_TIMEOUT_S
             if run.deadline is not None:
                 timeout = max(0.0, min(timeout, run.deadline - now))
