@@ -440,19 +440,26 @@ class SQLiteProducer(Producer):
         self._buffer.extend(records)
 
     def flush(self, timeout: float) -> Written:
+        """Write everything sent since the last flush in one transaction. If the write lock could not
+        be had in time (:class:`BackendUnavailableError`) the records stay buffered for the next
+        flush; after any other error they are dropped."""
         self._check_open()
         records, self._buffer = self._buffer, []
         if not records:
             return Written({}, [] if self._track else None)
-        conn = self._conn.bounded(timeout)
-        with self._conn.translate(f"writing {len(records)} records"):
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                written = self._write(conn, records)
-                conn.execute("COMMIT")
-            except BaseException:
-                self._rolled_back(conn)
-                raise
+        try:
+            conn = self._conn.bounded(timeout)
+            with self._conn.translate(f"writing {len(records)} records"):
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    written = self._write(conn, records)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    self._rolled_back(conn)
+                    raise
+        except BackendUnavailableError:
+            self._buffer[:0] = records
+            raise
         return written
 
     def close(self) -> None:
@@ -656,32 +663,45 @@ class SQLiteTransactionalProducer(SQLiteProducer, TransactionalProducer):
         return Written({}, [] if self._track else None)
 
     def commit_transaction(self, offsets: Sequence[OffsetEntry], timeout: float) -> Written:
+        """Write the buffered records and ``offsets`` in one SQLite transaction, if this producer still
+        holds the current epoch (else :class:`ProducerFencedError`, nothing written). If the write lock
+        could not be had in time (:class:`BackendUnavailableError`) the transaction stays open, so the
+        caller may retry the commit or abort; after any other error it is over and nothing was written."""
         self._check_ready()
         if not self._in_txn:
             raise BackendError(
                 f"transactional id {self.transactional_id!r}: commit_transaction() without begin_transaction()"
             )
-        records, self._buffer = self._buffer, []
+        records = self._buffer
         self._in_txn = False
-        conn = self._conn.bounded(timeout)
-        with self._conn.translate(
-            f"committing a transaction of {self.transactional_id!r} ({len(records)} records, {len(offsets)} offsets)"
-        ):
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                row = conn.execute("SELECT epoch FROM producer_epochs WHERE transactional_id = ?",
-                                   (self.transactional_id,)).fetchone()
-                current = None if row is None else row[0]
-                if current != self._epoch:
-                    self._fenced_by = current
-                    raise self._fenced_error()
-                written = self._write(conn, records) if records else Written({}, [] if self._track else None)
-                if offsets:
-                    _write_offsets(conn, self.offset_store_name, offsets)
-                conn.execute("COMMIT")
-            except BaseException:
-                self._rolled_back(conn)
-                raise
+        try:
+            conn = self._conn.bounded(timeout)
+            with self._conn.translate(
+                f"committing a transaction of {self.transactional_id!r} ({len(records)} records, "
+                f"{len(offsets)} offsets)"
+            ):
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    row = conn.execute("SELECT epoch FROM producer_epochs WHERE transactional_id = ?",
+                                       (self.transactional_id,)).fetchone()
+                    current = None if row is None else row[0]
+                    if current != self._epoch:
+                        self._fenced_by = current
+                        raise self._fenced_error()
+                    written = self._write(conn, records) if records else Written({}, [] if self._track else None)
+                    if offsets:
+                        _write_offsets(conn, self.offset_store_name, offsets)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    self._rolled_back(conn)
+                    raise
+        except BackendUnavailableError:
+            self._in_txn = True  # nothing was written: the caller may retry the commit or abort
+            raise
+        except BaseException:
+            self._buffer = []
+            raise
+        self._buffer = []
         return written
 
     def abort_transaction(self, timeout: float) -> None:

@@ -540,7 +540,8 @@ def test_a_lock_held_past_the_busy_timeout_is_backend_unavailable(tmp_path: Path
             blocker.execute("ROLLBACK")
             blocker.close()
         p.send([rec(b"y")])
-        assert p.flush(5).ranges == {TP0: (0, 1)}
+        assert p.flush(5).ranges == {TP0: (0, 2)}  # the record that waited in vain is still buffered
+        assert values(read_all(b)) == [b"x", b"y"]
 
 
 def test_backend_is_shared_by_threads(backend: SQLiteBackend) -> None:
@@ -756,3 +757,29 @@ def test_a_value_of_an_unsupported_type_is_a_data_error_naming_the_partition(bac
     with pytest.raises(DataError, match=r"t\[0\]"):
         p.commit_transaction([(b"k", b"v")], 5)
     assert read_all(backend) == [] and backend.offset_store().read_all() == {}
+
+
+def test_a_commit_that_timed_out_on_the_lock_can_be_retried(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    with open_backend(f"sqlite:///{path}", {"busy.timeout.ms": 100}) as b:
+        p = b.transactional_producer("conn-0")
+        p.init_transactions(5)
+        p.begin_transaction()
+        p.send([rec(b"1"), rec(b"2")])
+        plain = b.producer()
+        plain.send([rec(b"plain")])
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(BackendUnavailableError):
+                p.commit_transaction([(b"k", b"v")], 5)
+            with pytest.raises(BackendUnavailableError):
+                plain.flush(5)
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        assert read_all(b) == []
+        assert p.commit_transaction([(b"k", b"v")], 5).ranges == {TP0: (0, 2)}
+        assert plain.flush(5).ranges == {TP0: (2, 3)}
+        assert values(read_all(b)) == [b"1", b"2", b"plain"]
+        assert b.offset_store().read_all() == {b"k": b"v"}
