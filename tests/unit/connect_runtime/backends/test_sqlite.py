@@ -783,3 +783,29 @@ def test_a_commit_that_timed_out_on_the_lock_can_be_retried(tmp_path: Path) -> N
         assert plain.flush(5).ranges == {TP0: (2, 3)}
         assert values(read_all(b)) == [b"1", b"2", b"plain"]
         assert b.offset_store().read_all() == {b"k": b"v"}
+
+
+def test_a_consumer_reading_while_processes_write_never_skips_an_offset(sqlite_url: str, tmp_path: Path) -> None:
+    start = tmp_path / "go"
+    n_proc, txns, per_txn = 3, 40, 25
+    total = n_proc * txns * per_txn
+    procs = [worker("writer", {"url": sqlite_url, "name": f"w{i}", "start_file": str(start),
+                               "transactions": txns, "per_txn": per_txn}) for i in range(n_proc)]
+    seen: list[int] = []
+    try:
+        with open_backend(sqlite_url) as b:
+            c = b.consumer("reader")
+            c.assign({TP0: 0})
+            start.touch()
+            deadline = time.monotonic() + 120
+            while len(seen) < total and time.monotonic() < deadline:
+                seen.extend(r.offset for r in c.poll(37, 0.2))
+        for proc in procs:
+            _, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+    assert seen == list(range(total))
