@@ -30,6 +30,11 @@ How it works:
 - Fencing (KIP-618): ``init_transactions`` bumps the epoch of its ``transactional_id`` in its own
   transaction; a commit whose producer no longer holds the current epoch raises
   :class:`ProducerFencedError` and writes nothing.
+- A record without a partition goes to ``crc32(key) % partitions``, or partition 0 without a key;
+  a record without a timestamp gets the commit time (ms, one clock read per commit). Topics are
+  created on first write with ``default.partitions``; a partition index out of range is a
+  :class:`DataError` naming the topic and partition, and the whole commit writes nothing.
+- Records are kept forever (no retention): ``beginning_offsets`` is 0 for every partition today.
 - Every producer, consumer and offset store opens its own connection (lazily, on first use, so an
   object may be created by one thread and used by another); the :class:`SQLiteBackend` keeps one
   connection per thread for its own calls, and closes everything on :meth:`SQLiteBackend.close`.
