@@ -289,6 +289,8 @@ class _Db:
         try:
             with self.translate("creating the schema"):
                 self._enable_wal(conn)
+                if self._schema_version(conn) == SCHEMA_VERSION:
+                    return  # the usual case: no write lock needed to open an existing file
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     for stmt in _SCHEMA:
@@ -308,6 +310,13 @@ class _Db:
                     raise
         finally:
             conn.close()
+
+    @staticmethod
+    def _schema_version(conn: sqlite3.Connection) -> int | None:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone() is None:
+            return None
+        row = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+        return None if row is None else int(row[0])
 
     def _enable_wal(self, conn: sqlite3.Connection) -> None:
         # Switching to WAL needs an exclusive lock and may report SQLITE_BUSY without waiting; retry

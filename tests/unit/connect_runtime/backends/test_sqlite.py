@@ -809,3 +809,17 @@ def test_a_consumer_reading_while_processes_write_never_skips_an_offset(sqlite_u
                 proc.kill()
                 proc.wait(10)
     assert seen == list(range(total))
+
+
+def test_opening_an_existing_file_needs_no_write_lock(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    with open_backend(f"sqlite:///{path}") as b:
+        produce(b, [rec(b"a")])
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        with open_backend(f"sqlite:///{path}", {"busy.timeout.ms": 100}) as b:  # a reader, e.g. Spark
+            assert values(read_all(b)) == [b"a"]
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
