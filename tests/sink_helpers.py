@@ -34,6 +34,7 @@ from connect_runtime.api import (
 
 _FIELDS = (
     ("log.path", "JSON lines file every task call is appended to."),
+    ("start.fail", "true: start() raises after logging."),
     ("put.fail.at", "Raise ValueError on this put call (1-based, counting non-empty puts)..."),
     ("put.fail.task", "...only in the task with this task.id (default: every task)."),
     ("put.retriable.times", "Raise RetriableError on the first N put attempts."),
@@ -73,6 +74,8 @@ class RecordingSinkTask(SinkTask):
         self.attempts = 0
         self.empty_puts = 0
         self._log("start", task=props.get("task.id"))
+        if props.get("start.fail") == "true":
+            raise RuntimeError("no credentials")
 
     def _log(self, call: str, **fields: Any) -> None:
         line = {"call": call, "task": self.props.get("task.id"), "closing": self.context.is_closing(), **fields}

@@ -402,10 +402,10 @@ class _Worker:
     def _execute(self) -> None:
         run = self.run
         assert run.task_class is not None
-        task = run.task_class()
-        self._task = task
-        task.initialize(self._ctx)
         try:
+            task = self._call("creation", run.task_class)
+            self._task = task
+            self._call("initialize", task.initialize, self._ctx)
             self._call("start", task.start, self.task_config)
         except BaseException:
             self.pipeline.close()

@@ -137,6 +137,14 @@ def test_a_failing_task_stops_the_others_without_a_final_commit(tmp_path: Path, 
     assert offsets[0] == 20 and (offsets[1] or 0) < 200
 
 
+def test_a_task_that_fails_to_start_is_not_stopped(tmp_path: Path, sqlite_url: str) -> None:
+    fill(sqlite_url, "in", [1, 2])
+    with pytest.raises(ConnectError, match="'rec' task 0 failed in start: RuntimeError: no credentials"):
+        run_sink(config(tmp_path, start_fail="true"), sqlite_url)
+    assert [e["call"] for e in read_log(tmp_path / "calls.jsonl")] == ["start"]
+    assert group_offsets(sqlite_url, "rec", "in") == {0: None}
+
+
 def test_request_commit_makes_a_commit_point(tmp_path: Path, sqlite_url: str) -> None:
     fill(sqlite_url, "in", list(range(20)))
     cfg = config(tmp_path, consumer_max_poll_records="5", commit_request_at="2")
