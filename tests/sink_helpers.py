@@ -42,6 +42,7 @@ _FIELDS = (
     ("precommit.empty", "true: pre_commit returns {}."),
     ("precommit.foreign", "true: pre_commit also returns an offset for a partition not assigned."),
     ("open.rewind", "topic:partition:offset,... rewound in open()."),
+    ("put.rewind", "N:topic:partition:offset: rewind during the Nth non-empty put."),
     ("commit.request.at", "Call context.request_commit() during this non-empty put (1-based)."),
     ("pause.partition", "topic:partition paused during the first non-empty put..."),
     ("resume.after.empty", "...and resumed after this many empty puts."),
@@ -118,6 +119,10 @@ class RecordingSinkTask(SinkTask):
             else:
                 kept.append(r)
         self._log("put", records=[[r.topic, r.partition, r.offset, r.value] for r in kept])
+        if self.props.get("put.rewind"):
+            at, topic, p, off = self.props["put.rewind"].split(":")
+            if self.puts == int(at):
+                self.context.offset(TopicPartition(topic, int(p)), int(off))
         if self.props.get("commit.request.at") and self.puts == int(self.props["commit.request.at"]):
             self.context.request_commit()
         if self.props.get("pause.partition") and self.puts == 1:

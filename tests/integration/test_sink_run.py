@@ -229,6 +229,14 @@ def test_rewind_in_open_rereads_from_there(tmp_path: Path, sqlite_url: str) -> N
     assert [d[2] for d in delivered(log3)] == [15, 16, 17, 18, 19]
 
 
+def test_rewind_during_put_takes_effect_before_the_next_poll(tmp_path: Path, sqlite_url: str) -> None:
+    fill(sqlite_url, "in", list(range(8)))
+    r = run_sink(config(tmp_path, consumer_max_poll_records="3", put_rewind="2:in:0:1"), sqlite_url)
+    puts = [[rec[2] for rec in e["records"]] for e in calls(tmp_path / "calls.jsonl", "put")]
+    assert puts == [[0, 1, 2], [3, 4, 5], [1, 2, 3], [4, 5, 6], [7]]
+    assert r.records == 13 and r.committed == {"in": {"0": 8}}
+
+
 def test_paused_partitions_are_not_polled_until_resumed(tmp_path: Path, sqlite_url: str) -> None:
     fill(sqlite_url, "in", list(range(40)), partitions=2)
     cfg = config(tmp_path, consumer_max_poll_records="3", pause_partition="in:0", resume_after_empty="3")
