@@ -68,7 +68,7 @@ def test_dags_folder_imports_without_errors(af: AirflowEnv) -> None:
     code = (
         "import json\n"
         "from airflow.dag_processing.dagbag import DagBag\n"
-        f"bag = DagBag(dag_folder={str(REPO / 'dags')!r}, include_examples=False)\n"
+        f"bag = DagBag(dag_folder={str(REPO / 'dags')!r})\n"
         "print(json.dumps({'errors': {k: str(v)[-500:] for k, v in bag.import_errors.items()}, 'dags': sorted(bag.dag_ids)}))\n"
     )
     result = json.loads(af.python(code).stdout.strip().splitlines()[-1])
