@@ -431,7 +431,7 @@ def test_poll_waits_at_most_its_timeout_and_wakes_on_a_commit(backend: SQLiteBac
     c.assign({TP0: 0})
     t0 = time.monotonic()
     assert c.poll(10, 0.3) == []
-    assert 0.29 <= time.monotonic() - t0 < 2
+    assert 0.29 <= time.monotonic() - t0 < 5
     timer = threading.Timer(0.2, produce, (backend, [rec(b"late")]))
     timer.start()
     try:
