@@ -1021,6 +1021,9 @@ class SQLiteBackend(Backend):
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
                  synchronous: str = "NORMAL", default_partitions: int = 1, cluster_id: str | None = None,
                  url: str | None = None) -> None:
+        if str(path) in ("", ":memory:"):
+            raise ConfigError(errors={"backend": f"{str(path)!r} is not a file; processes must share the backend, "
+                                                 "so give a file path"})
         self.path = Path(path)
         self.url = url or f"sqlite:///{self.path}"
         self.cluster_id = cluster_id

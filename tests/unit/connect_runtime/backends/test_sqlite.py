@@ -115,6 +115,8 @@ def test_bad_urls_are_config_errors_naming_the_backend(url: str) -> None:
 def test_memory_url_says_why() -> None:
     with pytest.raises(ConfigError, match=r"in-memory.*processes must share"):
         open_backend("sqlite:///:memory:")
+    with pytest.raises(ConfigError, match="processes must share"):
+        SQLiteBackend(":memory:")
 
 
 def test_every_bad_setting_is_named_in_one_error(tmp_path: Path) -> None:
@@ -360,6 +362,9 @@ def test_headers_round_trip(backend: SQLiteBackend) -> None:
     headers = [("a", b"1"), ("a", b""), ("none", None), ("ünï", bytes(range(256)))]
     assert decode_headers(encode_headers(headers)) == headers
     assert encode_headers(None) is None and encode_headers([]) is None
+    assert decode_headers(encode_headers([("s", "tèxt")])) == [("s", "tèxt".encode())]  # type: ignore[list-item]
+    with pytest.raises(DataError, match="unknown encoding"):
+        decode_headers(b"\x07junk")
     p = backend.producer()
     p.send([rec(b"v", headers=headers), rec(b"w")])
     p.flush(5)
