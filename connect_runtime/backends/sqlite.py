@@ -157,17 +157,25 @@ def encode_headers(headers: WireHeaders | None) -> bytes | None:
     if not headers:
         return None
     parts = [_u8.pack(_HDR_VERSION)]
-    for name, value in headers:
-        raw_name = name.encode()
-        parts.append(_name_len.pack(len(raw_name)))
-        parts.append(raw_name)
-        if value is None:
-            parts.append(_value_len.pack(-1))
-        else:
-            if isinstance(value, str):
-                value = value.encode()
-            parts.append(_value_len.pack(len(value)))
-            parts.append(value)
+    try:
+        for name, value in headers:
+            raw_name = name.encode()
+            parts.append(_name_len.pack(len(raw_name)))
+            parts.append(raw_name)
+            if value is None:
+                parts.append(_value_len.pack(-1))
+            else:
+                if isinstance(value, str):
+                    value = value.encode()
+                elif not isinstance(value, bytes):
+                    value = bytes(memoryview(value))
+                parts.append(_value_len.pack(len(value)))
+                parts.append(value)
+    except (AttributeError, TypeError, ValueError, struct.error) as exc:
+        raise DataError(
+            f"headers {headers!r} cannot be stored: expected (name, value) pairs with a str name "
+            f"(< 64 KiB) and a bytes, str or None value: {exc}"
+        ) from exc
     return b"".join(parts)
 
 
@@ -598,7 +606,7 @@ def _rows(recs: list[Any], first: int, now: int) -> list[tuple[Any, ...]]:
     try:
         return [(rid, k, v, now if ts is None else ts, enc(h) if h else None)
                 for rid, (_, _, k, v, ts, h) in zip(count(first), recs)]
-    except (ValueError, TypeError):  # a short plain tuple somewhere: pad them all, then again
+    except ValueError:  # a short plain tuple somewhere: pad them all, then again
         return [(rid, k, v, now if ts is None else ts, enc(h) if h else None)
                 for rid, (_, _, k, v, ts, h) in zip(count(first), map(_full, recs))]
 

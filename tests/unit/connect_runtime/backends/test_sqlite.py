@@ -363,6 +363,10 @@ def test_headers_round_trip(backend: SQLiteBackend) -> None:
     assert decode_headers(encode_headers(headers)) == headers
     assert encode_headers(None) is None and encode_headers([]) is None
     assert decode_headers(encode_headers([("s", "tèxt")])) == [("s", "tèxt".encode())]  # type: ignore[list-item]
+    with pytest.raises(DataError, match="cannot be stored"):
+        encode_headers([("n", 5)])  # type: ignore[list-item]
+    with pytest.raises(DataError, match="cannot be stored"):
+        encode_headers([(b"bytes-name", b"v")])  # type: ignore[list-item]
     with pytest.raises(DataError, match="unknown encoding"):
         decode_headers(b"\x07junk")
     p = backend.producer()
