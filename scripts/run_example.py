@@ -173,19 +173,41 @@ def run_ui(home: Path, env: dict[str, str]) -> int:
         print(f"run_example: no example under {home}; run `.venv/bin/python scripts/run_example.py` first")
         return 1
     print(f"run_example: starting `airflow standalone` with AIRFLOW_HOME={env['AIRFLOW_HOME']} "
-          "(UI on http://localhost:8080, login in "
+          f"(UI on http://localhost:{env.get('AIRFLOW__API__PORT', '8080')}, login in "
           f"{home / 'airflow' / 'simple_auth_manager_passwords.json.generated'}); Ctrl-C stops it")
     proc = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), "standalone"], env=env, cwd=REPO,
                             start_new_session=True)
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
     try:
         return proc.wait()
     except KeyboardInterrupt:
-        os.killpg(proc.pid, signal.SIGINT)
+        return stop_group(proc)
+
+
+def stop_group(proc: subprocess.Popen[bytes]) -> int:
+    """Stop `airflow standalone` and everything it started: SIGINT to its process group, then SIGTERM,
+    then SIGKILL (the scheduler and the dag processor may ignore SIGTERM for a long time)."""
+    for sig, wait in ((signal.SIGINT, 30), (signal.SIGTERM, 15), (signal.SIGKILL, 10)):
         try:
-            return proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGTERM)
-            return proc.wait(timeout=30)
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)  # anything of the group still alive?
+            except ProcessLookupError:
+                break
+            proc.poll()
+            time.sleep(0.5)
+        else:
+            continue
+        break
+    return proc.wait(timeout=10)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,12 +220,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="day to run again at the end, checking nothing changes ('' to skip)")
     parser.add_argument("--keep", action="store_true", help="do not start from scratch")
     parser.add_argument("--ui", action="store_true", help="start `airflow standalone` on the example's home")
+    parser.add_argument("--port", type=int, default=8080, help="UI/API port of --ui (default 8080)")
     args = parser.parse_args(argv)
     home = args.home.resolve()
     env = example_env(home)
     ui_cmd = f"{Path(sys.executable).relative_to(REPO) if Path(sys.executable).is_relative_to(REPO) else sys.executable} scripts/run_example.py --ui" + (
         f" --home {args.home}" if args.home != REPO / "var" / "example" else "")
     if args.ui:
+        env["AIRFLOW__API__PORT"] = str(args.port)
         return run_ui(home, env)
 
     t_all = time.monotonic()
