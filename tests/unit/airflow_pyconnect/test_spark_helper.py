@@ -141,3 +141,29 @@ def test_spark_submit_operator_receives_the_rendered_ranges_backend_and_environm
     assert argv[argv.index("--date") + 1] == "2026-01-05"
     assert received["PYSPARK_PYTHON"] == received["python"] == sys.executable
     assert received["PATH"].split(os.pathsep)[0] == venv_bin
+
+
+def test_example_dags_parse_without_heavy_imports() -> None:
+    heavy = ("pyspark", "confluent_kafka", "connect_runtime.backends.sqlite", "connect_runtime.runtime",
+             "connect_runtime.connectors", "connect_runtime.spark")
+    code = textwrap.dedent(f"""
+        import importlib.util, json, sys, time
+        t0 = time.monotonic()
+        tasks = {{}}
+        for name in ("example_orders_pipeline", "example_orders_downstream"):
+            spec = importlib.util.spec_from_file_location(name, {str(REPO / 'dags')!r} + "/" + name + ".py")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            dag = getattr(module, name)()
+            tasks[name] = sorted(dag.task_ids)
+        heavy = sorted(m for m in sys.modules if any(m == h or m.startswith(h + ".") for h in {heavy!r}))
+        print(json.dumps({{"tasks": tasks, "heavy": heavy, "seconds": time.monotonic() - t0}}))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["heavy"] == []
+    assert result["tasks"] == {
+        "example_orders_pipeline": ["archive", "day_files", "handoff", "ingest", "input_complete", "totals"],
+        "example_orders_downstream": ["order_stats"],
+    }
