@@ -80,6 +80,9 @@ SINK_CONFIG = _COMMON.merge(
             doc="Partitions of the dead letter topic when it is created.")
     .define("consumer.max.poll.records", Type.INT, default=500, validator=Range.at_least(1),
             doc="Records per put at most.")
+    .define("pause.timeout.ms", Type.LONG, default=300000, validator=Range.at_least(1),
+            doc="Bound on how long a task may keep every partition it still has to read paused; "
+                "past it the run fails with a WaitTimeoutError naming the partitions.")
 )
 
 

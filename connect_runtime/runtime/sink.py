@@ -54,7 +54,8 @@ Without a dead letter topic they are skipped and counted (``SinkRunResult.skippe
 
 Pause: ``context.pause(tp)`` stops polling ``tp`` until ``context.resume(tp)``. While every
 partition a task still has to read is paused, the task gets ``put([])`` about every 50 ms (as Kafka
-Connect delivers empty batches) so it can resume them; such a run ends at ``max_seconds``.
+Connect delivers empty batches) so it can resume them; if they stay paused longer than
+``pause.timeout.ms`` (default 5 min) the run fails with a :class:`WaitTimeoutError` naming them.
 
 Delivery guarantee: offsets are committed only after ``pre_commit`` says the records before them
 are durable, so a run killed at any instant and started again delivers every record at least once.
@@ -74,7 +75,7 @@ from typing import Any
 
 from connect_runtime.api.config import Password
 from connect_runtime.api.connector import SinkConnector, SinkConnectorContext
-from connect_runtime.api.errors import ConfigError, ConnectError, RetriableError
+from connect_runtime.api.errors import ConfigError, ConnectError, RetriableError, WaitTimeoutError
 from connect_runtime.api.records import SinkRecord, TopicPartition
 from connect_runtime.api.sink import ErrantRecordReporter, SinkTask, SinkTaskContext
 from connect_runtime.backends import open_backend
@@ -522,10 +523,15 @@ class _Worker:
                 # everything left is paused by the task: give it the chance to resume
                 if paused_since is None:
                     paused_since = paused_logged = time.monotonic()
+                elif time.monotonic() - paused_since >= run.pause_timeout_s:
+                    raise WaitTimeoutError(
+                        f"{self.label}: waited {run.pause_timeout_s:.0f} s (pause.timeout.ms) for the task to "
+                        f"resume {', '.join(f'{t}-{p}' for t, p in sorted(remaining))}: every partition it "
+                        "still has to read stayed paused")
                 elif time.monotonic() - paused_logged >= _JOIN_LOG_S:
                     paused_logged = time.monotonic()
                     log.warning("%s: waiting %.0f s so far for the task to resume %s (every partition it "
-                                "still has to read is paused; the run ends at max_seconds)", self.label,
+                                "still has to read is paused; the run fails at pause.timeout.ms)", self.label,
                                 paused_logged - paused_since, sorted(remaining))
                 self._put([])
                 if interval == 0 or ctx.commit_requested or time.monotonic() >= next_commit:
@@ -775,6 +781,7 @@ class _Run:
         self.log_errors = bool(values["errors.log.enable"])
         self.log_messages = bool(values["errors.log.include.messages"])
         self.max_poll_records = int(values["consumer.max.poll.records"])
+        self.pause_timeout_s = values["pause.timeout.ms"] / 1000
         self.targets: dict[TopicPartition, int] = {}
         self.start_positions: dict[TopicPartition, int] = {}
         self.group_committed: dict[TopicPartition, int | None] = {}

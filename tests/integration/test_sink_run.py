@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from connect_runtime.api import ConnectError, RetriableError, TopicPartition
+from connect_runtime.api import ConnectError, RetriableError, TopicPartition, WaitTimeoutError
 from connect_runtime.backends import ProducerRecord, open_backend
 from connect_runtime.runtime.sink import SinkRunResult, run_sink
 from tests.sink_helpers import read_log
@@ -249,6 +249,14 @@ def test_paused_partitions_are_not_polled_until_resumed(tmp_path: Path, sqlite_u
     assert between and {r[1] for r in between} == {1}
     assert [e["records"] for e in log[resumed - 3:resumed]] == [[], [], []]
     assert sorted(delivered(tmp_path / "calls.jsonl")) == sorted(("in", i % 2, i // 2, i) for i in range(40))
+
+
+def test_partitions_paused_for_good_fail_the_run_at_pause_timeout(tmp_path: Path, sqlite_url: str) -> None:
+    fill(sqlite_url, "in", list(range(5)))
+    cfg = config(tmp_path, consumer_max_poll_records="2", pause_partition="in:0",
+                 resume_after_empty="1000000", pause_timeout_ms="300")
+    with pytest.raises(WaitTimeoutError, match=r"pause.timeout.ms.*in-0"):
+        run_sink(cfg, sqlite_url, max_seconds=30)
 
 
 def test_poison_record_goes_to_the_dead_letter_queue_with_context_headers(tmp_path: Path, sqlite_url: str) -> None:
