@@ -3,7 +3,7 @@
 rerun of day two that must change nothing. Real Airflow 3 (``airflow dags test``), real Spark
 (local mode), the embedded SQLite backend: no server, nothing to start first.
 
-    .venv/bin/python scripts/run_example.py          # the pipeline, ~1.5 min
+    .venv/bin/python scripts/run_example.py          # the pipeline, ~2.5 min (spark-submit per day)
     .venv/bin/python scripts/run_example.py --ui     # then look at it: airflow standalone, same env
 
 Everything lives under ``var/example/`` (``--home``): ``airflow/`` (AIRFLOW_HOME: metadata DB, logs,
