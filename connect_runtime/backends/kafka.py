@@ -699,11 +699,18 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                       "message.timeout.ms": 60_000},
             forced={"enable.idempotence": True, "transactional.id": transactional_id},
         )
+        self._fenced = False
+        conf["error_cb"] = self._error_cb
         super().__init__(backend, conf, track_metadata,
                          f"transactional producer {transactional_id!r} for {backend.bootstrap}")
         self._offsets_topic: tuple[str, int] | None = None
         self._in_txn = False
-        self._fenced = False
+
+    def _error_cb(self, err: ck.KafkaError) -> None:
+        # librdkafka reports the fatal "fenced" error here; later calls fail with a bare _STATE error
+        if err.code() in _FENCED_CODES or err.fatal():
+            self._fenced = True
+        self.backend._error_cb(err)
 
     def _fenced_error(self, exc: BaseException | None) -> ProducerFencedError:
         self._fenced = True
@@ -714,7 +721,18 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
 
     def _is_fenced(self, exc: BaseException) -> bool:
         err = _kafka_error(exc)
-        return err is not None and (err.code() in _FENCED_CODES or err.fatal())
+        if err is not None and (err.code() in _FENCED_CODES or err.fatal()):
+            return True
+        if not self._fenced:
+            try:
+                self._poll(0)  # serve pending error and delivery reports
+            except Exception:
+                pass
+            # a produce after fencing fails with a bare _STATE error; the cause is in a delivery report
+            for failed in (self.tracker.error, *self._offset_errors):
+                if failed is not None and failed.code() in _FENCED_CODES:
+                    self._fenced = True
+        return self._fenced
 
     def _failure(self, exc: BaseException, doing: str) -> Exception:
         if self._is_fenced(exc):

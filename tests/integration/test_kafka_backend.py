@@ -507,3 +507,29 @@ def test_overrides_apply_to_their_client_only(kafka_url):
     assert be.cluster_id == "prod"
     for conf in (producer_conf, consumer_conf, admin_conf):
         assert "cluster.id" not in conf and conf["bootstrap.servers"] == kafka_url.split("://")[1]
+
+
+def test_a_fenced_producer_keeps_failing_with_producer_fenced_error_on_send(backend):
+    topic = _name("fence-send")
+    backend.create_topics({topic: 1})
+    tid = _name("fenced-send")
+    old = backend.transactional_producer(tid)
+    new = backend.transactional_producer(tid)
+    try:
+        old.init_transactions(10)
+        old.begin_transaction()
+        old.send([(topic, None, None, b"first")])
+        old.flush(10)
+        new.init_transactions(10)
+        with pytest.raises(ProducerFencedError, match=tid):
+            # the broker rejects the next produce request; librdkafka then refuses sends with a bare
+            # _STATE error, which must still surface as ProducerFencedError
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                old.send([(topic, None, None, b"zombie")])
+                old.flush(1)
+        with pytest.raises(ProducerFencedError, match=tid):
+            old.abort_transaction(1)
+    finally:
+        old.close()
+        new.close()

