@@ -167,6 +167,16 @@ def _kafka_error(exc: BaseException) -> ck.KafkaError | None:
     return None
 
 
+def _unwrap(exc: BaseException) -> BaseException:
+    """The KafkaException behind a SystemError (confluent-kafka raises one when a callback runs while a
+    fatal client error is pending; the KafkaException is its cause)."""
+    if isinstance(exc, SystemError):
+        inner = exc.__cause__ or exc.__context__
+        if isinstance(inner, ck.KafkaException):
+            return inner
+    return exc
+
+
 def _describe(exc: BaseException) -> str:
     err = _kafka_error(exc)
     if err is not None:
@@ -610,8 +620,8 @@ class _KafkaProducerBase:
                 n += 1
                 if n % _POLL_EVERY == 0:
                     self._poll(0)
-        except ck.KafkaException as exc:
-            raise self._failure(exc, "sending records") from exc
+        except (ck.KafkaException, SystemError) as exc:
+            raise self._failure(_unwrap(exc), "sending records") from exc
         tracker.count += n
 
     def send_offsets(self, topic: str, partitions: int, entries: Sequence[OffsetEntry]) -> None:
@@ -628,14 +638,14 @@ class _KafkaProducerBase:
                 self._produce(*args, on_delivery=report)
             except BufferError:
                 self._queue_full(args, {"on_delivery": report})
-            except ck.KafkaException as exc:
-                raise self._failure(exc, "sending offsets") from exc
+            except (ck.KafkaException, SystemError) as exc:
+                raise self._failure(_unwrap(exc), "sending offsets") from exc
 
     def _flush(self, timeout: float) -> None:
         try:
             left = self._p.flush(timeout)
-        except ck.KafkaException as exc:
-            raise self._failure(exc, "flushing") from exc
+        except (ck.KafkaException, SystemError) as exc:
+            raise self._failure(_unwrap(exc), "flushing") from exc
         if left:
             raise BackendUnavailableError(
                 f"{self.what}: {left} records were not acknowledged by the Kafka cluster at "

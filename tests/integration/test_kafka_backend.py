@@ -162,7 +162,8 @@ def test_offsets_only_transaction(backend):
         store.close()
 
 
-def test_an_older_producer_with_the_same_transactional_id_is_fenced(backend):
+@pytest.mark.parametrize("flushed", [False, True], ids=["queued", "flushed-before-fencing"])
+def test_an_older_producer_with_the_same_transactional_id_is_fenced(backend, flushed):
     topic = _name("fence")
     backend.create_topics({topic: 1})
     tid = _name("fenced-task")
@@ -172,6 +173,8 @@ def test_an_older_producer_with_the_same_transactional_id_is_fenced(backend):
         old.init_transactions(10)
         old.begin_transaction()
         old.send([(topic, None, None, b"zombie")])
+        if flushed:
+            old.flush(10)
         new.init_transactions(10)  # fences the old instance
         with pytest.raises(ProducerFencedError, match=tid):
             old.commit_transaction([(b'["c",{"p":0}]', b'{"o":"zombie"}')], 10)
