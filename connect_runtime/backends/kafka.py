@@ -1080,6 +1080,9 @@ class KafkaConsumer(Consumer):
             forced={"group.id": group_id or _nogroup(), "isolation.level": "read_committed",
                     "enable.auto.commit": False, "enable.partition.eof": False},
         )
+        self.effective_config = {k: "***" if _is_secret(k) else v for k, v in conf.items()
+                                 if k not in ("logger", "error_cb")}
+        """The librdkafka properties this consumer was created with (secrets masked)."""
         self._c: Any = backend.make_client(ck.Consumer, conf, "consumer")
         self._consume = self._c.consume
         self._ends: _EndReader | None = None
