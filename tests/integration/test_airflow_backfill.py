@@ -3,20 +3,31 @@ intervals, then one cleared and run again. Every record is in the topic exactly 
 writes nothing and returns the ranges its interval committed the first time, and the archive sink
 holds every record once.
 
-A scheduler-driven ``airflow backfill create`` needs a scheduler, a DAG processor and an API server
-running; the same intervals run here through ``airflow dags test <logical date>`` (the scheduler's
-task path, in one process), and the rerun through ``airflow tasks clear`` + ``airflow dags test``.
+Two ways, both real:
+
+- ``airflow dags test <logical date>`` per interval, then ``airflow tasks clear`` + ``dags test``
+  again (one process per run, quick);
+- ``airflow backfill create`` executed by a running ``airflow standalone`` (scheduler, DAG
+  processor, triggerer, API server, LocalExecutor) in its own ``AIRFLOW_HOME``, then ``airflow
+  tasks clear`` of one interval, which the scheduler runs again (attempt 2 of its tasks).
+  ``[scheduler] use_job_schedule=False`` keeps the scheduler from also catching up every day since
+  the DAG's start date: only the backfill's runs exist.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import socket
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.unit.airflow_pyconnect.airflow_env import AirflowEnv, conn_env, shared_airflow_env
+from tests.unit.airflow_pyconnect.airflow_env import REPO, AirflowEnv, conn_env, shared_airflow_env
 
 pytestmark = pytest.mark.airflow
 
@@ -71,3 +82,123 @@ def test_three_intervals_then_a_cleared_rerun_leave_every_record_once(af: Airflo
     archived = (data / "archive" / "backfill-orders" / "partition=0" / "backfill-orders-0.jsonl").read_text()
     archived_ids = [json.loads(line)["order_id"] for line in archived.splitlines()]
     assert sorted(archived_ids) == sorted(ids)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _query(home: Path, sql: str, *args: object) -> list[tuple]:
+    """Read Airflow's metadata DB (SQLite, WAL) directly: cheaper than a CLI process per poll."""
+    import sqlite3
+
+    db = sqlite3.connect(f"file:{home / 'airflow.db'}?mode=ro", uri=True, timeout=10)
+    try:
+        return db.execute(sql, args).fetchall()
+    finally:
+        db.close()
+
+
+def _runs(home: Path) -> dict[str, str]:
+    rows = _query(home, "SELECT logical_date, state FROM dag_run WHERE dag_id = ?", DAG_ID)
+    return {str(d)[:10]: state for d, state in rows}
+
+
+def _wait_runs(home: Path, want: dict[str, str], bound: float, log: Path) -> None:
+    deadline = time.monotonic() + bound
+    seen: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        seen = _runs(home)
+        if seen == want:
+            return
+        assert "failed" not in seen.values(), f"a run failed: {seen}\n" + log.read_text(errors="replace")[-3000:]
+        time.sleep(1)
+    raise AssertionError(f"waited {bound} s for the runs {want}, last saw {seen}\n"
+                         + log.read_text(errors="replace")[-3000:])
+
+
+def _task_log_events(home: Path, day: str, attempt: int) -> list[str]:
+    path = (home / "logs" / f"dag_id={DAG_ID}" / f"run_id=backfill__{day}T00:00:00+00:00" / "task_id=ingest"
+            / f"attempt={attempt}.log")
+    events = []
+    for line in path.read_text().splitlines():
+        try:
+            events.append(str(json.loads(line).get("event", "")))
+        except ValueError:
+            continue
+    return events
+
+
+def test_backfill_create_with_a_scheduler_then_a_cleared_interval(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "dags").mkdir(parents=True)
+    (home / "dags" / "example_pyconnect_backfill.py").write_bytes(
+        (REPO / "dags" / "example_pyconnect_backfill.py").read_bytes())
+    af = AirflowEnv(home)
+    port = _free_port()
+    url = f"sqlite:///{tmp_path / 'backfill.db'}"
+    env = {
+        **conn_env("pyconnect_default", url),
+        "PYCONNECT_EXAMPLE_DIR": str(tmp_path / "data"),
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}/execution/",
+        "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+    }
+    af.airflow("db", "migrate", extra_env=env, timeout=180)
+    log = tmp_path / "standalone.log"
+    with open(log, "wb") as out:
+        standalone = subprocess.Popen([str(Path(af.env()["PATH"].split(os.pathsep)[0]) / "airflow"), "standalone"],
+                                      env=af.env(env), stdout=out, stderr=subprocess.STDOUT, cwd=home,
+                                      start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:  # the DAG processor must have stored the DAG before it can be unpaused
+            if (home / "airflow.db").exists() and _query(home, "SELECT 1 FROM dag WHERE dag_id = ?", DAG_ID):
+                break
+            assert standalone.poll() is None, "airflow standalone exited:\n" + log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "waited 120 s for the DAG processor to store the DAG\n" + \
+                log.read_text()[-3000:]
+            time.sleep(1)
+        af.airflow("dags", "unpause", DAG_ID, extra_env=env)
+        assert _query(home, "SELECT is_paused FROM dag WHERE dag_id = ?", DAG_ID) == [(0,)]
+        af.airflow("backfill", "create", "--dag-id", DAG_ID, "--from-date", DAYS[0], "--to-date", DAYS[-1],
+                   "--max-active-runs", "1", extra_env=env)
+        _wait_runs(home, dict.fromkeys(DAYS, "success"), 240, log)
+
+        af.airflow("tasks", "clear", DAG_ID, "-s", DAYS[1], "-e", DAYS[1], "-y", extra_env=env)
+        deadline = time.monotonic() + 240
+        rerun = home / "logs" / f"dag_id={DAG_ID}" / f"run_id=backfill__{DAYS[1]}T00:00:00+00:00" / \
+            "task_id=archive" / "attempt=2.log"
+        while not (rerun.exists() and _runs(home).get(DAYS[1]) == "success"):
+            assert standalone.poll() is None, "airflow standalone exited:\n" + log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "waited 240 s for the scheduler to rerun the cleared interval"
+            time.sleep(1)
+    finally:
+        # SIGINT to the group, SIGTERM to standalone; the scheduler may ignore both for long: then
+        # SIGKILL the group (every check of the data happens below, on files that are closed)
+        os.killpg(standalone.pid, signal.SIGINT)
+        try:
+            standalone.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            standalone.terminate()
+        time.sleep(5)
+        try:
+            os.killpg(standalone.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        standalone.wait(timeout=10)
+
+    first = [e for e in _task_log_events(home, DAYS[1], 1) if e.startswith("Source connector backfill-orders committed")]
+    again = [e for e in _task_log_events(home, DAYS[1], 2) if e.startswith("Source connector backfill-orders committed")]
+    assert len(first) == 1 and first[0].startswith("Source connector backfill-orders committed 50 records")
+    assert first[0].endswith('ranges {"backfill-orders": {"0": [50, 100]}}')
+    assert again and again[0].startswith("Source connector backfill-orders committed 0 records")
+    assert again[0].endswith('ranges {"backfill-orders": {"0": [50, 100]}}')
+
+    ids = [v["order_id"] for v in _topic_values(url, "backfill-orders")]
+    assert sorted(ids) == sorted(f"{d}-{i:04d}" for d in DAYS for i in range(50))
+    archived = (tmp_path / "data" / "archive" / "backfill-orders" / "partition=0" / "backfill-orders-0.jsonl")
+    assert sorted(json.loads(line)["order_id"] for line in archived.read_text().splitlines()) == sorted(ids)
