@@ -537,11 +537,10 @@ class _DeliveryTracker:
                 self.error = err
             return
         off = msg.offset()
-        key = (msg.topic(), msg.partition())
-        r = self.ranges.get(key)
+        r = self.ranges.get((msg.topic(), msg.partition()))
         if r is None:
-            self.ranges[key] = [off, off]
-        elif off > r[1]:
+            self.ranges[(msg.topic(), msg.partition())] = [off, off]
+        elif off > r[1]:  # reports of one partition come in offset order: the common case
             r[1] = off
         elif off < r[0]:
             r[0] = off
@@ -593,36 +592,46 @@ class _KafkaProducerBase:
 
     def send(self, records: Sequence[ProducerRecord]) -> None:
         produce = self._produce
+        poll = self._poll
         tracker = self.tracker
         track = tracker.track
         meta = tracker.metadata
-        n = 0
+        total = len(records)
         try:
-            for rec in records:
-                topic, partition, key, value = rec[0], rec[1], rec[2], rec[3]
-                kwargs: dict[str, Any] = {}
-                if len(rec) > 4:
-                    if rec[4] is not None:
-                        kwargs["timestamp"] = rec[4]
-                    if len(rec) > 5 and rec[5]:
-                        kwargs["headers"] = rec[5]
-                if track:
-                    kwargs["on_delivery"] = tracker.indexed(len(meta))
-                    meta.append(None)
-                args = (topic, value, key, -1 if partition is None else partition)
-                try:
-                    if kwargs:
-                        produce(*args, **kwargs)
-                    else:
-                        produce(*args)
-                except BufferError:
-                    self._queue_full(args, kwargs)
-                n += 1
-                if n % _POLL_EVERY == 0:
-                    self._poll(0)
+            # chunks of _POLL_EVERY records with a poll(0) between them (serves delivery reports)
+            for lo in range(0, total, _POLL_EVERY):
+                if lo:
+                    poll(0)
+                for rec in records[lo:lo + _POLL_EVERY]:
+                    if len(rec) == 6:
+                        topic, partition, key, value, ts, headers = rec
+                    else:  # a plain tuple of 4 or 5 fields
+                        topic, partition, key, value = rec[0], rec[1], rec[2], rec[3]
+                        ts = rec[4] if len(rec) > 4 else None
+                        headers = None
+                    if partition is None:
+                        partition = -1
+                    if ts is None and not headers and not track:
+                        try:
+                            produce(topic, value, key, partition)
+                        except BufferError:
+                            self._queue_full((topic, value, key, partition), {})
+                        continue
+                    kwargs: dict[str, Any] = {}
+                    if ts is not None:
+                        kwargs["timestamp"] = ts
+                    if headers:
+                        kwargs["headers"] = headers
+                    if track:
+                        kwargs["on_delivery"] = tracker.indexed(len(meta))
+                        meta.append(None)
+                    try:
+                        produce(topic, value, key, partition, **kwargs)
+                    except BufferError:
+                        self._queue_full((topic, value, key, partition), kwargs)
         except (ck.KafkaException, SystemError) as exc:
             raise self._failure(_unwrap(exc), "sending records") from exc
-        tracker.count += n
+        tracker.count += total
 
     def send_offsets(self, topic: str, partitions: int, entries: Sequence[OffsetEntry]) -> None:
         """Queue offset records (murmur2-partitioned like Kafka Connect, not tracked in ``Written``)."""
