@@ -66,9 +66,7 @@ def test_commit_record_metadata_matches_the_topic(any_backend_url: str) -> None:
 
 @pytest.mark.parametrize("url_fixture", [
     "sqlite_url",
-    pytest.param("fresh_kafka_url", marks=[pytest.mark.kafka, pytest.mark.xfail(
-        strict=True, reason="the Kafka backend reports a fenced producer's send as BackendError('_STATE: "
-        "Erroneous state') instead of ProducerFencedError (librdkafka logs PRODUCER_FENCED)")]),
+    pytest.param("fresh_kafka_url", marks=[pytest.mark.kafka]),
 ])
 def test_a_newer_run_fences_an_older_one_of_the_same_connector(
         url_fixture: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
