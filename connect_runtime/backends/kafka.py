@@ -23,6 +23,13 @@ Forced, whatever the settings say: producers are idempotent (``enable.idempotenc
 are ``isolation.level=read_committed`` with ``enable.auto.commit=false`` (group offsets are committed
 only through :meth:`KafkaConsumer.commit`).
 
+Delivery reports: a transactional producer without ``track_metadata`` (and with the default
+``partitioner=consistent``) settles each record's partition itself (``crc32(key) % partitions``,
+partition 0 without a key, the same choice librdkafka would make) and asks for delivery reports of
+only the first and last record per partition of each send: ``Written.ranges`` need no more, and a
+record that fails delivery fails ``commit_transaction``. Plain producers and ``track_metadata`` keep
+a report per record.
+
 End of a partition: a ListOffsets query is not trusted for the end of a partition (it is wrong on
 some Kafka-protocol brokers, and on Kafka it names the offset after the last transaction marker,
 not after the last record). The end is found by reading: a probe consumer reads from just before
@@ -44,6 +51,7 @@ import re
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -110,6 +118,9 @@ _EOF = ck.KafkaError._PARTITION_EOF
 _NOT_AVAILABLE = ck.TIMESTAMP_NOT_AVAILABLE
 _POLL_EVERY = 1000
 """Produce calls between two ``poll(0)`` (serves delivery reports while a big batch is queued)."""
+_PARTITION_COUNT_MAX_AGE = 300.0
+"""Seconds a transactional producer trusts a topic's partition count (librdkafka's default
+``topic.metadata.refresh.interval.ms``) before asking the cluster again."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -565,12 +576,19 @@ class _DeliveryTracker:
 class _KafkaProducerBase:
     """What both producers share: the confluent Producer, the send loop and delivery tracking."""
 
-    def __init__(self, backend: KafkaBackend, conf: dict[str, Any], track_metadata: bool, what: str) -> None:
+    def __init__(self, backend: KafkaBackend, conf: dict[str, Any], track_metadata: bool, what: str,
+                 sparse_reports: bool = False) -> None:
         self.backend = backend
         self.what = what
         self.tracker = _DeliveryTracker(track_metadata)
         self._offset_errors: list[ck.KafkaError] = []
-        conf["on_delivery"] = self.tracker.on_delivery
+        # sparse: delivery reports only for the first and last record per partition of each send (see
+        # _send_sparse); needs the partition of every record before it is queued, so only with the
+        # default "consistent" partitioner, which this producer then applies itself
+        self._sparse = sparse_reports and not track_metadata and str(conf.get("partitioner")) == "consistent"
+        self._partition_counts: dict[str, tuple[int, float]] = {}
+        if not self._sparse:
+            conf["on_delivery"] = self.tracker.on_delivery
         self._p: Any = backend.make_client(ck.Producer, conf, what)
         self._produce = self._p.produce
         self._poll = self._p.poll
@@ -590,7 +608,99 @@ class _KafkaProducerBase:
                         f"{self.what}: the local queue stayed full for {self.backend.connect_timeout:g} s; the "
                         f"Kafka cluster at {self.backend.bootstrap} does not take records fast enough") from None
 
+    def _partition_count(self, topic: str) -> int:
+        """Partitions of ``topic`` as this producer's metadata knows them (cached; 0 when unknown)."""
+        cached = self._partition_counts.get(topic)
+        now = time.monotonic()
+        if cached is not None and now - cached[1] < _PARTITION_COUNT_MAX_AGE:
+            return cached[0]
+        count = 0
+        try:
+            md = self._p.list_topics(topic, timeout=self.backend.connect_timeout)
+            t = md.topics.get(topic)
+            if t is not None and t.error is None:
+                count = len(t.partitions)
+        except ck.KafkaException as exc:
+            log.debug("%s: no metadata for topic %r: %s", self.what, topic, _describe(exc))
+        if count:
+            self._partition_counts[topic] = (count, now)
+        return count
+
+    def _send_sparse(self, records: Sequence[ProducerRecord]) -> None:
+        """Transactional send without per-record delivery reports.
+
+        A record that fails delivery fails the transaction (commit_transaction raises), so the
+        reports are only needed for ``Written.ranges``: ``[first, last + 1)`` per partition of the
+        transaction. Each record's partition is settled here, as the "consistent" partitioner would
+        (``crc32(key) % partitions``, partition 0 without a key), and only the first and last record
+        per partition of this send get a report. A record of a topic whose partition count is not
+        known gets a report of its own and librdkafka's partitioner.
+        """
+        produce = self._produce
+        poll = self._poll
+        report = self.tracker.on_delivery
+        counts: dict[str, int] = {}
+        crc32 = zlib.crc32
+        parts: list[int] = []
+        append = parts.append
+        unknown = False
+        for rec in records:
+            partition = rec[1]
+            if partition is None:
+                key = rec[2]
+                if key is None:
+                    partition = 0
+                else:
+                    topic = rec[0]
+                    n = counts.get(topic)
+                    if n is None:
+                        n = counts[topic] = self._partition_count(topic)
+                    if n:
+                        partition = crc32(key) % n
+                    else:
+                        partition = -1
+                        unknown = True
+            append(partition)
+        total = len(records)
+        # indices that get a delivery report: first and last per (topic, partition)
+        marked: set[int]
+        if not total:
+            return
+        topic0 = records[0][0]
+        if not unknown and parts.count(parts[0]) == total and all(rec[0] == topic0 for rec in records):
+            marked = {0, total - 1}  # the common case: one topic, one partition
+        else:
+            pairs = [(rec[0], p) for rec, p in zip(records, parts, strict=True)]
+            marked = set({tp: i for i, tp in enumerate(pairs)}.values())
+            marked.update({tp: i for i, tp in reversed(list(enumerate(pairs)))}.values())
+            if unknown:
+                marked.update(i for i, p in enumerate(parts) if p < 0)
+        try:
+            for lo in range(0, total, _POLL_EVERY):
+                if lo:
+                    poll(0)
+                for i in range(lo, min(total, lo + _POLL_EVERY)):
+                    rec = records[i]
+                    if len(rec) == 6:
+                        topic, _, key, value, ts, headers = rec
+                    else:  # a plain tuple of 4 or 5 fields
+                        topic, key, value = rec[0], rec[2], rec[3]
+                        ts = rec[4] if len(rec) > 4 else None
+                        headers = None
+                    args = (topic, value, key, parts[i], report if i in marked else None, None, ts or 0,
+                            headers or None)
+                    try:
+                        produce(*args)
+                    except BufferError:
+                        self._queue_full(args, {})
+        except (ck.KafkaException, SystemError) as exc:
+            raise self._failure(_unwrap(exc), "sending records") from exc
+        self.tracker.count += total
+
     def send(self, records: Sequence[ProducerRecord]) -> None:
+        if self._sparse:
+            self._send_sparse(records)
+            return
         produce = self._produce
         poll = self._poll
         tracker = self.tracker
@@ -721,7 +831,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
         self._fenced = False
         conf["error_cb"] = self._error_cb
         super().__init__(backend, conf, track_metadata,
-                         f"transactional producer {transactional_id!r} for {backend.bootstrap}")
+                         f"transactional producer {transactional_id!r} for {backend.bootstrap}", sparse_reports=True)
         self._offsets_topic: tuple[str, int] | None = None
         self._in_txn = False
 

@@ -536,3 +536,36 @@ def test_a_fenced_producer_keeps_failing_with_producer_fenced_error_on_send(back
     finally:
         old.close()
         new.close()
+
+
+def test_transactional_ranges_without_metadata_cover_every_partition(kafka_url):
+    """Without track_metadata a transactional producer asks for delivery reports of only the first and
+    last record per partition of each send; the ranges must still cover every record written, keyed
+    records must land in crc32(key) % partitions, and a full local queue must be waited out."""
+    topic = _name("tx-sparse")
+    with open_backend(kafka_url, {"producer.override.queue.buffering.max.messages": 50}) as be:
+        be.create_topics({topic: 3})
+        tid = f"{be.cluster_id}-{_name('conn')}-0"
+        p = be.transactional_producer(tid)
+        try:
+            p.init_transactions(10)
+            p.begin_transaction()
+            keyed = [ProducerRecord(topic, None, f"k{i}".encode(), f"v{i}".encode(), 1_700_000_000_000 + i, None)
+                     for i in range(300)]
+            p.send(keyed)
+            p.send([(topic, 2, None, b"explicit-%d" % i) for i in range(5)] + [(topic, None, None, b"no-key")])
+            written = p.commit_transaction([], 10)
+        finally:
+            p.close()
+        per_partition = {q: sum(1 for r in keyed if zlib.crc32(r.key) % 3 == q) for q in range(3)}
+        per_partition[2] += 5
+        per_partition[0] += 1
+        assert written.metadata is None
+        assert written.ranges == {TopicPartition(topic, q): (0, n) for q, n in per_partition.items()}
+        got = _read_all(be, topic)
+    assert len(got) == 306
+    for r in got:
+        if r.key is not None and r.key.startswith(b"k"):
+            assert r.partition == zlib.crc32(r.key) % 3
+    assert {r.partition for r in got if r.value.startswith(b"explicit")} == {2}
+    assert [r.partition for r in got if r.value == b"no-key"] == [0]
