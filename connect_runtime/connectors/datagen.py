@@ -114,11 +114,26 @@ class DataGenTask(SourceTask):
         if n >= stop:
             return None
         seed, topic, part = self._seed, self._topic, self._partition
-        out = [
-            SourceRecord(source_partition=part, source_offset={"position": i + stride}, topic=topic,
-                         value=generate_value(seed, i), timestamp=BASE_TS + i * 1000)
-            for i in range(n, stop, stride)
-        ]
+        # the same records as SourceRecord(source_partition=part, source_offset={"position": i + stride},
+        # topic=topic, value=generate_value(seed, i), timestamp=BASE_TS + i * 1000), built without the
+        # keyword-argument __init__ call (about 3x cheaper per record; this loop is the benchmarks' source)
+        new, cls, customers = object.__new__, SourceRecord, _CUSTOMERS
+        salt = seed * 0xBF58476D1CE4E5B9
+        out = []
+        append = out.append
+        for i in range(n, stop, stride):
+            h = ((i + 1) * 0x9E3779B97F4A7C15 ^ salt) & _MASK
+            ts = BASE_TS + i * 1000
+            r = new(cls)
+            r.source_partition = part
+            r.source_offset = {"position": i + stride}
+            r.topic = topic
+            r.partition = None
+            r.key = None
+            r.value = {"id": i, "customer": customers[h % 100], "amount": ((h >> 16) % 100_000) / 100, "ts": ts}
+            r.timestamp = ts
+            r.headers = None
+            append(r)
         self._next = out[-1].source_offset["position"]  # type: ignore[index]
         return out
 
