@@ -198,6 +198,14 @@ def test_backfill_create_with_a_scheduler_then_a_cleared_interval(tmp_path: Path
     assert again and again[0].startswith("Source connector backfill-orders committed 0 records")
     assert again[0].endswith('ranges {"backfill-orders": {"0": [50, 100]}}')
 
+    # one asset event per run of `ingest` (the rerun's too), its extra holding the interval's ranges
+    events = _query(home, "SELECT a.uri, e.extra, e.source_run_id FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+                          "ORDER BY e.id")
+    assert {uri for uri, _, _ in events} == {"pyconnect://pyconnect_default/backfill-orders"}
+    ranges = [(run_id[len("backfill__"):][:10], json.loads(extra)["ranges"]) for _, extra, run_id in events]
+    assert ranges == [(DAYS[0], {"0": [0, 50]}), (DAYS[1], {"0": [50, 100]}), (DAYS[2], {"0": [100, 150]}),
+                      (DAYS[1], {"0": [50, 100]})]
+
     ids = [v["order_id"] for v in _topic_values(url, "backfill-orders")]
     assert sorted(ids) == sorted(f"{d}-{i:04d}" for d in DAYS for i in range(50))
     archived = (tmp_path / "data" / "archive" / "backfill-orders" / "partition=0" / "backfill-orders-0.jsonl")

@@ -54,14 +54,11 @@ def test_connection_of_type_pyconnect_is_added_and_tested(af: AirflowEnv, tmp_pa
 
 def test_connection_test_reports_an_unreachable_backend(af: AirflowEnv, tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("not a directory")
-    af.airflow("connections", "add", "pc_cli_bad", "--conn-type", "pyconnect", "--conn-host",
-               f"sqlite:///{tmp_path / 'a-file' / 'cli.db'}")
-    try:
-        tested = af.airflow("connections", "test", "pc_cli_bad", check=False,
-                            extra_env={"AIRFLOW__CORE__TEST_CONNECTION": "Enabled"})
-        assert "Connection failed" in tested.stdout + tested.stderr
-    finally:
-        af.airflow("connections", "delete", "pc_cli_bad")
+    bad = {"AIRFLOW_CONN_PC_CLI_BAD": json.dumps({"conn_type": "pyconnect",
+                                                  "host": f"sqlite:///{tmp_path / 'a-file' / 'cli.db'}"}),
+           "AIRFLOW__CORE__TEST_CONNECTION": "Enabled"}
+    tested = af.airflow("connections", "test", "pc_cli_bad", check=False, extra_env=bad)
+    assert "Connection failed" in tested.stdout + tested.stderr
 
 
 def test_dags_folder_imports_without_errors(af: AirflowEnv) -> None:
