@@ -100,22 +100,35 @@ def test_plain_sink_sees_every_record_at_least_once_after_sigkill(tmp_path: Path
 
 def kill_loop(tmp_path: Path, url: str, cfg: dict[str, Any], kills: int, window: tuple[float, float],
               progress: Callable[[], int], total: int) -> None:
-    """Start the run, SIGKILL it at a random instant (``window`` seconds after it first wrote something),
-    ``kills`` times; then run it to its end.
-    At least one kill must land mid-run (the process alive, some but not all of ``total`` written)."""
-    rng = random.Random(os.environ.get("PYCONNECT_SEED", str(time.time())))
+    """Start the run and SIGKILL it mid-run, ``kills`` times; then run it to its end.
+
+    Each kill lands once the run has written a random share of what is left (so a fast run is still
+    killed mid-run, at a different point each time), plus a random extra delay drawn from ``window``
+    seconds (so kills also land inside commits, not only right after a write was seen). A run that
+    exits on its own with an error fails the test with its log. At least one kill must land mid-run
+    (the process alive, some but not all of ``total`` written)."""
+    seed = os.environ.get("PYCONNECT_SEED", str(time.time()))
+    rng = random.Random(seed)
     mid_run = 0
     for i in range(kills):
-        proc = start(cfg, url, tmp_path / f"run{i}.log")
+        log = tmp_path / f"run{i}.log"
+        before = progress()
+        target = before + max(1, int((total - before) * rng.uniform(0.05, 0.8)))
+        delay = rng.uniform(*window) * rng.random()  # mostly short: the extra delay must not outlast the run
+        proc = start(cfg, url, log)
         try:
-            wait_for(f"run {i} to write its first records (or exit)",
-                     lambda: proc.poll() is not None or progress() > 0, 60)  # noqa: B023
-            time.sleep(rng.uniform(*window))
+            wait_for(f"run {i} to write {target} of {total} records (or exit)",
+                     lambda: proc.poll() is not None or progress() >= target, 120)  # noqa: B023
+            time.sleep(delay)
             done = progress()
-            mid_run += proc.poll() is None and 0 < done < total
+            alive = proc.poll() is None
+            if not alive and proc.returncode != 0:
+                raise AssertionError(f"run {i} exited with {proc.returncode} before it was killed: "
+                                     f"{log.read_text()[-3000:]}")
+            mid_run += alive and before < done < total
         finally:
             kill(proc)
-    assert mid_run >= 1, f"no kill of {kills} landed mid-run: widen the window or add records"
+    assert mid_run >= 1, f"no kill of {kills} landed mid-run (PYCONNECT_SEED={seed}): add records"
     finish(start(cfg, url, tmp_path / "final.log"), tmp_path / "final.log")
 
 
