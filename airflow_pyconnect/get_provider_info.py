@@ -11,6 +11,23 @@ from typing import Any
 
 _INTEGRATION = "PyConnect"
 
+UI_FIELD_BEHAVIOUR: dict[str, Any] = {
+    "hidden_fields": ["schema", "port"],
+    "relabeling": {
+        "host": "Backend URL or Kafka bootstrap servers",
+        "login": "SASL username",
+        "password": "SASL password",
+        "extra": "Client settings (JSON)",
+    },
+    "placeholders": {
+        "host": "sqlite:////var/pyconnect/pyconnect.db  or  kafka://broker1:9092,broker2:9092",
+        "login": "SASL username (Kafka only)",
+        "password": "SASL password (Kafka only)",
+        "extra": '{"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}',
+    },
+}
+"""The ``pyconnect`` connection form (``PyConnectHook.get_ui_field_behaviour()`` returns a copy)."""
+
 
 def get_provider_info() -> dict[str, Any]:
     """The provider's manifest (the ``provider.yaml`` of an ``apache-airflow-providers-*`` package)."""
@@ -46,21 +63,7 @@ def get_provider_info() -> dict[str, Any]:
                 "hook-class-name": "airflow_pyconnect.hooks.pyconnect.PyConnectHook",
                 "hook-name": "PyConnect",
                 "connection-type": "pyconnect",
-                "ui-field-behaviour": {
-                    "hidden-fields": ["schema", "port"],
-                    "relabeling": {
-                        "host": "Backend URL or Kafka bootstrap servers",
-                        "login": "SASL username",
-                        "password": "SASL password",
-                        "extra": "Client settings (JSON)",
-                    },
-                    "placeholders": {
-                        "host": "sqlite:////var/pyconnect/pyconnect.db  or  kafka://broker1:9092,broker2:9092",
-                        "login": "SASL username (Kafka only)",
-                        "password": "SASL password (Kafka only)",
-                        "extra": '{"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}',
-                    },
-                },
+                "ui-field-behaviour": {k.replace("_", "-"): v for k, v in UI_FIELD_BEHAVIOUR.items()},
                 "conn-fields": {
                     "security_protocol": {
                         "label": "Security protocol (Kafka)",

@@ -25,7 +25,7 @@ Nothing here imports ``connect_runtime``'s backends (or ``confluent_kafka``) at 
 
 from __future__ import annotations
 
-import json
+import copy
 import logging
 import os
 import threading
@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
+
+from airflow_pyconnect.get_provider_info import UI_FIELD_BEHAVIOUR
 
 if TYPE_CHECKING:
     from connect_runtime.backends.base import Backend
@@ -139,21 +141,7 @@ class PyConnectHook(BaseHook):
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
         """How the connection form looks: which fields are hidden, relabelled and what they hold."""
-        return {
-            "hidden_fields": ["schema", "port"],
-            "relabeling": {
-                "host": "Backend URL or Kafka bootstrap servers",
-                "login": "SASL username",
-                "password": "SASL password",
-                "extra": "Client settings (JSON)",
-            },
-            "placeholders": {
-                "host": "sqlite:////var/pyconnect/pyconnect.db  or  kafka://broker1:9092,broker2:9092",
-                "login": "SASL username (Kafka only)",
-                "password": "SASL password (Kafka only)",
-                "extra": json.dumps({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}),
-            },
-        }
+        return copy.deepcopy(UI_FIELD_BEHAVIOUR)
 
     # -- resolving -----------------------------------------------------------------------------------
     def backend_config(self) -> tuple[str, dict[str, Any]]:

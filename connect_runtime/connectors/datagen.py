@@ -119,7 +119,7 @@ class DataGenTask(SourceTask):
         # keyword-argument __init__ call (about 3x cheaper per record; this loop is the benchmarks' source)
         new, cls, customers = object.__new__, SourceRecord, _CUSTOMERS
         salt = seed * 0xBF58476D1CE4E5B9
-        out = []
+        out: list[SourceRecord] = []
         append = out.append
         for i in range(n, stop, stride):
             h = ((i + 1) * 0x9E3779B97F4A7C15 ^ salt) & _MASK

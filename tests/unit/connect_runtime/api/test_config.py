@@ -3,7 +3,15 @@ from __future__ import annotations
 import pytest
 
 from connect_runtime.api import (
-    HIDDEN, ConfigDef, ConfigError, Password, Range, Type, ValidString, mask, valid_regex,
+    HIDDEN,
+    ConfigDef,
+    ConfigError,
+    Password,
+    Range,
+    Type,
+    ValidString,
+    mask,
+    valid_regex,
 )
 
 

@@ -8,7 +8,11 @@ import pytest
 
 from connect_runtime.api import DataError
 from connect_runtime.runtime.offsets import (
-    OffsetWriter, canonical_key, offset_key, offset_value, parse_key,
+    OffsetWriter,
+    canonical_key,
+    offset_key,
+    offset_value,
+    parse_key,
 )
 
 
