@@ -7,6 +7,7 @@ a Tansu broker for the Kafka backend.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -47,6 +48,9 @@ def spark() -> Iterator[object]:
     register(session)
     yield session
     session.stop()
+    # py4j logs "Closing down clientserver connection" at INFO from __del__ at interpreter exit, when
+    # a handler Airflow's logging set up (in another test) may point at a stream pytest has closed
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 def _records(topic: str, partition: int, tag: str, first: int, n: int) -> list[ProducerRecord]:
