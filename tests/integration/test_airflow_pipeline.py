@@ -178,8 +178,10 @@ def test_retried_source_attempt_fences_its_predecessor(af: AirflowEnv, tmp_path:
     so the retry's producer init fences the zombie, whose next commit fails; no record twice."""
     url = f"sqlite:///{tmp_path / 'fence.db'}"
     env = conn_env("pyconnect_test", url)
-    first = af.popen("tasks", "test", "pyconnect_test_fencing", "gen", "2026-03-06", extra_env=env,
-                     log=tmp_path / "first.log")
+    # the zombie polls slowly (1,200 records would take 72 s), so it is surely still running when its
+    # successor's producer init fences it, however long the second `airflow tasks test` takes to start
+    first = af.popen("tasks", "test", "pyconnect_test_fencing", "gen", "2026-03-06",
+                     extra_env={**env, "AIRFLOW_VAR_FENCE_POLL_DELAY_MS": "300"}, log=tmp_path / "first.log")
     try:
         # wait (bounded) until the first attempt committed some transactions
         deadline = time.monotonic() + 90

@@ -1,4 +1,7 @@
-"""Test DAG: one slow exactly-once source task; two attempts of it run at once in the fencing test."""
+"""Test DAG: one slow exactly-once source task; two attempts of it run at once in the fencing test.
+
+The poll delay comes from the Airflow Variable ``fence_poll_delay_ms`` (``AIRFLOW_VAR_FENCE_POLL_DELAY_MS``),
+so the test makes the first attempt slow enough to still be running when its successor starts."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ with DAG(dag_id="pyconnect_test_fencing", schedule=None, start_date=datetime(202
             "topic": "fence-events",
             "max.records": "1200",
             "batch.size": "5",
-            "poll.delay.ms": "60",
+            "poll.delay.ms": "{{ var.value.get('fence_poll_delay_ms', '60') }}",
         },
         max_seconds=120,
         retries=1,
