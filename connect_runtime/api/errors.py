@@ -7,6 +7,7 @@
     ├── DataError                   a record cannot be converted, transformed or written as it is
     ├── RetriableError              a transient failure; the same operation may succeed if retried
     ├── ProducerFencedError         a newer instance of the same task started; this one must stop
+    ├── ConnectorRunningError       refused while a run holds the connector (KIP-875 offset changes)
     ├── BackendError                the record/offset store failed (sqlite3 / confluent_kafka errors, chained)
     │   └── BackendUnavailableError the store could not be reached within its bounded wait
     └── WaitTimeoutError            a bounded wait ran out; the message says what was waited for
@@ -53,6 +54,10 @@ class ProducerFencedError(ConnectError):
     """A newer instance of the same task initialised its producer; this instance may not commit."""
 
 
+class ConnectorRunningError(ConnectError):
+    """Refused because a run holds the connector (altering or resetting offsets, KIP-875)."""
+
+
 class BackendError(ConnectError):
     """The record and offset store failed; the underlying exception is chained as ``__cause__``."""
 
@@ -70,6 +75,7 @@ __all__ = [
     "BackendUnavailableError",
     "ConfigError",
     "ConnectError",
+    "ConnectorRunningError",
     "DataError",
     "ProducerFencedError",
     "RetriableError",

@@ -19,7 +19,7 @@ returns is used by one thread only.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from connect_runtime.api.records import RecordMetadata, TopicPartition
@@ -57,6 +57,13 @@ class ConsumedRecord(NamedTuple):
 OffsetEntry = tuple[bytes, "bytes | None"]
 """A source offset as stored: (key bytes, value bytes or None to delete)."""
 
+REGISTRY_STORE = "pyconnect-connectors"
+"""Offset store of the runtime's connector registry (generations, task counts, run state)."""
+RANGES_STORE = "pyconnect-ranges"
+"""Offset store of the runtime's ranges record (what each labelled run, e.g. a data interval, committed)."""
+INTERNAL_STORES = frozenset({REGISTRY_STORE, RANGES_STORE})
+"""Stores of the runtime's own bookkeeping: never mirrored to the global offsets store."""
+
 Ranges = dict[TopicPartition, tuple[int, int]]
 """Per topic partition, the offsets ``[first, next)`` written by one flush or commit."""
 
@@ -67,6 +74,10 @@ class Written(NamedTuple):
     ranges: Ranges
     metadata: list[RecordMetadata] | None
     """Per record, in send order; only when the producer was created with ``track_metadata=True``."""
+
+
+ExtraEntries = Mapping[str, Sequence[OffsetEntry]] | Callable[[Written], Mapping[str, Sequence[OffsetEntry]]]
+"""Entries of further offset stores committed in a transaction (see ``commit_transaction``)."""
 
 
 class Producer(abc.ABC):
@@ -96,6 +107,13 @@ class TransactionalProducer(Producer):
 
     transactional_id: str
 
+    generation_guard: tuple[str, bytes, int] | None = None
+    """``(store, key, generation)``: a connector generation this producer belongs to (set by the runtime
+    before ``init_transactions``). A backend that can check it inside the commit (SQLite) refuses to commit
+    with :class:`ProducerFencedError` once the registry entry ``key`` of ``store`` holds a newer
+    generation; a backend that cannot (Kafka) relies on the runtime fencing every transactional id of the
+    older generation (:meth:`Backend.fence_transactional_ids`)."""
+
     @abc.abstractmethod
     def init_transactions(self, timeout: float) -> None:
         """Register this producer and fence older instances of the same ``transactional_id``."""
@@ -105,9 +123,13 @@ class TransactionalProducer(Producer):
         """Start a transaction."""
 
     @abc.abstractmethod
-    def commit_transaction(self, offsets: Sequence[OffsetEntry], timeout: float) -> Written:
+    def commit_transaction(self, offsets: Sequence[OffsetEntry], timeout: float,
+                           extra: ExtraEntries | None = None) -> Written:
         """Write the offsets into this producer's offset store in the same transaction as the records,
-        then commit. Raises :class:`ProducerFencedError` (nothing written) if fenced."""
+        then commit. ``extra`` adds entries of further offset stores to the same transaction (the
+        runtime's ranges record): a mapping ``{store: entries}``, or a callable that gets what this
+        transaction wrote (its ranges, known once offsets are assigned) and returns that mapping.
+        Raises :class:`ProducerFencedError` (nothing written) if fenced."""
 
     @abc.abstractmethod
     def abort_transaction(self, timeout: float) -> None:
@@ -194,6 +216,10 @@ class Backend(abc.ABC):
     cluster_id: str | None
     """Prefix of transactional ids (``<cluster id>-<connector>-<task>``); ``None`` for no prefix."""
 
+    transaction_markers: bool = False
+    """A committed transaction leaves one marker offset after its last record in each partition it wrote
+    (Kafka); then two spans of one writer separated by exactly one offset hold nothing of anyone else."""
+
     @abc.abstractmethod
     def transactional_producer(
         self, transactional_id: str, offset_store: str | None = None, *, track_metadata: bool = False
@@ -219,6 +245,30 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def list_topics(self) -> dict[str, int]:
         """Every topic and its partition count."""
+
+    def update_entry(self, store: str, key: bytes, update: Callable[[bytes | None], bytes | None],
+                     timeout: float = 30.0) -> bytes | None:
+        """Read-modify-write one entry of an offset store: ``update(current value or None)`` returns the
+        new value (``None`` deletes). Atomic where the backend can make it so (SQLite: one write
+        transaction); on Kafka a read then a write (the runtime's registry tolerates that, and fencing
+        never relies on it). Returns what was written."""
+        store_ = self.offset_store(store)
+        try:
+            new = update(store_.get([key]).get(key))
+            store_.put([(key, new)], timeout)
+            return new
+        finally:
+            store_.close()
+
+    def fence_transactional_ids(self, transactional_ids: Sequence[str], timeout: float) -> None:
+        """Fence every producer of these transactional ids (KIP-618 zombie fencing of an older generation):
+        a producer with each id is initialised once, which bumps its epoch, and closed."""
+        for tid in transactional_ids:
+            producer = self.transactional_producer(tid)
+            try:
+                producer.init_transactions(timeout)
+            finally:
+                producer.close()
 
     def read_range(
         self, partition: TopicPartition, start: int, end: int, *, batch_size: int = 10_000, timeout: float = 30.0
@@ -254,9 +304,13 @@ class Backend(abc.ABC):
 
 
 __all__ = [
+    "INTERNAL_STORES",
+    "RANGES_STORE",
+    "REGISTRY_STORE",
     "Backend",
     "ConsumedRecord",
     "Consumer",
+    "ExtraEntries",
     "OffsetEntry",
     "OffsetStore",
     "Producer",

@@ -67,11 +67,21 @@ def connector_offsets(store: OffsetStore, connector: str) -> list[tuple[dict[str
 
 
 class StoreOffsetReader(OffsetStorageReader):
-    """The runtime's :class:`OffsetStorageReader` over one connector's slice of an offset store."""
+    """The runtime's :class:`OffsetStorageReader` over one connector's slice of an offset store.
 
-    def __init__(self, store: OffsetStore, connector: str) -> None:
+    With ``fallback`` (KIP-618: a connector with its own offsets store), a partition missing from the
+    connector's store is read from the fallback (global) store; the reader owns and closes it.
+    """
+
+    def __init__(self, store: OffsetStore, connector: str, fallback: OffsetStore | None = None) -> None:
         self._store = store
         self._connector = connector
+        self._fallback = fallback
+
+    def close(self) -> None:
+        fallback, self._fallback = self._fallback, None
+        if fallback is not None:
+            fallback.close()
 
     def offset(self, partition: Mapping[str, Any]) -> dict[str, Any] | None:
         return self.offsets([partition])[0][1]
@@ -82,6 +92,9 @@ class StoreOffsetReader(OffsetStorageReader):
         parts = [dict(p) for p in partitions]
         keys = [offset_key(self._connector, p) for p in parts]
         found = self._store.get(keys)
+        if self._fallback is not None and len(found) < len(keys):
+            missing = [k for k in keys if k not in found]
+            found = {**self._fallback.get(missing), **found}
         return [(p, json.loads(found[k]) if k in found else None) for p, k in zip(parts, keys, strict=True)]
 
 

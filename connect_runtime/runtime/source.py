@@ -30,11 +30,12 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
+from connect_runtime import ranges as ranges_mod
 from connect_runtime.api.config import ConfigDef, Password, Range, Type
 from connect_runtime.api.connector import (
     ConnectorTransactionBoundaries,
@@ -58,17 +59,19 @@ from connect_runtime.api.source import (
 )
 from connect_runtime.backends import open_backend
 from connect_runtime.backends.base import (
+    RANGES_STORE,
+    REGISTRY_STORE,
     Backend,
     OffsetEntry,
     OffsetStore,
     Producer,
     TransactionalProducer,
-    Written,
 )
 from connect_runtime.runtime.config import SOURCE_CONFIG
-from connect_runtime.runtime.offsets import OffsetWriter, StoreOffsetReader
+from connect_runtime.runtime.offsets import OffsetWriter, StoreOffsetReader, offset_key, parse_key
 from connect_runtime.runtime.pipeline import SourcePipeline
 from connect_runtime.runtime.plugins import load_class
+from connect_runtime.runtime.registry import HEARTBEAT_SECONDS, ConnectorRecord, Registry, registry_key
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +83,9 @@ RUN_CONFIG = (
             doc="Bound on the wait for tasks to commit their last boundary and stop once the run stops.")
 )
 """Source-run fields owned by this module (on top of ``SOURCE_CONFIG``)."""
+
+MAX_TASKS = 1024
+"""Upper bound of ``tasks.max`` for one run (each task is a thread with its own producer and store)."""
 
 MAX_REPLANS = 100
 """How many times one run plans tasks again after ``request_task_reconfiguration()``."""
@@ -99,9 +105,12 @@ _IDLE_BACKOFF = 0.005
 class SourceRunResult:
     """What one source run committed. ``to_dict()`` is plain JSON (for XCom and the CLI).
 
-    ``ranges``: per topic, per partition (string key) the offsets ``[from, to)`` this run wrote,
-    merged over its transactions (on Kafka a range also spans the transaction markers, so it may
-    hold fewer records than ``to - from``; read it with ``read_committed``). ``source_offsets``: the latest offset this run committed per
+    ``ranges``: per topic, per partition (string key) exactly what this run committed, in the
+    :mod:`connect_runtime.ranges` form: ``[from, to]`` when the run's records are one contiguous block
+    (one writer), else the sorted list of ``[from, to]`` spans that excludes other writers' records (on
+    Kafka a span may also hold transaction markers; read it with ``read_committed``).
+    ``interval_ranges``: with a ``ledger_key``, everything committed under that key by every run so far
+    (this one included), so a rerun that wrote nothing still says what its interval holds; else ``{}``. ``source_offsets``: the latest offset this run committed per
     source partition. ``transactions``: commit points (exactly-once: committed transactions;
     at-least-once: offset flushes). ``filtered``/``skipped``: records a transform dropped or error
     tolerance skipped (their offsets are committed, the records are not written).
@@ -109,18 +118,20 @@ class SourceRunResult:
 
     connector: str
     records: int = 0
-    ranges: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    ranges: dict[str, dict[str, Any]] = field(default_factory=dict)
     source_offsets: list[dict[str, Any]] = field(default_factory=list)
     transactions: int = 0
     filtered: int = 0
     skipped: int = 0
     seconds: float = 0.0
+    interval_ranges: dict[str, dict[str, Any]] = field(default_factory=dict)
+    generation: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "connector": self.connector,
             "records": self.records,
-            "ranges": {t: {p: [r[0], r[1]] for p, r in parts.items()} for t, parts in self.ranges.items()},
+            "ranges": ranges_mod.dump(ranges_mod.parse(self.ranges)),
             "source_offsets": [
                 {"partition": dict(e["partition"]), "offset": None if e["offset"] is None else dict(e["offset"])}
                 for e in self.source_offsets
@@ -129,6 +140,8 @@ class SourceRunResult:
             "filtered": self.filtered,
             "skipped": self.skipped,
             "seconds": self.seconds,
+            "interval_ranges": ranges_mod.dump(ranges_mod.parse(self.interval_ranges)),
+            "generation": self.generation,
         }
 
     @classmethod
@@ -136,8 +149,9 @@ class SourceRunResult:
         return cls(
             connector=data["connector"],
             records=int(data["records"]),
-            ranges={t: {str(p): [int(r[0]), int(r[1])] for p, r in parts.items()}
-                    for t, parts in data["ranges"].items()},
+            ranges=ranges_mod.dump(ranges_mod.parse(data["ranges"])),
+            interval_ranges=ranges_mod.dump(ranges_mod.parse(data.get("interval_ranges") or {})),
+            generation=data.get("generation"),
             source_offsets=[{"partition": dict(e["partition"]),
                              "offset": None if e["offset"] is None else dict(e["offset"])}
                             for e in data["source_offsets"]],
@@ -147,9 +161,10 @@ class SourceRunResult:
             seconds=float(data["seconds"]),
         )
 
-    def topic_partitions(self) -> dict[TopicPartition, tuple[int, int]]:
-        """``ranges`` keyed by :class:`TopicPartition` (what ``Backend.read_range`` takes)."""
-        return {TopicPartition(t, int(p)): (r[0], r[1]) for t, parts in self.ranges.items() for p, r in parts.items()}
+    def topic_partitions(self) -> dict[TopicPartition, list[tuple[int, int]]]:
+        """``ranges`` keyed by :class:`TopicPartition`: the exact spans to read with ``Backend.read_range``."""
+        return {TopicPartition(t, p): spans for t, parts in ranges_mod.parse(self.ranges).items()
+                for p, spans in parts.items()}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -182,6 +197,16 @@ class _Plan:
     boundary: str
     task_class: type[SourceTask] | None = None
     """Set from ``connector.task_class()`` once the connector started."""
+    scope: str = ""
+    """Task identity scope (``identity``): generations and transactional ids are per (connector, scope)."""
+    record: ConnectorRecord | None = None
+    """This run's registry entry (its generation), once registered."""
+    ledger_key: dict[str, Any] | None = None
+    """Label under which committed ranges are recorded (the ranges record), e.g. a data interval."""
+
+    def transactional_id(self, index: int, cluster_id: str | None) -> str:
+        tid = f"{self.name}-{self.scope}-{index}" if self.scope else f"{self.name}-{index}"
+        return f"{cluster_id}-{tid}" if cluster_id else tid
 
 
 def _prepare(config: Mapping[str, Any], exactly_once: bool) -> _Plan:
@@ -194,6 +219,9 @@ def _prepare(config: Mapping[str, Any], exactly_once: bool) -> _Plan:
         if cv.errors:
             errors[cv.name] = "; ".join(cv.errors)
     values = {cv.name: cv.value for cv in checked}
+    if "tasks.max" not in errors and isinstance(values.get("tasks.max"), int) and values["tasks.max"] > MAX_TASKS:
+        errors["tasks.max"] = (f"expected at most {MAX_TASKS} tasks for one run (each task is a thread with its own "
+                               f"producer), got {values['tasks.max']}")
 
     connector: SourceConnector | None = None
     if "connector.class" not in errors:
@@ -255,13 +283,15 @@ class _Run:
         self.error: BaseException | None = None
         self.idle: set[int] = set()
         self.n_tasks = 0
+        self.external_stop: threading.Event | None = None
         # committed totals
         self.records = 0
         self.transactions = 0
         self.filtered = 0
         self.skipped = 0
-        self.ranges: dict[TopicPartition, list[int]] = {}
+        self.spans: dict[TopicPartition, list[tuple[int, int]]] = {}
         self.offsets: dict[bytes, tuple[Mapping[str, Any], Mapping[str, Any] | None]] = {}
+        self.topics: set[str] = set()
 
     # -- stopping ----------------------------------------------------------------------------------
     def request_stop(self, reason: str) -> None:
@@ -324,8 +354,8 @@ class _Run:
         return records if n == len(records) else records[:n]
 
     # -- accounting --------------------------------------------------------------------------------
-    def committed(self, written: Written | None, records: int, filtered: int, skipped: int,
-                  offsets: Sequence[tuple[bytes, tuple[Mapping[str, Any], Mapping[str, Any] | None]]],
+    def committed(self, spans: Iterable[tuple[TopicPartition, tuple[int, int]]], records: int, filtered: int,
+                  skipped: int, offsets: Sequence[tuple[bytes, tuple[Mapping[str, Any], Mapping[str, Any] | None]]],
                   transaction: bool) -> None:
         with self.lock:
             self.records += records
@@ -333,14 +363,9 @@ class _Run:
             self.skipped += skipped
             if transaction:
                 self.transactions += 1
-            if written is not None:
-                for tp, (first, nxt) in written.ranges.items():
-                    have = self.ranges.get(tp)
-                    if have is None:
-                        self.ranges[tp] = [first, nxt]
-                    else:
-                        have[0] = min(have[0], first)
-                        have[1] = max(have[1], nxt)
+            for tp, span in spans:
+                self.spans.setdefault(tp, []).append(span)
+                self.topics.add(tp.topic)
             for key, po in offsets:
                 self.offsets[key] = po
 
@@ -360,7 +385,10 @@ class _ConnectorContext(SourceConnectorContext):
         return self._reader
 
     def request_task_reconfiguration(self) -> None:
+        """KIP-131: the running tasks commit at their next transaction boundary and stop; the runtime then
+        asks for ``task_configs`` again and goes on within the same bounded run."""
         self._reconfigure.set()
+        self._run.request_stop("task reconfiguration requested")
 
     def raise_error(self, exc: BaseException) -> None:
         log.error("connector %s raised an error through its context: %r", self._run.name, exc)
@@ -475,6 +503,10 @@ class _WorkerTask:
         self.pending_sent: list[SourceRecord] = []    # originals of sent records, send order (tracking only)
         self.pending_polled: list[SourceRecord] = []  # every polled original, poll order (tracking only)
         self.last_commit = time.monotonic()
+        # the ranges record of this task under the run's ledger key (None: no ledger)
+        self.ledger_entry_key: bytes | None = None
+        self.ledger_spans: ranges_mod.SpanMap = {}
+        self.ledger_records = 0
 
     @property
     def label(self) -> str:
@@ -486,16 +518,17 @@ class _WorkerTask:
         try:
             self.store = self.backend.offset_store(self.offsets_name)
             self.pipeline = SourcePipeline.from_config(self.plan.props)
+            self.load_ledger()
             self.setup()
             task = self.task_class()
             self.task = task
-            task.initialize(_TaskContext(dict(self.task_config),
-                                         StoreOffsetReader(self.store, self.plan.name), self.txn_context))
+            self.reader = _reader(self.backend, self.store, self.plan)
+            task.initialize(_TaskContext(dict(self.task_config), self.reader, self.txn_context))
             task.start(self.task_config)
             started = True
             self.loop()
             if not self.run.failed:
-                self.commit()
+                self.final_commit()
         except _RunFailed:
             pass  # the run's first error is already recorded; this task only unwinds
         except BaseException as exc:
@@ -630,6 +663,38 @@ class _WorkerTask:
         for r in polled:
             task.commit_record(r, by_id.get(id(r)))
 
+    # -- the ranges record ---------------------------------------------------------------------------
+    def load_ledger(self) -> None:
+        """Read what this task's ledger entry holds (after the generation started: nobody older writes it)."""
+        key = self.plan.ledger_key
+        if key is None:
+            return
+        self.ledger_entry_key = offset_key(self.plan.name, {**key, "task": self.index})
+        store = self.backend.offset_store(RANGES_STORE)
+        try:
+            value = store.get([self.ledger_entry_key]).get(self.ledger_entry_key)
+        finally:
+            store.close()
+        if value is not None:
+            data = json.loads(value)
+            self.ledger_spans = ranges_mod.parse(data.get("ranges") or {})
+            self.ledger_records = int(data.get("records") or 0)
+
+    def ledger_entries(self, spans: Iterable[tuple[TopicPartition, tuple[int, int]]],
+                       records: int) -> dict[str, list[OffsetEntry]]:
+        """The ranges record entry after this commit, for writing in the same transaction."""
+        spans = list(spans)
+        if self.ledger_entry_key is None or not spans:
+            return {}
+        for tp, span in spans:
+            self.ledger_spans.setdefault(tp.topic, {}).setdefault(tp.partition, []).append(span)
+        self.ledger_records += records
+        assert self.plan.record is not None
+        value = {"key": self.plan.ledger_key, "task": self.index, "ranges": ranges_mod.dump(self.ledger_spans),
+                 "records": self.ledger_records, "generation": self.plan.record.generation,
+                 "updated": int(time.time() * 1000)}
+        return {RANGES_STORE: [(self.ledger_entry_key, json.dumps(value, separators=(",", ":")).encode())]}
+
     def take_offsets(self, writer: OffsetWriter) -> tuple[list[OffsetEntry], list[Any]]:
         entries = writer.entries()
         snapshot = writer.snapshot()
@@ -659,6 +724,10 @@ class _WorkerTask:
     def commit(self) -> None:
         """Commit everything dispatched since the last commit point."""
 
+    def final_commit(self) -> None:
+        """The run stops: commit its last boundary (connector-defined boundaries: only what was asked)."""
+        self.commit()
+
     def abort(self) -> None:
         """Drop everything dispatched since the last commit point (exactly-once only)."""
 
@@ -667,7 +736,7 @@ class _WorkerTask:
 
     def close(self) -> None:
         closers = (("producer", getattr(self, "producer", None)), ("pipeline", self.pipeline),
-                   ("offset store", self.store))
+                   ("offset reader", getattr(self, "reader", None)), ("offset store", self.store))
         for what, closer in closers:
             if closer is not None:
                 try:
@@ -689,11 +758,12 @@ class _ExactlyOnceTask(_WorkerTask):
         if interval is None:
             interval = self.plan.values["offset.flush.interval.ms"]
         self.interval = interval / 1000 if boundary == "interval" else None
-        tid = f"{self.plan.name}-{self.index}"
-        if self.backend.cluster_id:
-            tid = f"{self.backend.cluster_id}-{tid}"
+        tid = self.plan.transactional_id(self.index, self.backend.cluster_id)
         self.txn_open = False
         self.producer = self.backend.transactional_producer(tid, self.offsets_name, track_metadata=self.track)
+        if self.plan.record is not None:
+            self.producer.generation_guard = (REGISTRY_STORE, registry_key(self.plan.name, self.plan.scope),
+                                              self.plan.record.generation)
         self.producer.init_transactions(self.timeout)
 
     def producer_for_send(self) -> Producer:
@@ -719,25 +789,57 @@ class _ExactlyOnceTask(_WorkerTask):
         if self.run.failed:
             raise _RunFailed
         entries, offsets = self.take_offsets(self.writer)
-        if not self.txn_open:  # offsets only (every record of the batch was filtered)
+        if not self.txn_open:  # offsets only (every record of the batch was filtered, or it was aborted)
             self.producer.begin_transaction()
             self.txn_open = True
-        written = self.producer.commit_transaction(entries, self.timeout)
+        records = self.pending_records
+        written = self.producer.commit_transaction(
+            entries, self.timeout,
+            None if self.ledger_entry_key is None else (lambda w: self.ledger_entries(w.ranges.items(), records)))
         self.txn_open = False
-        self.run.committed(written, self.pending_records, self.pending_filtered, self.pending_skipped,
-                           offsets, transaction=True)
+        self.run.committed(written.ranges.items(), self.pending_records, self.pending_filtered,
+                           self.pending_skipped, offsets, transaction=True)
         self.writer.clear()
         self.pending_records = self.pending_filtered = self.pending_skipped = 0
+        # Kafka Connect's order (ExactlyOnceWorkerSourceTask.commitTransaction): every commit_record of the
+        # transaction, then commit()
+        self.report_records(written.metadata)
         assert self.task is not None
         self.task.commit()
-        self.report_records(written.metadata)
 
     def abort(self) -> None:
+        """``TransactionContext.abort_transaction()``: the records since the last boundary are dropped, but
+        their source offsets are committed (in a transaction of their own), so the next poll, or the next
+        run, does not see the same records again (Kafka Connect's connector-defined boundary manager)."""
+        if self.txn_open:
+            self.producer.abort_transaction(self.timeout)
+            self.txn_open = False
+        aborted = self.pending_records
+        if aborted:
+            log.info("%s: aborted a transaction of %d records as requested by the connector", self.label, aborted)
+        if self.track:  # the aborted records were not written: KIP-416 reports them with None
+            assert self.task is not None
+            polled, self.pending_polled, self.pending_sent = self.pending_polled, [], []
+            for r in polled:
+                self.task.commit_record(r, None)
+        self.pending_records = 0
+        self.commit()
+
+    def final_commit(self) -> None:
+        if self.plan.boundary != "connector":
+            self.commit()
+            return
+        # Connector-defined boundaries: the final transaction commits only if the connector asked for it;
+        # what it dispatched after its last commit request is dropped and its offsets are not committed,
+        # so the next run polls those records again (ExactlyOnceWorkerSourceTask.finalOffsetCommit).
+        if self.txn_open or self.writer:
+            log.info("%s: the run ends with %d records after the connector's last commit request; they are not "
+                     "committed (transaction.boundary=connector) and will be polled again",
+                     self.label, self.pending_records)
         if self.txn_open:
             self.producer.abort_transaction(self.timeout)
             self.txn_open = False
         self.clear_pending()
-        self.last_commit = time.monotonic()
 
     def abort_quietly(self) -> None:
         if getattr(self, "txn_open", False):
@@ -758,7 +860,7 @@ class _AtLeastOnceTask(_WorkerTask):
         self.interval = self.plan.values["offset.flush.interval.ms"] / 1000
         self.flushed = OffsetWriter(self.plan.name)  # offsets of records whose flush succeeded
         self.flushed_records = self.flushed_filtered = self.flushed_skipped = 0
-        self.flushed_written: dict[TopicPartition, list[int]] = {}
+        self.flushed_spans: list[tuple[TopicPartition, tuple[int, int]]] = []
         self.producer = self.backend.producer(track_metadata=self.track)
 
     def producer_for_send(self) -> Producer:
@@ -784,12 +886,8 @@ class _AtLeastOnceTask(_WorkerTask):
         self.flushed_skipped += self.pending_skipped
         self.pending_records = self.pending_filtered = self.pending_skipped = 0
         if written is not None:
-            for tp, (first, nxt) in written.ranges.items():
-                have = self.flushed_written.get(tp)
-                if have is None:
-                    self.flushed_written[tp] = [first, nxt]
-                else:
-                    have[0], have[1] = min(have[0], first), max(have[1], nxt)
+            for tp, span in written.ranges.items():
+                self.flushed_spans.append((tp, span))
             self.report_records(written.metadata)
         elif self.track:
             self.report_records([])
@@ -805,11 +903,16 @@ class _AtLeastOnceTask(_WorkerTask):
         if entries:
             assert self.store is not None
             self.store.put(entries, self.timeout)
-        written = Written({tp: (r[0], r[1]) for tp, r in self.flushed_written.items()}, None)
-        self.run.committed(written, self.flushed_records, self.flushed_filtered, self.flushed_skipped,
+        for store_name, ledger in self.ledger_entries(self.flushed_spans, self.flushed_records).items():
+            ledger_store = self.backend.offset_store(store_name)
+            try:
+                ledger_store.put(ledger, self.timeout)
+            finally:
+                ledger_store.close()
+        self.run.committed(self.flushed_spans, self.flushed_records, self.flushed_filtered, self.flushed_skipped,
                            offsets, transaction=True)
         self.flushed.clear()
-        self.flushed_written = {}
+        self.flushed_spans = []
         self.flushed_records = self.flushed_filtered = self.flushed_skipped = 0
         assert self.task is not None
         self.task.commit()
@@ -831,6 +934,9 @@ def run_source(
     max_seconds: float | None = None,
     backend_settings: Mapping[str, Any] | None = None,
     progress: Callable[[int, float], None] | None = None,
+    ledger_key: Mapping[str, Any] | None = None,
+    identity: str | None = None,
+    stop: threading.Event | None = None,
 ) -> SourceRunResult:
     """Run a source connector once, bounded, and return what it committed.
 
@@ -843,60 +949,279 @@ def run_source(
     :param max_seconds: stop after this many seconds (the last boundary is still committed).
     :param backend_settings: client settings for the backend opened from ``backend``.
     :param progress: ``callable(records_so_far, seconds)``, called at most every ~5 s and at the end.
+    :param ledger_key: a JSON label (e.g. ``{"dag_id", "task_id", "map_index", "interval"}``): every
+        commit also records what was committed under it (the ranges record), in the same transaction,
+        and the result's ``interval_ranges`` says what the label holds over every run so far.
+    :param identity: task identity scope: runs of one connector with different identities (e.g. data
+        intervals whose source partitions are keyed by the interval) do not fence each other; a run with
+        the same identity fences every task of the previous one.
+    :param stop: an event another thread may set to stop the run early (Airflow's ``on_kill``): the
+        tasks commit their last boundary and stop, as at ``max_seconds``.
     :raises ConfigError: naming every invalid field.
-    :raises ProducerFencedError: a newer instance of a task started; nothing more was committed.
+    :raises ProducerFencedError: a newer run (generation) of the connector started; nothing more was committed.
     """
     t0 = time.monotonic()
-    if max_records is not None and max_records < 0:
-        raise ConfigError(errors={"max_records": f"expected a value of at least 0, got {max_records!r}"})
-    if max_seconds is not None and max_seconds < 0:
-        raise ConfigError(errors={"max_seconds": f"expected a value of at least 0, got {max_seconds!r}"})
+    _check_bounds(max_records, max_seconds)
     plan = _prepare(config, exactly_once)
+    plan.scope = _scope(identity)
+    plan.ledger_key = _ledger(ledger_key)
     run = _Run(plan.name, max_records, None if max_seconds is None else t0 + max_seconds)
+    run.external_stop = stop
     owned = not isinstance(backend, Backend)
     be = open_backend(backend, backend_settings)
     log.info("source connector %s (%s): %s run on %s", plan.name, type(plan.connector).__name__,
              "exactly-once" if exactly_once else "at-least-once", be.url)
+    registry = Registry(be)
     try:
-        store = be.offset_store(plan.values["offsets.storage.topic"])
+        _begin_generation(plan, be, registry)
         try:
-            context = _ConnectorContext(StoreOffsetReader(store, plan.name), run)
-            _run_connector(plan, run, be, context, exactly_once, progress, t0)
-        finally:
-            store.close()
+            store = be.offset_store(plan.values["offsets.storage.topic"])
+            try:
+                reader = _reader(be, store, plan)
+                context = _ConnectorContext(reader, run)
+                try:
+                    _run_connector(plan, run, be, context, exactly_once, progress, t0, registry)
+                finally:
+                    if isinstance(reader, StoreOffsetReader):
+                        reader.close()
+            finally:
+                store.close()
+        except BaseException as exc:
+            _finish_generation(plan, run, registry, exc)
+            raise
+        _finish_generation(plan, run, registry, None)
+        seconds = round(time.monotonic() - t0, 6)
+        if progress is not None:
+            progress(run.records, seconds)
+        result = _result(plan, run, seconds, be, exactly_once)
     finally:
         if owned:
             be.close()
-    seconds = round(time.monotonic() - t0, 6)
-    if progress is not None:
-        progress(run.records, seconds)
-    result = _result(plan.name, run, seconds)
     log.info("source connector %s: %d records in %d transactions (%d filtered, %d skipped) in %.2f s",
              plan.name, result.records, result.transactions, result.filtered, result.skipped, seconds)
     return result
 
 
+def plan_source(
+    config: Mapping[str, Any],
+    backend: str | Backend = "sqlite:///pyconnect.db",
+    *,
+    exactly_once: bool = True,
+    identity: str | None = None,
+    backend_settings: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Fan-out, step 1: start a new generation of the connector (fencing every task of the older ones),
+    ask the connector for ``task_configs(tasks.max)`` and return a plain-JSON plan::
+
+        {"connector": name, "generation": g, "identity": scope, "exactly_once": bool,
+         "tasks": [{"index": 0, "config": {...}}, ...]}
+
+    Each task then runs with :func:`run_source_task` (e.g. one Airflow mapped task instance each); a newer
+    plan or run of the same connector and identity fences them all.
+    """
+    plan = _prepare(config, exactly_once)
+    plan.scope = _scope(identity)
+    owned = not isinstance(backend, Backend)
+    be = open_backend(backend, backend_settings)
+    registry = Registry(be)
+    try:
+        _begin_generation(plan, be, registry)
+        run = _Run(plan.name, None, None)
+        store = be.offset_store(plan.values["offsets.storage.topic"])
+        connector = plan.connector
+        try:
+            connector.initialize(_ConnectorContext(_reader(be, store, plan), run))
+            connector.start(plan.props)
+            try:
+                _task_class(plan)
+                configs = _task_configs(plan)
+            finally:
+                connector.stop()
+        except BaseException as exc:
+            _finish_generation(plan, run, registry, exc)
+            raise
+        finally:
+            store.close()
+        assert plan.record is not None
+        if not registry.update(plan.record, tasks=max(plan.record.tasks, len(configs)), done_tasks=[]):
+            raise ProducerFencedError(f"connector {plan.name!r}: a newer generation started while planning")
+        if not configs:
+            _finish_generation(plan, run, registry, None)
+        return {"connector": plan.name, "generation": plan.record.generation, "identity": plan.scope,
+                "exactly_once": exactly_once,
+                "tasks": [{"index": i, "config": dict(c)} for i, c in enumerate(configs)]}
+    finally:
+        if owned:
+            be.close()
+
+
+def run_source_task(
+    config: Mapping[str, Any],
+    backend: str | Backend,
+    plan: Mapping[str, Any],
+    index: int,
+    *,
+    max_records: int | None = None,
+    max_seconds: float | None = None,
+    backend_settings: Mapping[str, Any] | None = None,
+    progress: Callable[[int, float], None] | None = None,
+    ledger_key: Mapping[str, Any] | None = None,
+    stop: threading.Event | None = None,
+) -> SourceRunResult:
+    """Fan-out, step 2: run task ``index`` of a :func:`plan_source` plan, bounded, as its own run.
+
+    The task belongs to the plan's generation: if a newer plan or run of the connector (same identity)
+    started, it is fenced (:class:`ProducerFencedError`, nothing committed). Its result holds its own
+    ranges; merge the ranges of every task with :func:`connect_runtime.ranges.merge`.
+    """
+    t0 = time.monotonic()
+    _check_bounds(max_records, max_seconds)
+    try:
+        tasks = plan["tasks"]
+        generation = int(plan["generation"])
+        task_config = dict(next(t["config"] for t in tasks if int(t["index"]) == int(index)))
+        exactly_once = bool(plan.get("exactly_once", True))
+    except (KeyError, TypeError, ValueError, StopIteration) as exc:
+        raise ConfigError(errors={"plan": f"expected a plan from plan_source() holding task {index!r}, got "
+                                          f"{str(plan)[:200]} ({exc!r})"}) from None
+    p = _prepare(config, exactly_once)
+    p.scope = _scope(plan.get("identity"))
+    p.ledger_key = _ledger(ledger_key)
+    if plan.get("connector") != p.name:
+        raise ConfigError(errors={"plan": f"the plan is for connector {plan.get('connector')!r}, the config names "
+                                          f"{p.name!r}"})
+    run = _Run(p.name, max_records, None if max_seconds is None else t0 + max_seconds)
+    run.external_stop = stop
+    owned = not isinstance(backend, Backend)
+    be = open_backend(backend, backend_settings)
+    registry = Registry(be)
+    try:
+        record = registry.get(p.name, p.scope)
+        if record is None or record.generation != generation:
+            raise ProducerFencedError(
+                f"connector {p.name!r}: task {index} belongs to generation {generation}, but the newest generation "
+                f"is {None if record is None else record.generation}: a newer plan or run fenced it")
+        p.record = record
+        _task_class(p)
+        try:
+            _run_tasks(p, run, be, [task_config], exactly_once, progress, t0, registry, first_index=int(index))
+            if run.error is not None:
+                raise run.error
+        except BaseException as exc:
+            registry.update(record, state="failed", error=f"task {index}: {type(exc).__name__}: {exc}"[:500],
+                            heartbeat=int(time.time() * 1000))
+            raise
+        fresh = registry.get(p.name, p.scope)
+        if fresh is not None and fresh.generation == generation:
+            done = sorted(set(getattr(fresh, "done_tasks", []) or []) | {int(index)})
+            changes: dict[str, Any] = {"done_tasks": done, "heartbeat": int(time.time() * 1000),
+                                       "topics": sorted(set(fresh.topics) | run.topics)}
+            if len(done) >= fresh.tasks and fresh.state == "running":
+                changes.update(state="stopped", finished=int(time.time() * 1000))
+            registry.update(fresh, **changes)
+        seconds = round(time.monotonic() - t0, 6)
+        if progress is not None:
+            progress(run.records, seconds)
+        result = _result(p, run, seconds, be, exactly_once)
+    finally:
+        if owned:
+            be.close()
+    return result
+
+
+def _check_bounds(max_records: int | None, max_seconds: float | None) -> None:
+    if max_records is not None and max_records < 0:
+        raise ConfigError(errors={"max_records": f"expected a value of at least 0, got {max_records!r}"})
+    if max_seconds is not None and max_seconds < 0:
+        raise ConfigError(errors={"max_seconds": f"expected a value of at least 0, got {max_seconds!r}"})
+
+
+def _scope(identity: Any) -> str:
+    if identity is None or identity == "":
+        return ""
+    if not isinstance(identity, str):
+        raise ConfigError(errors={"identity": f"expected a string (e.g. the data interval), got {identity!r}"})
+    return identity
+
+
+def _ledger(ledger_key: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if ledger_key is None:
+        return None
+    if not isinstance(ledger_key, Mapping) or not ledger_key:
+        raise ConfigError(errors={"ledger_key": f"expected a non-empty mapping of JSON values, got {ledger_key!r}"})
+    try:
+        return dict(json.loads(json.dumps(dict(ledger_key), sort_keys=True)))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(errors={"ledger_key": f"expected JSON values, got {ledger_key!r} ({exc})"}) from None
+
+
+def _reader(be: Backend, store: OffsetStore, plan: _Plan) -> OffsetStorageReader:
+    """KIP-618: a connector-specific offsets store falls back to the global store for partitions it lacks."""
+    if plan.values["offsets.storage.topic"] is None:
+        return StoreOffsetReader(store, plan.name)
+    return StoreOffsetReader(store, plan.name, fallback=be.offset_store(None))
+
+
+def _begin_generation(plan: _Plan, be: Backend, registry: Registry) -> None:
+    """Register a new generation before any offset is read, and fence every task of the previous one."""
+    record, previous = registry.begin(
+        plan.name, scope=plan.scope, kind="source", connector_class=str(plan.values["connector.class"]),
+        offsets_store=plan.values["offsets.storage.topic"])
+    plan.record = record
+    if previous is not None and previous.tasks and previous.state != "stopped" and be.transaction_markers:
+        # Kafka: a commit cannot check the registry, so fence every transactional id the older generation
+        # used (its task count is in the registry), as Kafka Connect fences zombies of the previous generation
+        old = _Plan(plan.name, plan.props, plan.values, plan.connector, plan.boundary, scope=plan.scope)
+        ids = [old.transactional_id(i, be.cluster_id) for i in range(previous.tasks)]
+        log.info("connector %s: fencing %d task(s) of generation %d (%s)", plan.name, len(ids),
+                 previous.generation, previous.state)
+        be.fence_transactional_ids(ids, plan.values["offset.flush.timeout.ms"] / 1000)
+    if previous is not None and previous.running:
+        log.warning("connector %s: generation %d (started by %s) was still running; it is fenced by generation %d",
+                    plan.name, previous.generation, previous.owner, record.generation)
+
+
+def _finish_generation(plan: _Plan, run: _Run, registry: Registry, exc: BaseException | None) -> None:
+    if plan.record is None:
+        return
+    try:
+        registry.finish(plan.record, failed=exc, topics=sorted(run.topics))
+    except Exception as err:  # bookkeeping must never hide the run's own outcome
+        log.warning("connector %s: recording the end of generation %d failed: %r", plan.name,
+                    plan.record.generation, err)
+
+
+def _task_class(plan: _Plan) -> type[SourceTask]:
+    tc = plan.connector.task_class()
+    if not (isinstance(tc, type) and issubclass(tc, SourceTask)):
+        raise ConfigError(errors={"connector.class": (
+            f"{type(plan.connector).__name__}.task_class() returned {tc!r}, which is not a SourceTask subclass")})
+    plan.task_class = tc
+    return tc
+
+
+def _task_configs(plan: _Plan) -> list[dict[str, str]]:
+    configs = plan.connector.task_configs(plan.values["tasks.max"])
+    if len(configs) > plan.values["tasks.max"]:
+        raise ConnectError(f"connector {plan.name!r}: task_configs({plan.values['tasks.max']}) returned "
+                           f"{len(configs)} task configs (more than tasks.max)")
+    return [dict(c) for c in configs]
+
+
 def _run_connector(plan: _Plan, run: _Run, be: Backend, context: _ConnectorContext, exactly_once: bool,
-                   progress: Callable[[int, float], None] | None, t0: float) -> None:
+                   progress: Callable[[int, float], None] | None, t0: float, registry: Registry) -> None:
     connector = plan.connector
     connector.initialize(context)
     connector.start(plan.props)
     try:
-        tc = connector.task_class()
-        if not (isinstance(tc, type) and issubclass(tc, SourceTask)):
-            raise ConfigError(errors={"connector.class": (
-                f"{type(connector).__name__}.task_class() returned {tc!r}, which is not a SourceTask subclass")})
-        plan.task_class = tc
+        _task_class(plan)
         replans = 0
         while True:
             if run.failed:
                 break
-            configs = connector.task_configs(plan.values["tasks.max"])
-            if len(configs) > plan.values["tasks.max"]:
-                raise ConnectError(f"connector {plan.name!r}: task_configs({plan.values['tasks.max']}) returned "
-                                   f"{len(configs)} task configs (more than tasks.max)")
+            configs = _task_configs(plan)
             if configs:
-                _run_tasks(plan, run, be, configs, exactly_once, progress, t0)
+                _run_tasks(plan, run, be, configs, exactly_once, progress, t0, registry)
             if run.failed or not context.take_reconfiguration() or run.out_of_bounds():
                 break
             replans += 1
@@ -918,16 +1243,27 @@ def _run_connector(plan: _Plan, run: _Run, be: Backend, context: _ConnectorConte
 
 
 def _run_tasks(plan: _Plan, run: _Run, be: Backend, configs: list[dict[str, str]], exactly_once: bool,
-               progress: Callable[[int, float], None] | None, t0: float) -> None:
+               progress: Callable[[int, float], None] | None, t0: float, registry: Registry,
+               first_index: int = 0) -> None:
+    record = plan.record
+    # the task count is recorded before the tasks start, so a successor can fence every one of them
+    if (record is not None and first_index == 0 and len(configs) > record.tasks
+            and not registry.update(record, tasks=len(configs))):
+            raise ProducerFencedError(f"connector {plan.name!r}: generation {record.generation} was fenced by a "
+                                      f"newer run before its tasks started")
     cls = _ExactlyOnceTask if exactly_once else _AtLeastOnceTask
-    workers = [cls(run, plan, be, i, dict(cfg)) for i, cfg in enumerate(configs)]
+    workers = [cls(run, plan, be, first_index + i, dict(cfg)) for i, cfg in enumerate(configs)]
     run.begin_round(len(workers))
-    threads = [threading.Thread(target=w, name=f"{plan.name}-task-{w.index}", daemon=True) for w in workers]
-    for t in threads:
+    threads = []
+    for w in workers:
+        if run.failed:  # stop starting tasks after the first failure
+            break
+        t = threading.Thread(target=w, name=f"{plan.name}-task-{w.index}", daemon=True)
+        threads.append(t)
         t.start()
     grace = plan.values["task.shutdown.graceful.timeout.ms"] / 1000
     try:
-        _watch_tasks(plan, run, threads, grace, progress, t0)
+        _watch_tasks(plan, run, threads, grace, progress, t0, registry)
     except _TasksStuck:
         raise
     except BaseException as exc:  # e.g. the process is being told to stop: let the tasks abort first
@@ -943,9 +1279,11 @@ class _TasksStuck(WaitTimeoutError):
 
 
 def _watch_tasks(plan: _Plan, run: _Run, threads: list[threading.Thread], grace: float,
-                 progress: Callable[[int, float], None] | None, t0: float) -> None:
-    """Wait for the task threads; meanwhile enforce ``max_seconds``, report progress, bound the shutdown."""
+                 progress: Callable[[int, float], None] | None, t0: float, registry: Registry) -> None:
+    """Wait for the task threads; meanwhile enforce ``max_seconds`` and an external stop, report progress,
+    write the registry heartbeat, bound the shutdown."""
     next_progress = time.monotonic() + PROGRESS_EVERY
+    next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS
     while True:
         alive = [t for t in threads if t.is_alive()]
         if not alive:
@@ -954,12 +1292,22 @@ def _watch_tasks(plan: _Plan, run: _Run, threads: list[threading.Thread], grace:
         now = time.monotonic()
         if run.deadline is not None and now >= run.deadline:
             run.request_stop("max_seconds reached")
+        if run.external_stop is not None and run.external_stop.is_set():
+            run.request_stop("stop requested (e.g. the Airflow task was killed)")
         if progress is not None and now >= next_progress:
             next_progress = now + PROGRESS_EVERY
             try:
                 progress(run.records, now - t0)
             except Exception as exc:
                 run.fail(exc)
+        if plan.record is not None and now >= next_heartbeat:
+            next_heartbeat = now + HEARTBEAT_SECONDS
+            try:
+                if not registry.heartbeat(plan.record, sorted(run.topics)):
+                    log.warning("connector %s: generation %d is no longer the newest: a newer run started; this "
+                                "run's next commit will be fenced", plan.name, plan.record.generation)
+            except Exception as exc:  # a heartbeat is bookkeeping; the commits themselves are fenced
+                log.warning("connector %s: writing the registry heartbeat failed: %r", plan.name, exc)
         stop_at = run.stop_at
         if stop_at is not None and now - stop_at > grace:
             names = ", ".join(t.name for t in threads if t.is_alive())
@@ -970,16 +1318,60 @@ def _watch_tasks(plan: _Plan, run: _Run, threads: list[threading.Thread], grace:
             raise stuck
 
 
-def _result(name: str, run: _Run, seconds: float) -> SourceRunResult:
-    ranges: dict[str, dict[str, list[int]]] = {}
-    for tp in sorted(run.ranges):
-        first, nxt = run.ranges[tp]
-        ranges.setdefault(tp.topic, {})[str(tp.partition)] = [first, nxt]
+def _exact_spans(run: _Run, join_markers: bool) -> ranges_mod.SpanMap:
+    """Per topic partition the spans this run committed. On a backend with transaction markers two spans of
+    this run separated by exactly one offset are joined: that offset is this run's own commit marker."""
+    out: ranges_mod.SpanMap = {}
+    for tp in sorted(run.spans):
+        spans = ranges_mod.normalize_spans(run.spans[tp])
+        if join_markers and len(spans) > 1:
+            joined = [spans[0]]
+            for first, nxt in spans[1:]:
+                if first - joined[-1][1] == 1:
+                    joined[-1] = (joined[-1][0], nxt)
+                else:
+                    joined.append((first, nxt))
+            spans = joined
+        out.setdefault(tp.topic, {})[tp.partition] = spans
+    return out
+
+
+def interval_ranges(backend: Backend, connector: str, ledger_key: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
+    """What the ranges record holds for ``(connector, ledger_key)`` over every task and run: (ranges, records)."""
+    want = _ledger(ledger_key)
+    store = backend.offset_store(RANGES_STORE)
+    try:
+        values = store.read_all()
+    finally:
+        store.close()
+    found: list[dict[str, Any]] = []
+    records = 0
+    for key, value in values.items():
+        parsed = parse_key(key)
+        if parsed is None or parsed[0] != connector:
+            continue
+        label = dict(parsed[1])
+        label.pop("task", None)
+        if label != want:
+            continue
+        data = json.loads(value)
+        found.append(data.get("ranges") or {})
+        records += int(data.get("records") or 0)
+    return ranges_mod.merge(*found), records
+
+
+def _result(plan: _Plan, run: _Run, seconds: float, be: Backend, exactly_once: bool) -> SourceRunResult:
+    spans = _exact_spans(run, join_markers=exactly_once and be.transaction_markers)
     offsets = [{"partition": json.loads(json.dumps(p)), "offset": None if o is None else json.loads(json.dumps(o))}
                for _, (p, o) in sorted(run.offsets.items())]
-    return SourceRunResult(connector=name, records=run.records, ranges=ranges, source_offsets=offsets,
-                           transactions=run.transactions, filtered=run.filtered, skipped=run.skipped,
-                           seconds=seconds)
+    held: dict[str, Any] = {}
+    if plan.ledger_key is not None:
+        held, _ = interval_ranges(be, plan.name, plan.ledger_key)
+    return SourceRunResult(connector=plan.name, records=run.records, ranges=ranges_mod.dump(spans),
+                           source_offsets=offsets, transactions=run.transactions, filtered=run.filtered,
+                           skipped=run.skipped, seconds=seconds, interval_ranges=held,
+                           generation=None if plan.record is None else plan.record.generation)
 
 
-__all__ = ["MAX_REPLANS", "RUN_CONFIG", "SourceRunResult", "run_source"]
+__all__ = ["MAX_REPLANS", "MAX_TASKS", "RUN_CONFIG", "SourceRunResult", "interval_ranges", "plan_source", "run_source",
+           "run_source_task"]

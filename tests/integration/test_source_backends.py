@@ -20,8 +20,9 @@ def in_ranges(url: str, result: SourceRunResult) -> dict[int, object]:
     offsets too, so a range [from, to) may hold fewer records than to - from)."""
     out: dict[int, object] = {}
     with open_backend(url) as be:
-        for tp, (first, nxt) in result.topic_partitions().items():
-            out.update({r.offset: json.loads(r.value) for r in be.read_range(tp, first, nxt)})
+        for tp, spans in result.topic_partitions().items():
+            for first, nxt in spans:
+                out.update({r.offset: json.loads(r.value) for r in be.read_range(tp, first, nxt)})
     return out
 
 

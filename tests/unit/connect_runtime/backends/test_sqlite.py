@@ -210,7 +210,9 @@ def test_offsets_only_transaction_and_deletes(backend: SQLiteBackend) -> None:
     assert w.ranges == {}
     store = backend.offset_store("my-offsets")
     assert store.read_all() == {b"k1": b"3", b"k2": b"2"}  # the last entry of a key wins
-    assert backend.offset_store().read_all() == {}  # other stores are separate
+    assert backend.offset_store("other").read_all() == {}  # other stores are separate
+    # KIP-618: a connector-specific store is mirrored to the global store in the same transaction
+    assert backend.offset_store().read_all() == {b"k1": b"3", b"k2": b"2"}
     p.begin_transaction()
     p.commit_transaction([(b"k2", None)], 5)
     assert store.read_all() == {b"k1": b"3"}

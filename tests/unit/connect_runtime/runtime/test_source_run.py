@@ -41,7 +41,7 @@ def test_no_task_configs_is_an_empty_successful_run(sqlite_url: str) -> None:
     result = run_source(config, sqlite_url)
     assert result.to_dict() | {"seconds": 0} == {
         "connector": "plan", "records": 0, "ranges": {}, "source_offsets": [], "transactions": 0,
-        "filtered": 0, "skipped": 0, "seconds": 0}
+        "filtered": 0, "skipped": 0, "seconds": 0, "interval_ranges": {}, "generation": 0}
 
 
 def test_one_config_error_names_every_bad_field(sqlite_url: str) -> None:
@@ -204,130 +204,37 @@ def test_connector_boundaries_commit_and_abort_where_the_task_says(sqlite_url: s
     config, key = scripted(count=30, batch=10, **{
         "transaction.boundary": "connector", "commit.every": 7, "abort.ids": "15", "track.records": True})
     result = run_source(config, sqlite_url)
-    # commits after n=6, 13, 20, 27; n=14..15 aborted; the rest (28, 29) at the end of the run
-    assert ns(read_topic(sqlite_url, "t")) == [n for n in range(30) if n not in (14, 15)]
-    assert result.records == 28 and result.transactions == 5
-    assert result.source_offsets[0]["offset"] == {"n": 30}
-    assert 14 not in dict(probe(key)["commit_record"]) and 15 not in dict(probe(key)["commit_record"])
+    # commits after n=6, 13, 20, 27; n=14..15 aborted, but their offsets committed (Kafka Connect:
+    # "commit offsets so that the task doesn't see the same records all over again"); 28, 29 came after the
+    # last commit request: never committed, offsets included, so the next run polls them again
+    assert ns(read_topic(sqlite_url, "t")) == [n for n in range(28) if n not in (14, 15)]
+    assert result.records == 26 and result.transactions == 5
+    assert result.source_offsets[0]["offset"] == {"n": 28}
+    assert committed_offset(sqlite_url, "scripted", {"task": 0, "round": 1}) == {"n": 28}
+    reported = dict(probe(key)["commit_record"])
+    assert reported[14] is None and reported[15] is None  # KIP-416: not written, reported with None
+    assert 28 not in reported and 29 not in reported
 
 
 def test_connector_abort_without_a_record_drops_the_whole_open_transaction(sqlite_url: str) -> None:
     config, _ = scripted(count=30, batch=10, **{"transaction.boundary": "connector", "abort.batch.ids": "12"})
     result = run_source(config, sqlite_url)
-    # nothing committed 0..9, so the abort after the batch 10..19 drops 0..19; 20..29 commit at the end
-    assert ns(read_topic(sqlite_url, "t")) == list(range(20, 30))
-    assert result.records == 10 and result.transactions == 1
-    assert committed_offset(sqlite_url, "scripted", {"task": 0, "round": 1}) == {"n": 30}
+    # nothing committed 0..9, so the abort after the batch 10..19 drops 0..19 and commits their offsets;
+    # 20..29 are never asked to commit: dropped at the end of the run, offsets not committed
+    assert ns(read_topic(sqlite_url, "t")) == []
+    assert result.records == 0 and result.transactions == 1
+    assert committed_offset(sqlite_url, "scripted", {"task": 0, "round": 1}) == {"n": 20}
 
 
-# -- connector planning ------------------------------------------------------------------------------
-
-
-def test_connector_plans_from_committed_offsets_kip131(sqlite_url: str) -> None:
-    key = uuid.uuid4().hex
-    config = {"name": "files", "connector.class": "tests.source_connectors.PlanningSource", "topic": "lines",
-              "files": "a:12,b:7,c:3", "probe": key, "tasks.max": 1}
-    first = run_source(config, sqlite_url, max_records=15)  # one task: all of a, then 3 lines of b
-    assert first.records == 15
-    config["tasks.max"] = 2
+def test_records_after_the_last_commit_request_are_polled_again_by_the_next_run(sqlite_url: str) -> None:
+    config, _ = scripted(count=30, batch=10, **{"transaction.boundary": "connector", "commit.every": 7})
+    first = run_source(config, sqlite_url)
+    assert first.records == 28 and first.source_offsets[0]["offset"] == {"n": 28}
+    config["count"] = 40
+    config["commit.every"] = 1
     second = run_source(config, sqlite_url)
-    third = run_source(config, sqlite_url)
-    assert probe(key)["todo"] == [["a", "b", "c"], ["b", "c"], []]
-    assert (second.records, third.records) == (22 - 15, 0)
-    lines = sorted((v["file"], v["line"]) for v in read_topic(sqlite_url, "lines"))
-    assert lines == sorted([("a", i) for i in range(12)] + [("b", i) for i in range(7)] + [("c", i) for i in range(3)])
-
-
-def test_request_task_reconfiguration_runs_new_tasks_after_the_current_ones(sqlite_url: str) -> None:
-    config, key = scripted(count=5, rounds=3, **{"tasks.max": 2})
-    result = run_source(config, sqlite_url)
-    assert probe(key)["plans"] == [1, 2, 3]
-    values = read_topic(sqlite_url, "t")
-    for r in (1, 2, 3):
-        for task in (0, 1):
-            assert ns(values, round=r, task=task) == list(range(5))
-    assert result.records == 30 and len(result.source_offsets) == 6
-
-
-def test_raise_error_fails_the_run(sqlite_url: str) -> None:
-    config, key = scripted(count=-1, batch=5, **{"poll.sleep.ms": 5, "raise.error.after.ms": 200})
-    start = time.monotonic()
-    with pytest.raises(ConnectError, match="went away"):
-        run_source(config, sqlite_url)
-    assert time.monotonic() - start < 10
-    assert probe(key)["task.stop"] == [0] and probe(key)["connector.stop"] == [True]
-
-
-# -- bounds ----------------------------------------------------------------------------------------
-
-
-def test_max_records_is_never_exceeded_across_tasks(sqlite_url: str) -> None:
-    config = {"name": "gen", "connector.class": "connect_runtime.connectors.datagen.DataGenSource",
-              "topic": "gen", "max.records": 1000, "batch.size": 64, "tasks.max": 2}
-    first = run_source(config, sqlite_url, max_records=100)
-    assert first.records == 100 and len(read_topic(sqlite_url, "gen")) == 100
-    rest = run_source(config, sqlite_url)
-    assert rest.records == 900
-    assert sorted(v["id"] for v in read_topic(sqlite_url, "gen")) == list(range(1000))
-    assert run_source(config, sqlite_url, max_records=0).records == 0
-
-
-def test_max_seconds_bounds_an_endless_source(sqlite_url: str) -> None:
-    config, _ = scripted(count=-1, batch=5, **{"poll.sleep.ms": 5, "tasks.max": 2})
-    start = time.monotonic()
-    result = run_source(config, sqlite_url, max_seconds=0.5)
-    assert 0.5 <= time.monotonic() - start < 5
-    values = read_topic(sqlite_url, "t")
-    assert result.records == len(values) > 0
-    for task in (0, 1):  # whatever was polled before the bound was committed, contiguously
-        got = ns(values, task=task)
-        assert got == list(range(len(got)))
-
-
-def test_a_task_that_does_not_stop_is_reported_after_the_grace_period(sqlite_url: str) -> None:
-    config, _ = scripted(count=-1, **{"poll.sleep.ms": 1500, "task.shutdown.graceful.timeout.ms": 200})
-    start = time.monotonic()
-    with pytest.raises(WaitTimeoutError, match=r"scripted-task-0 did not commit and stop within .*max_seconds"):
-        run_source(config, sqlite_url, max_seconds=0.1)
-    assert time.monotonic() - start < 1.4  # did not wait for the stuck poll
-
-
-def test_progress_is_reported_at_the_end(sqlite_url: str) -> None:
-    calls: list[tuple[int, float]] = []
-    config, _ = scripted(count=7)
-    run_source(config, sqlite_url, progress=lambda n, s: calls.append((n, s)))
-    assert calls and calls[-1][0] == 7 and calls[-1][1] > 0
-
-
-@pytest.mark.slow
-def test_progress_is_reported_every_few_seconds_while_running(sqlite_url: str) -> None:
-    calls: list[tuple[int, float]] = []
-    config, _ = scripted(count=-1, batch=5, **{"poll.sleep.ms": 10})
-    result = run_source(config, sqlite_url, max_seconds=6.5, progress=lambda n, s: calls.append((n, s)))
-    assert len(calls) == 2, calls  # one after ~5 s, one at the end
-    assert 4.5 <= calls[0][1] <= 6.0 and 0 < calls[0][0] <= calls[1][0] == result.records
-
-
-# -- at-least-once ---------------------------------------------------------------------------------
-
-
-def test_at_least_once_writes_offsets_after_the_records(sqlite_url: str) -> None:
-    config, key = scripted(count=25, batch=10, **{"check.url": sqlite_url, "offset.flush.interval.ms": 0})
-    result = run_source(config, sqlite_url, exactly_once=False)
-    assert result.records == 25 and result.ranges == {"t": {"0": [0, 25]}}
-    assert ns(read_topic(sqlite_url, "t")) == list(range(25))
-    assert committed_offset(sqlite_url, "scripted", {"task": 0, "round": 1}) == {"n": 25}
-    seen = probe(key)["visible.at.commit"]
-    assert seen[-1] == (25, {"n": 25})
-    assert all(count >= (off or {"n": 0})["n"] for count, off in seen)  # never an offset ahead of its records
-
-
-def test_at_least_once_failure_keeps_flushed_records_and_their_offsets(sqlite_url: str) -> None:
-    config, _ = scripted(count=100, batch=10, **{"fail.after": 30, "offset.flush.interval.ms": 0})
-    with pytest.raises(ConnectError, match="on purpose"):
-        run_source(config, sqlite_url, exactly_once=False)
-    assert ns(read_topic(sqlite_url, "t")) == list(range(30))
-    assert committed_offset(sqlite_url, "scripted", {"task": 0, "round": 1}) == {"n": 30}
+    assert ns(read_topic(sqlite_url, "t")) == list(range(40))  # 28, 29 again, nothing twice
+    assert second.records == 12
 
 
 @pytest.mark.parametrize("exactly_once", [True, False])
@@ -343,7 +250,8 @@ def test_offsets_storage_topic_keeps_offsets_apart(sqlite_url: str) -> None:
     config, _ = scripted(count=4, **{"offsets.storage.topic": "my-offsets"})
     run_source(config, sqlite_url)
     assert committed_offset(sqlite_url, "scripted", {"task": 0, "round": 1}, "my-offsets") == {"n": 4}
-    assert committed_offset(sqlite_url, "scripted", {"task": 0, "round": 1}) is None
+    # KIP-618: mirrored to the global store in the same transaction, so a switch back to it resumes
+    assert committed_offset(sqlite_url, "scripted", {"task": 0, "round": 1}) == {"n": 4}
 
 
 def test_topics_are_created_with_the_default_partitions(sqlite_url: str) -> None:
@@ -363,7 +271,7 @@ def test_result_to_dict_is_plain_json_and_round_trips(sqlite_url: str) -> None:
     result = run_source(config, sqlite_url)
     data = result.to_dict()
     assert list(data) == ["connector", "records", "ranges", "source_offsets", "transactions", "filtered",
-                          "skipped", "seconds"]
+                          "skipped", "seconds", "interval_ranges", "generation"]
     assert json.loads(json.dumps(data)) == data
     assert data["ranges"] == {"t": {"0": [0, 24]}} and data["records"] == 24
     assert data["source_offsets"] == [{"partition": {"round": 1, "task": 0}, "offset": {"n": 12}},
