@@ -72,9 +72,11 @@ from connect_runtime.api.errors import (
 )
 from connect_runtime.api.records import RecordMetadata, TopicPartition
 from connect_runtime.backends.base import (
+    INTERNAL_STORES,
     Backend,
     ConsumedRecord,
     Consumer,
+    ExtraEntries,
     OffsetEntry,
     OffsetStore,
     Producer,
@@ -228,6 +230,8 @@ def _consume(consumer: Any, max_messages: int, timeout: float) -> list[Any]:
 
 class KafkaBackend(Backend):
     """Records in Kafka topics, source offsets in compacted offsets topics, group offsets in Kafka."""
+
+    transaction_markers = True
 
     def __init__(self, url: str, bootstrap: str, settings: Mapping[str, Any]) -> None:
         self.url = url
@@ -910,7 +914,8 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
         self.tracker.reset()
         return written
 
-    def commit_transaction(self, offsets: Sequence[OffsetEntry], timeout: float) -> Written:
+    def commit_transaction(self, offsets: Sequence[OffsetEntry], timeout: float,
+                           extra: ExtraEntries | None = None) -> Written:
         if self._fenced:
             raise self._fenced_error(None)
         if self._offsets_topic is None:
@@ -922,6 +927,13 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                 self.send_offsets(topic, partitions, offsets)
             self._flush(timeout)
             written = self.tracker.written()
+            more = extra(written) if callable(extra) else extra
+            if more:
+                for store, entries in more.items():
+                    if entries:
+                        extra_topic, extra_partitions = self.backend.offsets_topic(store)
+                        self.send_offsets(extra_topic, extra_partitions, entries)
+                self._flush(timeout)
             self._commit(deadline, timeout)
         except BaseException:
             self._abort_after_failure(timeout)
@@ -1171,7 +1183,7 @@ class KafkaOffsetStore(OffsetStore):
             self._producer = KafkaPlainProducer(self.backend, False)
         self._producer.send_offsets(topic, partitions, entries)
         self._producer.flush(timeout)
-        if self.name is not None and topic != self.backend.default_offsets_topic:
+        if self.name is not None and topic != self.backend.default_offsets_topic and self.name not in INTERNAL_STORES:
             self.backend.mirror_offsets(entries)
 
     def close(self) -> None:

@@ -63,6 +63,7 @@ Headers are stored as ``NULL`` when a record has none, else in a small binary en
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import re
@@ -72,7 +73,7 @@ import threading
 import time
 import weakref
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import count
 from pathlib import Path
 from typing import Any
@@ -86,9 +87,11 @@ from connect_runtime.api.errors import (
 )
 from connect_runtime.api.records import RecordMetadata, TopicPartition
 from connect_runtime.backends.base import (
+    INTERNAL_STORES,
     Backend,
     ConsumedRecord,
     Consumer,
+    ExtraEntries,
     OffsetEntry,
     OffsetStore,
     Producer,
@@ -684,9 +687,12 @@ class SQLiteTransactionalProducer(SQLiteProducer, TransactionalProducer):
         self._check_ready()
         return Written({}, [] if self._track else None)
 
-    def commit_transaction(self, offsets: Sequence[OffsetEntry], timeout: float) -> Written:
-        """Write the buffered records and ``offsets`` in one SQLite transaction, if this producer still
-        holds the current epoch (else :class:`ProducerFencedError`, nothing written). If the write lock
+    def commit_transaction(self, offsets: Sequence[OffsetEntry], timeout: float,
+                           extra: ExtraEntries | None = None) -> Written:
+        """Write the buffered records, ``offsets`` and ``extra`` in one SQLite transaction, if this producer
+        still holds the current epoch and its connector generation (:attr:`generation_guard`) is still the
+        newest (else :class:`ProducerFencedError`, nothing written). Offsets of a connector-specific store
+        are also written to the global store in the same transaction (KIP-618). If the write lock
         could not be had in time (:class:`BackendUnavailableError`) the transaction stays open, so the
         caller may retry the commit or abort; after any other error it is over and nothing was written."""
         self._check_ready()
@@ -710,9 +716,21 @@ class SQLiteTransactionalProducer(SQLiteProducer, TransactionalProducer):
                     if current != self._epoch:
                         self._fenced_by = current
                         raise self._fenced_error()
+                    guard = self.generation_guard
+                    if guard is not None:
+                        newest = _registry_generation(conn, guard[0], guard[1])
+                        if newest is not None and newest != guard[2]:
+                            self._fenced_generation = newest
+                            raise self._fenced_error()
                     written = self._write(conn, records) if records else Written({}, [] if self._track else None)
                     if offsets:
                         _write_offsets(conn, self.offset_store_name, offsets)
+                        if self.offset_store_name != DEFAULT_OFFSET_STORE:
+                            _write_offsets(conn, DEFAULT_OFFSET_STORE, offsets)
+                    more = extra(written) if callable(extra) else extra
+                    for store, entries in (more or {}).items():
+                        if entries:
+                            _write_offsets(conn, store, entries)
                     conn.execute("COMMIT")
                 except BaseException:
                     self._rolled_back(conn)
@@ -732,6 +750,12 @@ class SQLiteTransactionalProducer(SQLiteProducer, TransactionalProducer):
         self._in_txn = False
 
     def _fenced_error(self) -> ProducerFencedError:
+        newer = getattr(self, "_fenced_generation", None)
+        if newer is not None and self.generation_guard is not None:
+            return ProducerFencedError(
+                f"transactional id {self.transactional_id!r} was fenced: it belongs to generation "
+                f"{self.generation_guard[2]} of its connector, and generation {newer} has started since "
+                f"(SQLite backend {self._db.path})")
         return ProducerFencedError(
             f"transactional id {self.transactional_id!r} was fenced: this producer has epoch {self._epoch}, "
             f"a newer instance initialised epoch {self._fenced_by} (SQLite backend {self._db.path})"
@@ -745,6 +769,18 @@ class SQLiteTransactionalProducer(SQLiteProducer, TransactionalProducer):
             )
         if self._fenced_by is not None:
             raise self._fenced_error()
+
+
+def _registry_generation(conn: sqlite3.Connection, store: str, key: bytes) -> int | None:
+    """The generation held by a registry entry (a JSON object with ``"generation"``), or None."""
+    row = conn.execute("SELECT value FROM source_offsets WHERE store = ? AND key = ?", (store, key)).fetchone()
+    if row is None:
+        return None
+    try:
+        gen = json.loads(row[0]).get("generation")
+    except (ValueError, AttributeError):
+        return None
+    return gen if isinstance(gen, int) else None
 
 
 def _write_offsets(conn: sqlite3.Connection, store: str, entries: Sequence[OffsetEntry]) -> None:
@@ -806,6 +842,8 @@ class SQLiteOffsetStore(OffsetStore):
             conn.execute("BEGIN IMMEDIATE")
             try:
                 _write_offsets(conn, self.name, entries)
+                if self.name != DEFAULT_OFFSET_STORE and self.name not in INTERNAL_STORES:
+                    _write_offsets(conn, DEFAULT_OFFSET_STORE, entries)  # KIP-618: mirrored to the global store
                 conn.execute("COMMIT")
             except BaseException:
                 _rollback(conn)
@@ -1104,6 +1142,24 @@ class SQLiteBackend(Backend):
 
     def offset_store(self, name: str | None = None) -> SQLiteOffsetStore:
         return SQLiteOffsetStore(self, name)
+
+    def update_entry(self, store: str, key: bytes, update: Callable[[bytes | None], bytes | None],
+                     timeout: float = 30.0) -> bytes | None:
+        """Read-modify-write one offset store entry in one write transaction (atomic across processes)."""
+        self._check_open()
+        conn = self._thread_conn().bounded(timeout)
+        with self._thread_conn().translate(f"updating an entry of store {store!r}"):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute("SELECT value FROM source_offsets WHERE store = ? AND key = ?",
+                                   (store, key)).fetchone()
+                new = update(None if row is None else bytes(row[0]))
+                _write_offsets(conn, store, [(key, new)])
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+        return new
 
     def consumer(self, group_id: str | None = None) -> SQLiteConsumer:
         return SQLiteConsumer(self, group_id)
