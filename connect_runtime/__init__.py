@@ -16,6 +16,8 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "run_source": "connect_runtime.runtime.source",
+    "plan_source": "connect_runtime.runtime.source",
+    "run_source_task": "connect_runtime.runtime.source",
     "SourceRunResult": "connect_runtime.runtime.source",
     "run_sink": "connect_runtime.runtime.sink",
     "SinkRunResult": "connect_runtime.runtime.sink",
@@ -25,7 +27,7 @@ _LAZY = {
 if TYPE_CHECKING:
     from connect_runtime.backends import open_backend
     from connect_runtime.runtime.sink import SinkRunResult, run_sink
-    from connect_runtime.runtime.source import SourceRunResult, run_source
+    from connect_runtime.runtime.source import SourceRunResult, plan_source, run_source, run_source_task
 
 
 def __getattr__(name: str) -> Any:
@@ -39,4 +41,5 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = [*_api_all, "SinkRunResult", "SourceRunResult", "open_backend", "run_sink", "run_source"]
+__all__ = [*_api_all, "SinkRunResult", "SourceRunResult", "open_backend", "plan_source", "run_sink", "run_source",
+           "run_source_task"]
