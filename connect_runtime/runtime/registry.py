@@ -139,7 +139,8 @@ class Registry:
             rec = ConnectorRecord(
                 name=name, scope=scope, kind=kind, generation=0 if before is None else before.generation + 1,
                 tasks=0, state="running", connector_class=connector_class, offsets_store=offsets_store,
-                topics=[] if before is None else before.topics, owns_offsets=owns_offsets,
+                topics=[] if before is None else before.topics,
+                owns_offsets=owns_offsets or (before is not None and before.owns_offsets),
                 started=now, finished=None, heartbeat=now, owner=owner(), error=None)
             return rec.to_json()
 

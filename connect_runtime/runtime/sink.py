@@ -83,6 +83,7 @@ from connect_runtime.backends.base import Backend, ConsumedRecord, Consumer, Pro
 from connect_runtime.runtime.config import SINK_CONFIG
 from connect_runtime.runtime.pipeline import SinkPipeline
 from connect_runtime.runtime.plugins import instantiate
+from connect_runtime.runtime.registry import ConnectorRecord, Registry
 
 log = logging.getLogger(__name__)
 
@@ -831,11 +832,35 @@ def run_sink(
     store = open_backend(backend, backend_settings)
     pipelines: list[SinkPipeline] = [first_pipeline]
     try:
-        return _run(config, values, connector, store, pipelines, targets_given,
-                    max_records, max_seconds, progress)
+        registry = Registry(store)
+        record, _ = registry.begin(name, kind="sink", connector_class=str(values["connector.class"]))
+        try:
+            result = _run(config, values, connector, store, pipelines, targets_given,
+                          max_records, max_seconds, progress)
+        except BaseException as exc:
+            _finish_registration(registry, record, exc, None, values.get("topics"))
+            raise
+        _finish_registration(registry, record, None, result, values.get("topics"))
+        return result
     finally:
         if owned:
             store.close()
+
+
+def _finish_registration(registry: Registry, record: ConnectorRecord, exc: BaseException | None,
+                         result: SinkRunResult | None, configured: Any) -> None:
+    """Record the end of this sink generation; a sink that consumed records but committed nothing to its
+    group keeps its offsets in its destination (``pre_commit`` returned ``{}``), and is shown as such."""
+    try:
+        topics = set(result.committed) if result is not None else set()
+        if isinstance(configured, (list, tuple)):
+            topics |= {str(t) for t in configured}
+        if result is not None and result.records and not result.committed:
+            registry.update(record, owns_offsets=True)
+        registry.finish(record, failed=exc, topics=sorted(topics))
+    except Exception as err:  # bookkeeping never hides the run's own outcome
+        log.warning("sink connector %s: recording the end of generation %d failed: %r", record.name,
+                    record.generation, err)
 
 
 def _run(config: Mapping[str, Any], values: dict[str, Any], connector: SinkConnector, backend: Backend,

@@ -1,0 +1,287 @@
+"""The runtime's admin API: what the CLI, the Airflow provider and the Connectors view ask a store.
+
+One function per question, each taking an open :class:`~connect_runtime.backends.base.Backend`, so the
+three front ends answer the same question the same way:
+
+- :func:`list_connectors`: every connector the registry knows (kind, generation, tasks, state, topics);
+- :func:`get_offsets`: committed offsets in KIP-875's shape ``{"offsets": [{"partition", "offset"}]}``;
+- :func:`sink_lag`: a sink's committed group offsets against the topics' end offsets;
+- :func:`run_ranges`: the ranges record (what each labelled run, e.g. a data interval, committed);
+- :func:`alter_offsets` / :func:`reset_offsets`: KIP-875 changes, refused with
+  :class:`~connect_runtime.api.errors.ConnectorRunningError` while a run holds the connector; a change
+  starts a new generation, so a run that registered before it can never commit over it.
+
+Source offsets are read from the connector's own offsets store (``offsets.storage.topic``) with the
+global store as fallback for partitions it lacks (KIP-618). Sink offsets are the consumer group
+``connect-<name>``'s. Nothing here prints or returns connection settings.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from connect_runtime import ranges as ranges_mod
+from connect_runtime.api.errors import ConfigError, ConnectError
+from connect_runtime.api.records import TopicPartition
+from connect_runtime.backends.base import RANGES_STORE, Backend
+from connect_runtime.runtime.offsets import connector_offsets, offset_key, offset_value, parse_key
+from connect_runtime.runtime.registry import ConnectorRecord, Registry
+
+TIMEOUT = 30.0
+
+
+def sink_group(name: str) -> str:
+    """The consumer group of sink connector ``name`` (Kafka Connect's ``connect-<name>``)."""
+    return f"connect-{name}"
+
+
+# -- connectors ------------------------------------------------------------------------------------
+
+
+def list_connectors(backend: Backend) -> list[dict[str, Any]]:
+    """Every connector the registry of this store knows, one dict each (see ``ConnectorRecord.public``)."""
+    return [r.public() for r in Registry(backend, TIMEOUT).list()]
+
+
+def connector(backend: Backend, name: str, scope: str = "") -> ConnectorRecord | None:
+    """The registry entry of ``name`` (``None`` when no run registered it)."""
+    return Registry(backend, TIMEOUT).get(name, scope)
+
+
+def is_running(backend: Backend, name: str) -> bool:
+    """Whether a run holds connector ``name`` (any scope) right now."""
+    return any(r.running for r in Registry(backend, TIMEOUT).list() if r.name == name)
+
+
+def _kind(backend: Backend, name: str, kind: str | None) -> tuple[str, ConnectorRecord | None]:
+    records = [r for r in Registry(backend, TIMEOUT).list() if r.name == name]
+    rec = records[0] if records else None
+    if kind is not None:
+        if kind not in ("source", "sink"):
+            raise ConfigError(errors={"kind": f"expected 'source' or 'sink', got {kind!r}"})
+        return kind, rec
+    if rec is None:
+        return "unknown", None
+    return rec.kind, rec
+
+
+# -- offsets ---------------------------------------------------------------------------------------
+
+
+def source_offsets(backend: Backend, name: str, offsets_store: str | None = None) -> list[dict[str, Any]]:
+    """Committed source offsets of ``name``: its own store first, the global store for the rest (KIP-618)."""
+    if offsets_store is None:
+        rec = connector(backend, name)
+        offsets_store = None if rec is None else rec.offsets_store
+    found: dict[str, dict[str, Any]] = {}
+    stores = [offsets_store, None] if offsets_store else [None]
+    for store_name in stores:
+        store = backend.offset_store(store_name)
+        try:
+            for partition, offset in connector_offsets(store, name):
+                found.setdefault(json.dumps(partition, sort_keys=True), {"partition": partition, "offset": offset})
+        finally:
+            store.close()
+    return [found[k] for k in sorted(found)]
+
+
+def _sink_partitions(backend: Backend, name: str, topics: Sequence[str] | None) -> list[TopicPartition]:
+    if topics is None:
+        rec = connector(backend, name)
+        topics = rec.topics if rec is not None and rec.topics else sorted(backend.list_topics())
+    consumer = backend.consumer(sink_group(name))
+    try:
+        known = set(backend.list_topics())
+        wanted = [t for t in topics if t in known]
+        return sorted(consumer.partitions(wanted)) if wanted else []
+    finally:
+        consumer.close()
+
+
+def sink_offsets(backend: Backend, name: str, topics: Sequence[str] | None = None) -> dict[TopicPartition, int]:
+    """The group ``connect-<name>``'s committed offsets (partitions with none are left out)."""
+    parts = _sink_partitions(backend, name, topics)
+    if not parts:
+        return {}
+    consumer = backend.consumer(sink_group(name))
+    try:
+        committed = consumer.committed(parts, TIMEOUT)
+    finally:
+        consumer.close()
+    return {tp: off for tp, off in sorted(committed.items()) if off is not None}
+
+
+def get_offsets(backend: Backend, name: str, *, kind: str | None = None,
+                offsets_store: str | None = None) -> dict[str, Any]:
+    """KIP-875's ``GET /connectors/{name}/offsets`` shape: ``{"offsets": [{"partition": ..., "offset": ...}]}``.
+
+    Source partitions and offsets are the connector's own JSON objects; a sink's are
+    ``{"kafka_topic": t, "kafka_partition": p}`` / ``{"kafka_offset": n}``. ``kind`` defaults to what the
+    registry says; for a connector no run registered, both kinds are looked up.
+    """
+    k, _ = _kind(backend, name, kind)
+    out: list[dict[str, Any]] = []
+    if k in ("source", "unknown"):
+        out.extend(source_offsets(backend, name, offsets_store))
+    if k in ("sink", "unknown"):
+        out.extend({"partition": {"kafka_topic": tp.topic, "kafka_partition": tp.partition},
+                    "offset": {"kafka_offset": off}} for tp, off in sink_offsets(backend, name).items())
+    return {"offsets": out}
+
+
+def sink_lag(backend: Backend, name: str, topics: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Per topic partition of the sink's topics: committed offset, end offset and lag (end - committed;
+    the whole partition when nothing was committed). On Kafka the end includes transaction markers."""
+    parts = _sink_partitions(backend, name, topics)
+    if not parts:
+        return []
+    consumer = backend.consumer(sink_group(name))
+    try:
+        committed = consumer.committed(parts, TIMEOUT)
+        ends = consumer.end_offsets(parts, TIMEOUT)
+        begins = consumer.beginning_offsets(parts, TIMEOUT)
+    finally:
+        consumer.close()
+    out = []
+    for tp in parts:
+        c, end = committed.get(tp), ends.get(tp, 0)
+        lag = max(0, end - (begins.get(tp, 0) if c is None else c))
+        out.append({"topic": tp.topic, "partition": tp.partition, "committed": c, "end": end, "lag": lag})
+    return out
+
+
+def _check_idle(backend: Backend, name: str, rec: ConnectorRecord | None) -> None:
+    """Refuse while a run holds the connector; else start a new generation, fencing older runs."""
+    if rec is None:
+        return  # no run ever registered: nothing can be running or fenced
+    Registry(backend, TIMEOUT).new_generation_if_idle(name, rec.scope)
+
+
+def alter_offsets(backend: Backend, name: str, offsets: Sequence[Mapping[str, Any]], *,
+                  kind: str | None = None, offsets_store: str | None = None) -> dict[str, Any]:
+    """KIP-875 ``PATCH /connectors/{name}/offsets``: set (or with ``"offset": None`` delete) the given offsets.
+
+    :raises ConnectorRunningError: a run holds the connector.
+    :raises ConfigError: an entry that is not ``{"partition": {...}, "offset": {...} | None}``, naming it.
+    """
+    k, rec = _kind(backend, name, kind)
+    if not isinstance(offsets, Sequence) or isinstance(offsets, (str, bytes)):
+        raise ConfigError(errors={"offsets": f"expected a list of {{partition, offset}} objects, got {offsets!r}"})
+    source: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+    sink: dict[TopicPartition, int | None] = {}
+    for i, entry in enumerate(offsets):
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("partition"), Mapping) or (
+                entry.get("offset") is not None and not isinstance(entry.get("offset"), Mapping)):
+            raise ConfigError(errors={f"offsets[{i}]": f"expected {{\"partition\": {{...}}, \"offset\": {{...}} or null}}, "
+                                                      f"got {entry!r}"})
+        partition, offset = dict(entry["partition"]), entry.get("offset")
+        if set(partition) == {"kafka_topic", "kafka_partition"}:
+            if offset is not None and (set(offset) != {"kafka_offset"} or not isinstance(offset["kafka_offset"], int)
+                                       or offset["kafka_offset"] < 0):
+                raise ConfigError(errors={f"offsets[{i}]": f'a sink partition takes {{"kafka_offset": N}} (N >= 0) or '
+                                                          f"null, got {offset!r}"})
+            sink[TopicPartition(str(partition["kafka_topic"]), int(partition["kafka_partition"]))] = (
+                None if offset is None else int(offset["kafka_offset"]))
+        else:
+            source.append((partition, None if offset is None else dict(offset)))
+    if k == "sink" and source:
+        raise ConfigError(errors={"offsets": f"connector {name!r} is a sink: partitions are "
+                                             f"{{\"kafka_topic\", \"kafka_partition\"}}"})
+    if k == "source" and sink:
+        raise ConfigError(errors={"offsets": f"connector {name!r} is a source: kafka_topic/kafka_partition "
+                                             f"partitions belong to sinks"})
+    _check_idle(backend, name, rec)
+    if source:
+        store_name = offsets_store or (None if rec is None else rec.offsets_store)
+        store = backend.offset_store(store_name)
+        try:
+            store.put([(offset_key(name, p), offset_value(o)) for p, o in source], TIMEOUT)
+        finally:
+            store.close()
+        if store_name:  # the global copy too, so a fallback read never resurrects the old value
+            glob = backend.offset_store(None)
+            try:
+                glob.put([(offset_key(name, p), offset_value(o)) for p, o in source], TIMEOUT)
+            finally:
+                glob.close()
+    if sink:
+        consumer = backend.consumer(sink_group(name))
+        try:
+            begins = consumer.beginning_offsets([tp for tp, o in sink.items() if o is None], TIMEOUT) \
+                if any(o is None for o in sink.values()) else {}
+            consumer.commit({tp: (begins[tp] if o is None else o) for tp, o in sink.items()}, TIMEOUT)
+        finally:
+            consumer.close()
+    return {"connector": name, "altered": len(source) + len(sink)}
+
+
+def reset_offsets(backend: Backend, name: str, *, kind: str | None = None,
+                  offsets_store: str | None = None) -> dict[str, Any]:
+    """KIP-875 ``DELETE /connectors/{name}/offsets``: every source offset deleted, the sink group back to the
+    beginning of each partition it committed. :raises ConnectorRunningError: a run holds the connector."""
+    current = get_offsets(backend, name, kind=kind, offsets_store=offsets_store)["offsets"]
+    if not current:
+        _check_idle(backend, name, _kind(backend, name, kind)[1])
+        return {"connector": name, "source_partitions_reset": 0, "sink_partitions_reset": 0}
+    changes = [{"partition": e["partition"], "offset": None} for e in current]
+    alter_offsets(backend, name, changes, kind=kind, offsets_store=offsets_store)
+    n_sink = sum(1 for e in current if set(e["partition"]) == {"kafka_topic", "kafka_partition"})
+    return {"connector": name, "source_partitions_reset": len(current) - n_sink, "sink_partitions_reset": n_sink}
+
+
+# -- the ranges record -----------------------------------------------------------------------------
+
+
+def run_ranges(backend: Backend, connector: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+    """The ranges record, newest first: one entry per ``(connector, label)`` merged over the label's tasks::
+
+        {"connector", "key": {...label...}, "ranges": <ranges>, "records": int, "generation": int,
+         "updated": epoch ms}
+    """
+    store = backend.offset_store(RANGES_STORE)
+    try:
+        values = store.read_all()
+    finally:
+        store.close()
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
+    for key, value in values.items():
+        parsed = parse_key(key)
+        if parsed is None or (connector is not None and parsed[0] != connector):
+            continue
+        try:
+            data = json.loads(value)
+        except ValueError:
+            continue
+        label = dict(parsed[1])
+        label.pop("task", None)
+        ident = (parsed[0], json.dumps(label, sort_keys=True))
+        have = merged.get(ident)
+        if have is None:
+            merged[ident] = {"connector": parsed[0], "key": label, "ranges": data.get("ranges") or {},
+                             "records": int(data.get("records") or 0), "generation": data.get("generation"),
+                             "updated": int(data.get("updated") or 0)}
+        else:
+            have["ranges"] = ranges_mod.merge(have["ranges"], data.get("ranges") or {})
+            have["records"] += int(data.get("records") or 0)
+            have["updated"] = max(have["updated"], int(data.get("updated") or 0))
+            have["generation"] = max(have["generation"] or 0, data.get("generation") or 0)
+    out = sorted(merged.values(), key=lambda e: (-e["updated"], e["connector"], json.dumps(e["key"], sort_keys=True)))
+    for e in out:
+        e["ranges"] = ranges_mod.dump(ranges_mod.parse(e["ranges"]))
+    return out[:limit] if limit else out
+
+
+def interval_ranges(backend: Backend, name: str, ledger_key: Mapping[str, Any]) -> dict[str, Any]:
+    """What the ranges record holds for one ``(connector, label)``: ``{"ranges", "records"}``."""
+    want = json.loads(json.dumps(dict(ledger_key), sort_keys=True))
+    for e in run_ranges(backend, name, limit=0):
+        if e["key"] == want:
+            return {"ranges": e["ranges"], "records": e["records"]}
+    return {"ranges": {}, "records": 0}
+
+
+__all__ = ["ConnectError", "alter_offsets", "connector", "get_offsets", "interval_ranges", "is_running",
+           "list_connectors", "reset_offsets", "run_ranges", "sink_group", "sink_lag", "sink_offsets",
+           "source_offsets"]
