@@ -118,6 +118,8 @@ SCRIPTED_CONFIG = (
             doc="At every commit(), note how many of this task's records and which offset are visible there.")
     .define("rounds", Type.INT, default=1, validator=Range.at_least(1),
             doc="task_configs requests reconfiguration until this many plans were made.")
+    .define("reconfigure.after.ms", Type.LONG, default=-1,
+            doc="The connector calls context.request_task_reconfiguration() once, this long after start().")
 )
 
 
@@ -140,6 +142,14 @@ class ScriptedSource(SourceConnector):
                 self.context.raise_error(ConnectError("the external system went away (raised by the connector)"))
 
             threading.Thread(target=later, daemon=True).start()
+        reconfigure = self.values["reconfigure.after.ms"]
+        if reconfigure >= 0:
+            def replan() -> None:
+                time.sleep(reconfigure / 1000)
+                note(self.values["probe"], "reconfiguration.requested", time.monotonic())
+                self.context.request_task_reconfiguration()
+
+            threading.Thread(target=replan, daemon=True).start()
 
     def task_class(self) -> type:
         return TrackingTask if self.values["track.records"] else ScriptedTask
@@ -220,6 +230,7 @@ class ScriptedTask(SourceTask):
 
     def commit(self) -> None:
         note(self.v["probe"], "task.commit", self.index)
+        note(self.v["probe"], "events", ("commit", self.index))
         if self.v["check.url"]:
             note(self.v["probe"], "visible.at.commit", visible(self.v["check.url"], self.v["topic"],
                                                               self.context.configs["name"], self.partition))
@@ -233,6 +244,7 @@ class TrackingTask(ScriptedTask):
 
     def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None = None) -> None:
         note(self.v["probe"], "commit_record", (record.value["n"], metadata))
+        note(self.v["probe"], "events", ("record", record.value["n"]))
 
 
 class PlanningSource(SourceConnector):
@@ -247,12 +259,14 @@ class PlanningSource(SourceConnector):
         .define("topic", Type.STRING)
         .define("files", Type.LIST)
         .define("probe", Type.STRING, default="")
+        .define("poll.sleep.ms", Type.LONG, default=0, doc="Sleep before each poll of a task.")
     )
 
     def config_def(self) -> ConfigDef:
         return self.CONFIG
 
     def start(self, props: Mapping[str, str]) -> None:
+        self.props = dict(props)
         v = self.CONFIG.parse(props)
         self.topic, self.probe_name = v["topic"], v["probe"]
         files = {f.split(":")[0]: int(f.split(":")[1]) for f in v["files"]}
@@ -269,7 +283,8 @@ class PlanningSource(SourceConnector):
         groups: list[list[str]] = [[] for _ in range(min(max_tasks, len(self.todo)))]
         for i, (f, lines, _) in enumerate(self.todo):
             groups[i % len(groups)].append(f"{f}:{lines}")
-        return [{"topic": self.topic, "files": ",".join(g)} for g in groups]
+        sleep = str(self.CONFIG.parse(self.props)["poll.sleep.ms"]) if hasattr(self, "props") else "0"
+        return [{"topic": self.topic, "files": ",".join(g), "poll.sleep.ms": sleep} for g in groups]
 
 
 class PlanningTask(SourceTask):
@@ -279,8 +294,11 @@ class PlanningTask(SourceTask):
         committed = dict((p["file"], o) for p, o in self.context.offset_storage_reader.offsets(
             [{"file": f} for f, _ in self.files]))
         self.pos = {f: (0 if committed[f] is None else int(committed[f]["line"])) for f, _ in self.files}
+        self.sleep = int(props.get("poll.sleep.ms", "0")) / 1000
 
     def poll(self) -> list[SourceRecord] | None:
+        if self.sleep:
+            time.sleep(self.sleep)
         for f, lines in self.files:
             k = self.pos[f]
             if k < lines:

@@ -710,18 +710,18 @@ class SQLiteTransactionalProducer(SQLiteProducer, TransactionalProducer):
             ):
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    row = conn.execute("SELECT epoch FROM producer_epochs WHERE transactional_id = ?",
-                                       (self.transactional_id,)).fetchone()
-                    current = None if row is None else row[0]
-                    if current != self._epoch:
-                        self._fenced_by = current
-                        raise self._fenced_error()
                     guard = self.generation_guard
                     if guard is not None:
                         newest = _registry_generation(conn, guard[0], guard[1])
                         if newest is not None and newest != guard[2]:
                             self._fenced_generation = newest
                             raise self._fenced_error()
+                    row = conn.execute("SELECT epoch FROM producer_epochs WHERE transactional_id = ?",
+                                       (self.transactional_id,)).fetchone()
+                    current = None if row is None else row[0]
+                    if current != self._epoch:
+                        self._fenced_by = current
+                        raise self._fenced_error()
                     written = self._write(conn, records) if records else Written({}, [] if self._track else None)
                     if offsets:
                         _write_offsets(conn, self.offset_store_name, offsets)
@@ -860,6 +860,8 @@ _new = tuple.__new__
 
 class SQLiteConsumer(Consumer):
     """A consumer over committed records (everything in the file is committed)."""
+
+    guards_generation = True
 
     def __init__(self, backend: SQLiteBackend, group_id: str | None) -> None:
         self.group_id = group_id
@@ -1038,6 +1040,14 @@ class SQLiteConsumer(Consumer):
         with self._conn.translate(f"committing offsets of group {self.group_id!r}"):
             conn.execute("BEGIN IMMEDIATE")
             try:
+                guard = self.generation_guard
+                if guard is not None:  # a newer run of the sink connector fences this one's commits
+                    newest = _registry_generation(conn, guard[0], guard[1])
+                    if newest is not None and newest != guard[2]:
+                        raise ProducerFencedError(
+                            f"group {self.group_id!r}: offset commit refused, nothing committed: this run is "
+                            f"generation {guard[2]} of its sink connector and generation {newest} has started "
+                            f"since (SQLite backend {self._db.path})")
                 conn.executemany(
                     "INSERT INTO group_offsets(group_id, topic, partition, next_offset) VALUES (?,?,?,?)"
                     " ON CONFLICT(group_id, topic, partition) DO UPDATE SET next_offset = excluded.next_offset",

@@ -614,6 +614,7 @@ class _WorkerTask:
         if out:
             topics = set(map(_topic_of, out))
             if not topics <= self.known_topics:
+                self.check_topics(topics, out, batch.sent)
                 self.backend.create_topics({t: self.partitions for t in topics - self.known_topics}, exist_ok=True)
                 self.known_topics |= topics
             producer = self.producer_for_send()
@@ -631,6 +632,19 @@ class _WorkerTask:
             self.pending_sent.extend(batch.sent)
             self.pending_polled.extend(records)
         self.record_offsets(records)
+
+    def check_topics(self, topics: set[Any], out: Sequence[Any], sent: Sequence[SourceRecord]) -> None:
+        """A record without a usable topic is a data error naming the record (not a config error, which
+        would tell Airflow not to retry)."""
+        bad = {t for t in topics if not isinstance(t, str) or not t}
+        if not bad:
+            return
+        for i, rec in enumerate(out):
+            if rec[0] in bad:
+                original = sent[i] if i < len(sent) else rec
+                raise DataError(
+                    f"{self.label}: record {original!r} has topic {rec[0]!r}; expected a non-empty topic name "
+                    f"(set SourceRecord.topic, or route it with a transform)")
 
     def record_offsets(self, records: list[SourceRecord]) -> None:
         """Remember the last source offset per source partition of a batch (paid per batch, not per record:
