@@ -36,7 +36,7 @@ from operator import itemgetter
 from typing import Any
 
 from connect_runtime import ranges as ranges_mod
-from connect_runtime.api.config import ConfigDef, Password, Range, Type
+from connect_runtime.api.config import ConfigDef, Range, Type
 from connect_runtime.api.connector import (
     ConnectorTransactionBoundaries,
     ExactlyOnceSupport,
@@ -48,7 +48,6 @@ from connect_runtime.api.errors import (
     ConnectError,
     DataError,
     ProducerFencedError,
-    WaitTimeoutError,
 )
 from connect_runtime.api.records import RecordMetadata, SourceRecord, TopicPartition
 from connect_runtime.api.source import (
@@ -70,8 +69,16 @@ from connect_runtime.backends.base import (
 from connect_runtime.runtime.config import SOURCE_CONFIG
 from connect_runtime.runtime.offsets import OffsetWriter, StoreOffsetReader, offset_key, parse_key
 from connect_runtime.runtime.pipeline import SourcePipeline
-from connect_runtime.runtime.plugins import load_class
-from connect_runtime.runtime.registry import HEARTBEAT_SECONDS, ConnectorRecord, Registry, registry_key
+from connect_runtime.runtime.registry import ConnectorRecord, Registry, registry_key
+from connect_runtime.runtime.worker import (
+    MAX_TASKS,
+    Generation,
+    RunState,
+    TasksStuck,
+    check_config,
+    connector_props,
+    supervise,
+)
 
 log = logging.getLogger(__name__)
 
@@ -84,14 +91,8 @@ RUN_CONFIG = (
 )
 """Source-run fields owned by this module (on top of ``SOURCE_CONFIG``)."""
 
-MAX_TASKS = 1024
-"""Upper bound of ``tasks.max`` for one run (each task is a thread with its own producer and store)."""
-
 MAX_REPLANS = 100
 """How many times one run plans tasks again after ``request_task_reconfiguration()``."""
-
-PROGRESS_EVERY = 5.0
-"""Seconds between two ``progress`` callbacks (plus one at the end)."""
 
 _IDLE_BACKOFF = 0.005
 """Seconds an idle task waits before polling again (interrupted by the run's stop)."""
@@ -171,21 +172,6 @@ class SourceRunResult:
 # Validation
 
 
-def _to_prop(value: Any) -> Any:
-    """Kafka Connect hands connectors string configs; typed JSON values become their string form."""
-    if value is None or isinstance(value, (str, Password)):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return str(value)
-    if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
-    if isinstance(value, Mapping):
-        return json.dumps(value, separators=(",", ":"), sort_keys=True)
-    return str(value)
-
-
 @dataclass
 class _Plan:
     """A validated run: the connector (not started yet) and the typed runtime values."""
@@ -212,31 +198,10 @@ class _Plan:
 def _prepare(config: Mapping[str, Any], exactly_once: bool) -> _Plan:
     if not isinstance(config, Mapping):
         raise ConfigError(errors={"config": f"expected a mapping of config fields, got {type(config).__name__}"})
-    props = {str(k): _to_prop(v) for k, v in config.items()}
-    errors: dict[str, str] = {}
-    checked = SOURCE_CONFIG.merge(RUN_CONFIG).validate(props)
-    for cv in checked:
-        if cv.errors:
-            errors[cv.name] = "; ".join(cv.errors)
-    values = {cv.name: cv.value for cv in checked}
-    if "tasks.max" not in errors and isinstance(values.get("tasks.max"), int) and values["tasks.max"] > MAX_TASKS:
-        errors["tasks.max"] = (f"expected at most {MAX_TASKS} tasks for one run (each task is a thread with its own "
-                               f"producer), got {values['tasks.max']}")
-
-    connector: SourceConnector | None = None
-    if "connector.class" not in errors:
-        path = values["connector.class"]
-        try:
-            cls = load_class(path, "connector.class", SourceConnector)
-            connector = cls()
-        except ConfigError as exc:
-            errors.update(exc.errors or {"connector.class": str(exc)})
-        except Exception as exc:  # a constructor must not do I/O; report what it did
-            errors["connector.class"] = f"class {path!r} could not be created: {exc!r}"
+    props = connector_props(config)
+    values, connector, errors = check_config(props, SOURCE_CONFIG.merge(RUN_CONFIG), SourceConnector,
+                                             kind="source")
     if connector is not None:
-        for cv in connector.validate(props):
-            if cv.errors and cv.name not in errors:
-                errors[cv.name] = "; ".join(cv.errors)
         if "exactly.once.support" not in errors and values["exactly.once.support"] == "required":
             if not exactly_once:
                 errors["exactly.once.support"] = "required, but this run is at-least-once (exactly_once=False)"
@@ -269,21 +234,14 @@ def _prepare(config: Mapping[str, Any], exactly_once: bool) -> _Plan:
 # Shared run state
 
 
-class _Run:
+class _Run(RunState):
     """State shared by the main thread and the task threads (guarded by ``lock``)."""
 
     def __init__(self, name: str, max_records: int | None, deadline: float | None) -> None:
-        self.name = name
-        self.lock = threading.Lock()
-        self.stop = threading.Event()
-        self.stop_reason = ""
-        self.stop_at: float | None = None
-        self.deadline = deadline
+        super().__init__(name, deadline)
         self.remaining = max_records
-        self.error: BaseException | None = None
         self.idle: set[int] = set()
         self.n_tasks = 0
-        self.external_stop: threading.Event | None = None
         # committed totals
         self.records = 0
         self.transactions = 0
@@ -293,35 +251,11 @@ class _Run:
         self.offsets: dict[bytes, tuple[Mapping[str, Any], Mapping[str, Any] | None]] = {}
         self.topics: set[str] = set()
 
-    # -- stopping ----------------------------------------------------------------------------------
-    def request_stop(self, reason: str) -> None:
-        with self.lock:
-            self._stop_locked(reason)
-
-    def _stop_locked(self, reason: str) -> None:
-        if not self.stop.is_set():
-            self.stop_reason = reason
-            self.stop_at = time.monotonic()
-            self.stop.set()
-
-    def fail(self, exc: BaseException) -> None:
-        with self.lock:
-            if self.error is None:
-                self.error = exc
-            elif exc is not self.error:
-                log.warning("connector %s: a further failure after the first one: %r", self.name, exc)
-            self._stop_locked(f"failure: {exc!r}")
-
-    @property
-    def failed(self) -> bool:
-        return self.error is not None
-
     def budget_exhausted(self) -> bool:
         return self.remaining is not None and self.remaining <= 0
 
     def out_of_bounds(self) -> bool:
-        return self.failed or self.budget_exhausted() or (
-            self.deadline is not None and time.monotonic() >= self.deadline)
+        return self.failed or self.budget_exhausted() or self.past_deadline()
 
     def begin_round(self, n_tasks: int) -> None:
         """A new set of tasks starts: forget the previous round's idleness (the run's bounds stay)."""
@@ -471,8 +405,108 @@ class _RunFailed(Exception):
     """Raised inside a task thread to unwind when another part of the run already failed."""
 
 
+class _Checkpoint:
+    """What a task dispatched since its last commit point (quix-streams' checkpoint): the latest source
+    offset per source partition, the counts, and (only when the task overrides ``commit_record``) the
+    records to report. Committing it is the task's transaction; dropping it forgets it."""
+
+    __slots__ = ("filtered", "polled", "records", "sent", "skipped", "spans", "writer")
+
+    def __init__(self, connector: str) -> None:
+        self.writer = OffsetWriter(connector)
+        self.records = self.filtered = self.skipped = 0
+        self.sent: list[SourceRecord] = []    # originals of written records, send order (tracking only)
+        self.polled: list[SourceRecord] = []  # every polled original, poll order (tracking only)
+        self.spans: list[tuple[TopicPartition, tuple[int, int]]] = []  # at-least-once: what flushes wrote
+
+    def __bool__(self) -> bool:
+        return bool(self.records or self.filtered or self.skipped or self.writer)
+
+    def absorb(self, other: _Checkpoint) -> None:
+        """Take over ``other``'s content (at-least-once: flushed records move to the offsets to write)."""
+        for p, o in other.writer.snapshot():
+            self.writer.record(p, o)
+        self.records += other.records
+        self.filtered += other.filtered
+        self.skipped += other.skipped
+        self.sent.extend(other.sent)
+        self.polled.extend(other.polled)
+        self.spans.extend(other.spans)
+        other.clear()
+
+    def offsets(self) -> tuple[list[OffsetEntry], list[Any]]:
+        """The offset entries to write, and per entry its (partition, offset) for the result."""
+        entries = self.writer.entries()
+        return entries, [(e[0], po) for e, po in zip(entries, self.writer.snapshot(), strict=True)]
+
+    def clear(self) -> None:
+        self.writer.clear()
+        self.records = self.filtered = self.skipped = 0
+        self.sent = []
+        self.polled = []
+        self.spans = []
+
+
+class _Boundary:
+    """When a task commits: ``transaction.boundary`` (exactly-once) or ``offset.flush.interval.ms``
+    (at-least-once), as a strategy (Kafka Connect's ``TransactionBoundaryManager``)."""
+
+    commit_final = True
+    """Whether the run's last open checkpoint is committed when the run stops."""
+
+    def after_batch(self, now: float, last_commit: float) -> bool:
+        """Commit after a dispatched poll batch?"""
+        return False
+
+    def due(self, now: float, last_commit: float) -> bool:
+        """Commit before the next poll (time-based boundaries)?"""
+        return False
+
+
+class _PollBoundary(_Boundary):
+    """``transaction.boundary=poll``: every poll batch is one transaction."""
+
+    def after_batch(self, now: float, last_commit: float) -> bool:
+        return True
+
+
+class _IntervalBoundary(_Boundary):
+    """``transaction.boundary=interval`` / at-least-once offset flushes: every ``interval`` seconds."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+
+    def after_batch(self, now: float, last_commit: float) -> bool:
+        return now - last_commit >= self.interval
+
+    def due(self, now: float, last_commit: float) -> bool:
+        return now - last_commit >= self.interval
+
+
+class _ConnectorBoundary(_Boundary):
+    """``transaction.boundary=connector``: only where the task asks (``TransactionContext``); what it
+    dispatched after its last request is dropped when the run stops, its offsets not committed."""
+
+    commit_final = False
+
+
+def _boundary(plan: _Plan, exactly_once: bool) -> _Boundary:
+    v = plan.values
+    if not exactly_once:
+        return _IntervalBoundary(v["offset.flush.interval.ms"] / 1000)
+    if plan.boundary == "poll":
+        return _PollBoundary()
+    if plan.boundary == "connector":
+        return _ConnectorBoundary()
+    interval = v["transaction.boundary.interval.ms"]
+    return _IntervalBoundary((v["offset.flush.interval.ms"] if interval is None else interval) / 1000)
+
+
 class _WorkerTask:
-    """Runs one task in its own thread: the loop is here, delivery guarantees are in the hooks."""
+    """Runs one task in its own thread (Kafka Connect's ``AbstractWorkerSourceTask``): the loop is written
+    once here; :class:`_ExactlyOnceTask` and :class:`_AtLeastOnceTask` differ only in their hooks."""
+
+    exactly_once = True
 
     def __init__(self, run: _Run, plan: _Plan, backend: Backend, index: int, task_config: dict[str, str]) -> None:
         self.run = run
@@ -491,17 +525,13 @@ class _WorkerTask:
         self.track = plan.task_class.commit_record is not SourceTask.commit_record
         self.task: SourceTask | None = None
         self.store: OffsetStore | None = None
+        self.reader: StoreOffsetReader | None = None
         self.pipeline: SourcePipeline | None = None
         self.known_topics: set[str] = set()
         self.txn_context: _TransactionContext | None = None
+        self.boundary = _boundary(plan, self.exactly_once)
         self.fenced = False
-        # what was dispatched since the last commit point
-        self.writer = OffsetWriter(plan.name)
-        self.pending_records = 0
-        self.pending_filtered = 0
-        self.pending_skipped = 0
-        self.pending_sent: list[SourceRecord] = []    # originals of sent records, send order (tracking only)
-        self.pending_polled: list[SourceRecord] = []  # every polled original, poll order (tracking only)
+        self.pending = _Checkpoint(plan.name)  # dispatched since the last commit point
         self.last_commit = time.monotonic()
         # the ranges record of this task under the run's ledger key (None: no ledger)
         self.ledger_entry_key: bytes | None = None
@@ -528,7 +558,10 @@ class _WorkerTask:
             started = True
             self.loop()
             if not self.run.failed:
-                self.final_commit()
+                if self.boundary.commit_final:
+                    self.commit()
+                else:
+                    self.drop_final()
         except _RunFailed:
             pass  # the run's first error is already recorded; this task only unwinds
         except BaseException as exc:
@@ -558,10 +591,11 @@ class _WorkerTask:
             if run.remaining is not None and run.remaining <= 0:
                 break
             now = time.monotonic()
-            if run.deadline is not None and now >= run.deadline:
+            if run.past_deadline(now):
                 run.request_stop("max_seconds reached")
                 break
-            self.tick(now)
+            if self.boundary.due(now, self.last_commit) and self.pending:
+                self.commit()
             records = task.poll()
             if not records:
                 now = time.monotonic()
@@ -605,12 +639,17 @@ class _WorkerTask:
         elif batch_action == "abort":
             self.abort()
 
+    def after_batch(self) -> None:
+        if self.boundary.after_batch(time.monotonic(), self.last_commit):
+            self.commit()
+
     def send(self, records: list[SourceRecord]) -> None:
         if not records:
             return
         assert self.pipeline is not None
         batch = self.pipeline.process(records)
         out = batch.out
+        pending = self.pending
         if out:
             topics = set(map(_topic_of, out))
             if not topics <= self.known_topics:
@@ -623,14 +662,14 @@ class _WorkerTask:
             else:
                 for i in range(0, len(out), self.max_batch):
                     producer.send(out[i:i + self.max_batch])
-            self.pending_records += len(out)
+            pending.records += len(out)
         if batch.filtered:
-            self.pending_filtered += len(batch.filtered)
+            pending.filtered += len(batch.filtered)
         if batch.skipped:
-            self.pending_skipped += len(batch.skipped)
+            pending.skipped += len(batch.skipped)
         if self.track:
-            self.pending_sent.extend(batch.sent)
-            self.pending_polled.extend(records)
+            pending.sent.extend(batch.sent)
+            pending.polled.extend(records)
         self.record_offsets(records)
 
     def check_topics(self, topics: set[Any], out: Sequence[Any], sent: Sequence[SourceRecord]) -> None:
@@ -649,7 +688,7 @@ class _WorkerTask:
     def record_offsets(self, records: list[SourceRecord]) -> None:
         """Remember the last source offset per source partition of a batch (paid per batch, not per record:
         one identity scan, then one write per distinct partition object, in poll order)."""
-        writer = self.writer
+        writer = self.pending.writer
         last = {id(r.source_partition): i for i, r in enumerate(records)}
         picked = [records[-1]] if len(last) == 1 else [records[i] for i in sorted(last.values())]
         for r in picked:
@@ -659,14 +698,13 @@ class _WorkerTask:
                 raise DataError(f"{self.label}: source partition {r.source_partition!r} of a record for topic "
                                 f"{r.topic!r} is not JSON-serialisable: {exc}") from exc
 
-    def report_records(self, metadata: list[RecordMetadata] | None) -> None:
-        """KIP-416: ``commit_record`` for everything committed since the last call, in poll order."""
+    def report_records(self, checkpoint: _Checkpoint, metadata: list[RecordMetadata] | None) -> None:
+        """KIP-416: ``commit_record`` for every record of a committed checkpoint, in poll order."""
         if not self.track:
             return
         task = self.task
         assert task is not None
-        sent, polled = self.pending_sent, self.pending_polled
-        self.pending_sent, self.pending_polled = [], []
+        sent, polled = checkpoint.sent, checkpoint.polled
         if not sent:
             metadata = []
         if metadata is None or len(metadata) != len(sent):
@@ -709,17 +747,6 @@ class _WorkerTask:
                  "updated": int(time.time() * 1000)}
         return {RANGES_STORE: [(self.ledger_entry_key, json.dumps(value, separators=(",", ":")).encode())]}
 
-    def take_offsets(self, writer: OffsetWriter) -> tuple[list[OffsetEntry], list[Any]]:
-        entries = writer.entries()
-        snapshot = writer.snapshot()
-        return entries, [(e[0], po) for e, po in zip(entries, snapshot, strict=True)]
-
-    def clear_pending(self) -> None:
-        self.writer.clear()
-        self.pending_records = self.pending_filtered = self.pending_skipped = 0
-        self.pending_sent.clear()
-        self.pending_polled.clear()
-
     # -- hooks -------------------------------------------------------------------------------------
     def setup(self) -> None:
         """Create the producer (and fence older instances)."""
@@ -729,28 +756,25 @@ class _WorkerTask:
         """The producer to send a batch with (exactly-once: begins the transaction)."""
         raise ConnectError("subclass responsibility")  # pragma: no cover
 
-    def tick(self, now: float) -> None:
-        """Called before every poll: time-based commits."""
-
-    def after_batch(self) -> None:
-        """Called after a poll batch was dispatched."""
-
     def commit(self) -> None:
         """Commit everything dispatched since the last commit point."""
-
-    def final_commit(self) -> None:
-        """The run stops: commit its last boundary (connector-defined boundaries: only what was asked)."""
-        self.commit()
+        raise ConnectError("subclass responsibility")  # pragma: no cover
 
     def abort(self) -> None:
-        """Drop everything dispatched since the last commit point (exactly-once only)."""
+        """``TransactionContext.abort_transaction()`` (exactly-once only)."""
+        raise ConnectError(f"{self.label}: abort_transaction() needs exactly-once (transaction.boundary=connector)")
+
+    def drop_final(self) -> None:
+        """The run stops and the boundary does not commit its last checkpoint: drop it."""
+        raise ConnectError("subclass responsibility")  # pragma: no cover
 
     def abort_quietly(self) -> None:
         """After a failure: drop what is open, never raising."""
+        self.pending.clear()
 
     def close(self) -> None:
         closers = (("producer", getattr(self, "producer", None)), ("pipeline", self.pipeline),
-                   ("offset reader", getattr(self, "reader", None)), ("offset store", self.store))
+                   ("offset reader", self.reader), ("offset store", self.store))
         for what, closer in closers:
             if closer is not None:
                 try:
@@ -765,13 +789,8 @@ class _ExactlyOnceTask(_WorkerTask):
     producer: TransactionalProducer
 
     def setup(self) -> None:
-        boundary = self.plan.boundary
-        if boundary == "connector":
+        if self.plan.boundary == "connector":
             self.txn_context = _TransactionContext()
-        interval = self.plan.values["transaction.boundary.interval.ms"]
-        if interval is None:
-            interval = self.plan.values["offset.flush.interval.ms"]
-        self.interval = interval / 1000 if boundary == "interval" else None
         tid = self.plan.transactional_id(self.index, self.backend.cluster_id)
         self.txn_open = False
         self.producer = self.backend.transactional_producer(tid, self.offsets_name, track_metadata=self.track)
@@ -786,38 +805,27 @@ class _ExactlyOnceTask(_WorkerTask):
             self.txn_open = True
         return self.producer
 
-    def tick(self, now: float) -> None:
-        if self.interval is not None and self.txn_open and now - self.last_commit >= self.interval:
-            self.commit()
-
-    def after_batch(self) -> None:
-        if self.interval is None:
-            self.commit()  # transaction.boundary=poll
-        elif time.monotonic() - self.last_commit >= self.interval:
-            self.commit()
-
     def commit(self) -> None:
         self.last_commit = time.monotonic()
-        if not self.txn_open and not self.writer:
+        if not self.txn_open and not self.pending.writer:
             return
         if self.run.failed:
             raise _RunFailed
-        entries, offsets = self.take_offsets(self.writer)
+        cp = self.pending
+        entries, offsets = cp.offsets()
         if not self.txn_open:  # offsets only (every record of the batch was filtered, or it was aborted)
             self.producer.begin_transaction()
             self.txn_open = True
-        records = self.pending_records
+        records = cp.records
         written = self.producer.commit_transaction(
             entries, self.timeout,
             None if self.ledger_entry_key is None else (lambda w: self.ledger_entries(w.ranges.items(), records)))
         self.txn_open = False
-        self.run.committed(written.ranges.items(), self.pending_records, self.pending_filtered,
-                           self.pending_skipped, offsets, transaction=True)
-        self.writer.clear()
-        self.pending_records = self.pending_filtered = self.pending_skipped = 0
+        self.run.committed(written.ranges.items(), cp.records, cp.filtered, cp.skipped, offsets, transaction=True)
+        self.pending = _Checkpoint(self.plan.name)
         # Kafka Connect's order (ExactlyOnceWorkerSourceTask.commitTransaction): every commit_record of the
         # transaction, then commit()
-        self.report_records(written.metadata)
+        self.report_records(cp, written.metadata)
         assert self.task is not None
         self.task.commit()
 
@@ -828,32 +836,29 @@ class _ExactlyOnceTask(_WorkerTask):
         if self.txn_open:
             self.producer.abort_transaction(self.timeout)
             self.txn_open = False
-        aborted = self.pending_records
-        if aborted:
-            log.info("%s: aborted a transaction of %d records as requested by the connector", self.label, aborted)
+        cp = self.pending
+        if cp.records:
+            log.info("%s: aborted a transaction of %d records as requested by the connector", self.label, cp.records)
         if self.track:  # the aborted records were not written: KIP-416 reports them with None
             assert self.task is not None
-            polled, self.pending_polled, self.pending_sent = self.pending_polled, [], []
-            for r in polled:
+            for r in cp.polled:
                 self.task.commit_record(r, None)
-        self.pending_records = 0
+            cp.polled, cp.sent = [], []
+        cp.records = 0
         self.commit()
 
-    def final_commit(self) -> None:
-        if self.plan.boundary != "connector":
-            self.commit()
-            return
+    def drop_final(self) -> None:
         # Connector-defined boundaries: the final transaction commits only if the connector asked for it;
         # what it dispatched after its last commit request is dropped and its offsets are not committed,
         # so the next run polls those records again (ExactlyOnceWorkerSourceTask.finalOffsetCommit).
-        if self.txn_open or self.writer:
+        if self.pending:
             log.info("%s: the run ends with %d records after the connector's last commit request; they are not "
                      "committed (transaction.boundary=connector) and will be polled again",
-                     self.label, self.pending_records)
+                     self.label, self.pending.records)
         if self.txn_open:
             self.producer.abort_transaction(self.timeout)
             self.txn_open = False
-        self.clear_pending()
+        self.pending.clear()
 
     def abort_quietly(self) -> None:
         if getattr(self, "txn_open", False):
@@ -862,77 +867,64 @@ class _ExactlyOnceTask(_WorkerTask):
             except Exception as exc:  # fenced or broken: the transaction is never committed either way
                 log.warning("%s: aborting the open transaction raised %r", self.label, exc)
             self.txn_open = False
-        self.clear_pending()
+        self.pending.clear()
 
 
 class _AtLeastOnceTask(_WorkerTask):
     """Records are flushed first; then the offsets of flushed records are written to the offset store."""
 
+    exactly_once = False
     producer: Producer
 
     def setup(self) -> None:
-        self.interval = self.plan.values["offset.flush.interval.ms"] / 1000
-        self.flushed = OffsetWriter(self.plan.name)  # offsets of records whose flush succeeded
-        self.flushed_records = self.flushed_filtered = self.flushed_skipped = 0
-        self.flushed_spans: list[tuple[TopicPartition, tuple[int, int]]] = []
+        self.flushed = _Checkpoint(self.plan.name)  # records whose flush succeeded, offsets not yet written
         self.producer = self.backend.producer(track_metadata=self.track)
 
     def producer_for_send(self) -> Producer:
         return self.producer
 
-    def tick(self, now: float) -> None:
-        if (self.writer or self.flushed) and now - self.last_commit >= self.interval:
-            self.commit()
-
     def after_batch(self) -> None:
-        if time.monotonic() - self.last_commit >= self.interval:
+        if self.boundary.after_batch(time.monotonic(), self.last_commit):
             self.commit()
-        elif self.pending_records >= self.max_batch:
+        elif self.pending.records >= self.max_batch:
             self.flush()
 
     def flush(self) -> None:
-        written = self.producer.flush(self.timeout) if self.pending_records else None
-        for p, o in self.writer.snapshot():
-            self.flushed.record(p, o)
-        self.writer.clear()
-        self.flushed_records += self.pending_records
-        self.flushed_filtered += self.pending_filtered
-        self.flushed_skipped += self.pending_skipped
-        self.pending_records = self.pending_filtered = self.pending_skipped = 0
+        written = self.producer.flush(self.timeout) if self.pending.records else None
+        cp = self.pending
         if written is not None:
-            for tp, span in written.ranges.items():
-                self.flushed_spans.append((tp, span))
-            self.report_records(written.metadata)
+            cp.spans.extend(written.ranges.items())
+            self.report_records(cp, written.metadata)
         elif self.track:
-            self.report_records([])
+            self.report_records(cp, [])
+        cp.sent, cp.polled = [], []
+        self.flushed.absorb(cp)
 
     def commit(self) -> None:
         self.last_commit = time.monotonic()
         if self.run.failed:
             raise _RunFailed
         self.flush()
-        if not self.flushed and not self.flushed_records:
+        cp = self.flushed
+        if not cp:
             return
-        entries, offsets = self.take_offsets(self.flushed)
+        entries, offsets = cp.offsets()
         if entries:
             assert self.store is not None
             self.store.put(entries, self.timeout)
-        for store_name, ledger in self.ledger_entries(self.flushed_spans, self.flushed_records).items():
+        for store_name, ledger in self.ledger_entries(cp.spans, cp.records).items():
             ledger_store = self.backend.offset_store(store_name)
             try:
                 ledger_store.put(ledger, self.timeout)
             finally:
                 ledger_store.close()
-        self.run.committed(self.flushed_spans, self.flushed_records, self.flushed_filtered, self.flushed_skipped,
-                           offsets, transaction=True)
-        self.flushed.clear()
-        self.flushed_spans = []
-        self.flushed_records = self.flushed_filtered = self.flushed_skipped = 0
+        self.run.committed(cp.spans, cp.records, cp.filtered, cp.skipped, offsets, transaction=True)
+        cp.clear()
         assert self.task is not None
         self.task.commit()
 
-    def abort_quietly(self) -> None:
-        self.clear_pending()
+    def drop_final(self) -> None:  # pragma: no cover - at-least-once always commits its last flush
+        self.commit()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -985,25 +977,23 @@ def run_source(
     be = open_backend(backend, backend_settings)
     log.info("source connector %s (%s): %s run on %s", plan.name, type(plan.connector).__name__,
              "exactly-once" if exactly_once else "at-least-once", be.url)
-    registry = Registry(be)
     try:
-        _begin_generation(plan, be, registry)
+        generation = _begin_generation(plan, be)
         try:
             store = be.offset_store(plan.values["offsets.storage.topic"])
             try:
                 reader = _reader(be, store, plan)
                 context = _ConnectorContext(reader, run)
                 try:
-                    _run_connector(plan, run, be, context, exactly_once, progress, t0, registry)
+                    _run_connector(plan, run, be, context, exactly_once, progress, t0, generation)
                 finally:
-                    if isinstance(reader, StoreOffsetReader):
-                        reader.close()
+                    reader.close()
             finally:
                 store.close()
         except BaseException as exc:
-            _finish_generation(plan, run, registry, exc)
+            generation.finish(exc, sorted(run.topics))
             raise
-        _finish_generation(plan, run, registry, None)
+        generation.finish(None, sorted(run.topics))
         seconds = round(time.monotonic() - t0, 6)
         if progress is not None:
             progress(run.records, seconds)
@@ -1037,9 +1027,8 @@ def plan_source(
     plan.scope = _scope(identity)
     owned = not isinstance(backend, Backend)
     be = open_backend(backend, backend_settings)
-    registry = Registry(be)
     try:
-        _begin_generation(plan, be, registry)
+        generation = _begin_generation(plan, be)
         run = _Run(plan.name, None, None)
         store = be.offset_store(plan.values["offsets.storage.topic"])
         connector = plan.connector
@@ -1052,16 +1041,15 @@ def plan_source(
             finally:
                 connector.stop()
         except BaseException as exc:
-            _finish_generation(plan, run, registry, exc)
+            generation.finish(exc)
             raise
         finally:
             store.close()
-        assert plan.record is not None
-        if not registry.update(plan.record, tasks=max(plan.record.tasks, len(configs)), done_tasks=[]):
+        if not generation.update(tasks=max(generation.record.tasks, len(configs)), done_tasks=[]):
             raise ProducerFencedError(f"connector {plan.name!r}: a newer generation started while planning")
         if not configs:
-            _finish_generation(plan, run, registry, None)
-        return {"connector": plan.name, "generation": plan.record.generation, "identity": plan.scope,
+            generation.finish(None)
+        return {"connector": plan.name, "generation": generation.number, "identity": plan.scope,
                 "exactly_once": exactly_once,
                 "tasks": [{"index": i, "config": dict(c)} for i, c in enumerate(configs)]}
     finally:
@@ -1118,7 +1106,8 @@ def run_source_task(
         p.record = record
         _task_class(p)
         try:
-            _run_tasks(p, run, be, [task_config], exactly_once, progress, t0, registry, first_index=int(index))
+            _run_tasks(p, run, be, [task_config], exactly_once, progress, t0, Generation(be, record, None),
+                       first_index=int(index))
             if run.error is not None:
                 raise run.error
         except BaseException as exc:
@@ -1169,40 +1158,32 @@ def _ledger(ledger_key: Mapping[str, Any] | None) -> dict[str, Any] | None:
         raise ConfigError(errors={"ledger_key": f"expected JSON values, got {ledger_key!r} ({exc})"}) from None
 
 
-def _reader(be: Backend, store: OffsetStore, plan: _Plan) -> OffsetStorageReader:
+def _reader(be: Backend, store: OffsetStore, plan: _Plan) -> StoreOffsetReader:
     """KIP-618: a connector-specific offsets store falls back to the global store for partitions it lacks."""
     if plan.values["offsets.storage.topic"] is None:
         return StoreOffsetReader(store, plan.name)
     return StoreOffsetReader(store, plan.name, fallback=be.offset_store(None))
 
 
-def _begin_generation(plan: _Plan, be: Backend, registry: Registry) -> None:
+def _begin_generation(plan: _Plan, be: Backend) -> Generation:
     """Register a new generation before any offset is read, and fence every task of the previous one."""
-    record, previous = registry.begin(
-        plan.name, scope=plan.scope, kind="source", connector_class=str(plan.values["connector.class"]),
-        offsets_store=plan.values["offsets.storage.topic"])
-    plan.record = record
+    generation = Generation.begin(be, plan.name, kind="source", scope=plan.scope,
+                                  connector_class=str(plan.values["connector.class"]),
+                                  offsets_store=plan.values["offsets.storage.topic"])
+    plan.record = generation.record
+    previous = generation.previous
     if previous is not None and previous.tasks and previous.state != "stopped" and be.transaction_markers:
         # Kafka: a commit cannot check the registry, so fence every transactional id the older generation
         # used (its task count is in the registry), as Kafka Connect fences zombies of the previous generation
-        old = _Plan(plan.name, plan.props, plan.values, plan.connector, plan.boundary, scope=plan.scope)
-        ids = [old.transactional_id(i, be.cluster_id) for i in range(previous.tasks)]
+        ids = [plan.transactional_id(i, be.cluster_id) for i in range(previous.tasks)]
         log.info("connector %s: fencing %d task(s) of generation %d (%s)", plan.name, len(ids),
                  previous.generation, previous.state)
-        be.fence_transactional_ids(ids, plan.values["offset.flush.timeout.ms"] / 1000)
-    if previous is not None and previous.running:
-        log.warning("connector %s: generation %d (started by %s) was still running; it is fenced by generation %d",
-                    plan.name, previous.generation, previous.owner, record.generation)
-
-
-def _finish_generation(plan: _Plan, run: _Run, registry: Registry, exc: BaseException | None) -> None:
-    if plan.record is None:
-        return
-    try:
-        registry.finish(plan.record, failed=exc, topics=sorted(run.topics))
-    except Exception as err:  # bookkeeping must never hide the run's own outcome
-        log.warning("connector %s: recording the end of generation %d failed: %r", plan.name,
-                    plan.record.generation, err)
+        try:
+            be.fence_transactional_ids(ids, plan.values["offset.flush.timeout.ms"] / 1000)
+        except BaseException as exc:
+            generation.finish(exc)
+            raise
+    return generation
 
 
 def _task_class(plan: _Plan) -> type[SourceTask]:
@@ -1223,7 +1204,7 @@ def _task_configs(plan: _Plan) -> list[dict[str, str]]:
 
 
 def _run_connector(plan: _Plan, run: _Run, be: Backend, context: _ConnectorContext, exactly_once: bool,
-                   progress: Callable[[int, float], None] | None, t0: float, registry: Registry) -> None:
+                   progress: Callable[[int, float], None] | None, t0: float, generation: Generation) -> None:
     connector = plan.connector
     connector.initialize(context)
     connector.start(plan.props)
@@ -1235,7 +1216,7 @@ def _run_connector(plan: _Plan, run: _Run, be: Backend, context: _ConnectorConte
                 break
             configs = _task_configs(plan)
             if configs:
-                _run_tasks(plan, run, be, configs, exactly_once, progress, t0, registry)
+                _run_tasks(plan, run, be, configs, exactly_once, progress, t0, generation)
             if run.failed or not context.take_reconfiguration() or run.out_of_bounds():
                 break
             replans += 1
@@ -1257,14 +1238,13 @@ def _run_connector(plan: _Plan, run: _Run, be: Backend, context: _ConnectorConte
 
 
 def _run_tasks(plan: _Plan, run: _Run, be: Backend, configs: list[dict[str, str]], exactly_once: bool,
-               progress: Callable[[int, float], None] | None, t0: float, registry: Registry,
+               progress: Callable[[int, float], None] | None, t0: float, generation: Generation | None,
                first_index: int = 0) -> None:
-    record = plan.record
     # the task count is recorded before the tasks start, so a successor can fence every one of them
-    if (record is not None and first_index == 0 and len(configs) > record.tasks
-            and not registry.update(record, tasks=len(configs))):
-            raise ProducerFencedError(f"connector {plan.name!r}: generation {record.generation} was fenced by a "
-                                      f"newer run before its tasks started")
+    if (generation is not None and first_index == 0 and len(configs) > generation.record.tasks
+            and not generation.update(tasks=len(configs))):
+        raise ProducerFencedError(f"connector {plan.name!r}: generation {generation.number} was fenced by a "
+                                  f"newer run before its tasks started")
     cls = _ExactlyOnceTask if exactly_once else _AtLeastOnceTask
     workers = [cls(run, plan, be, first_index + i, dict(cfg)) for i, cfg in enumerate(configs)]
     run.begin_round(len(workers))
@@ -1276,9 +1256,11 @@ def _run_tasks(plan: _Plan, run: _Run, be: Backend, configs: list[dict[str, str]
         threads.append(t)
         t.start()
     grace = plan.values["task.shutdown.graceful.timeout.ms"] / 1000
+    report = None if progress is None else (lambda: progress(run.records, time.monotonic() - t0))
     try:
-        _watch_tasks(plan, run, threads, grace, progress, t0, registry)
-    except _TasksStuck:
+        supervise(run, threads, grace, kind="source", progress=report, generation=generation,
+                  topics=lambda: sorted(run.topics))
+    except TasksStuck:
         raise
     except BaseException as exc:  # e.g. the process is being told to stop: let the tasks abort first
         run.fail(exc)
@@ -1286,50 +1268,6 @@ def _run_tasks(plan: _Plan, run: _Run, be: Backend, configs: list[dict[str, str]
         for t in threads:
             t.join(max(0.0, deadline - time.monotonic()))
         raise
-
-
-class _TasksStuck(WaitTimeoutError):
-    """Tasks did not stop within ``task.shutdown.graceful.timeout.ms`` after the run stopped."""
-
-
-def _watch_tasks(plan: _Plan, run: _Run, threads: list[threading.Thread], grace: float,
-                 progress: Callable[[int, float], None] | None, t0: float, registry: Registry) -> None:
-    """Wait for the task threads; meanwhile enforce ``max_seconds`` and an external stop, report progress,
-    write the registry heartbeat, bound the shutdown."""
-    next_progress = time.monotonic() + PROGRESS_EVERY
-    next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS
-    while True:
-        alive = [t for t in threads if t.is_alive()]
-        if not alive:
-            return
-        alive[0].join(0.05)
-        now = time.monotonic()
-        if run.deadline is not None and now >= run.deadline:
-            run.request_stop("max_seconds reached")
-        if run.external_stop is not None and run.external_stop.is_set():
-            run.request_stop("stop requested (e.g. the Airflow task was killed)")
-        if progress is not None and now >= next_progress:
-            next_progress = now + PROGRESS_EVERY
-            try:
-                progress(run.records, now - t0)
-            except Exception as exc:
-                run.fail(exc)
-        if plan.record is not None and now >= next_heartbeat:
-            next_heartbeat = now + HEARTBEAT_SECONDS
-            try:
-                if not registry.heartbeat(plan.record, sorted(run.topics)):
-                    log.warning("connector %s: generation %d is no longer the newest: a newer run started; this "
-                                "run's next commit will be fenced", plan.name, plan.record.generation)
-            except Exception as exc:  # a heartbeat is bookkeeping; the commits themselves are fenced
-                log.warning("connector %s: writing the registry heartbeat failed: %r", plan.name, exc)
-        stop_at = run.stop_at
-        if stop_at is not None and now - stop_at > grace:
-            names = ", ".join(t.name for t in threads if t.is_alive())
-            stuck = _TasksStuck(
-                f"connector {plan.name!r}: tasks {names} did not commit and stop within "
-                f"task.shutdown.graceful.timeout.ms={grace * 1000:.0f} after the run stopped ({run.stop_reason})")
-            run.fail(stuck)
-            raise stuck
 
 
 def _exact_spans(run: _Run, join_markers: bool) -> ranges_mod.SpanMap:

@@ -1,0 +1,277 @@
+"""The worker core: what a bounded source run and a bounded sink run share.
+
+Kafka Connect splits a connector's life between ``Worker`` (config, plugins, lifecycle) and
+``WorkerTask`` (one task's loop); the source and sink variants differ only in their loops. This module
+is that shared part, written once, so a fix lands in both directions:
+
+- :func:`connector_props` hands connectors their config as Kafka Connect does: strings only (a
+  ``Password`` value becomes its string; a connector's own ``ConfigDef.parse`` makes it a ``Password``
+  again, which masks it in ``repr``);
+- :func:`check_config` validates the runtime's fields and the connector's, bounds ``tasks.max``, loads
+  the connector class, and collects every bad field in one :class:`ConfigError`; unknown keys are
+  logged with a did-you-mean (:func:`warn_unknown_keys`);
+- :class:`RunState` is the stop/fail/deadline state every run and its task threads share;
+- :class:`Generation` registers the run in the connector registry (a new generation fences the older
+  ones), writes its heartbeat and records how it ended;
+- :func:`supervise` waits for the task threads, enforcing ``max_seconds`` and an external stop,
+  reporting progress, writing heartbeats, and failing the run with :class:`TasksStuck` when tasks do
+  not stop within ``task.shutdown.graceful.timeout.ms`` after the run stopped.
+
+The direction-specific parts stay in :mod:`~connect_runtime.runtime.source` (poll → transform →
+produce, transaction boundaries, checkpoints of source offsets) and :mod:`~connect_runtime.runtime.sink`
+(consume → put → pre_commit → group commit).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from connect_runtime.api.config import ConfigDef, Password
+from connect_runtime.api.errors import ConfigError, WaitTimeoutError
+from connect_runtime.backends.base import Backend
+from connect_runtime.runtime.plugins import load_class
+from connect_runtime.runtime.registry import HEARTBEAT_SECONDS, ConnectorRecord, Registry
+
+log = logging.getLogger(__name__)
+
+MAX_TASKS = 1024
+"""Upper bound of ``tasks.max`` for one run (each task is a thread with its own clients)."""
+
+PROGRESS_EVERY = 5.0
+"""Seconds between two ``progress`` callbacks (plus one at the end)."""
+
+_KNOWN_PREFIXES = ("transforms.", "predicates.", "key.converter.", "value.converter.", "header.converter.",
+                   "errors.", "producer.", "consumer.", "admin.", "producer.override.", "consumer.override.")
+
+
+# -- config ----------------------------------------------------------------------------------------
+
+
+def to_prop(value: Any) -> str:
+    """A typed JSON config value as the string Kafka Connect hands connectors."""
+    if isinstance(value, Password):
+        return value.value
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, Mapping):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return str(value)
+
+
+def connector_props(config: Mapping[str, Any]) -> dict[str, str]:
+    """The raw config as connectors get it (``None`` values left out), the same for sources and sinks."""
+    return {str(k): to_prop(v) for k, v in config.items() if v is not None}
+
+
+def warn_unknown_keys(name: str, props: Mapping[str, Any], defs: Iterable[ConfigDef]) -> dict[str, str]:
+    """Keys no ConfigDef knows (runtime, connector, pipeline prefixes): logged once each with a
+    did-you-mean, and returned as ``{key: message}`` (``validate`` lists them)."""
+    known: set[str] = set()
+    for d in defs:
+        known.update(d.names())
+    out: dict[str, str] = {}
+    for key in sorted(props):
+        if key in known or key.startswith(_KNOWN_PREFIXES):
+            continue
+        close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
+        out[key] = (f"unknown config key {key!r} (ignored)" + (f"; did you mean {close[0]!r}?" if close else ""))
+    for key, why in out.items():
+        log.warning("connector %s: %s", name or "?", why)
+    return out
+
+
+def check_config(props: Mapping[str, Any], runtime_def: ConfigDef, connector_base: type,
+                 *, kind: str) -> tuple[dict[str, Any], Any, dict[str, str]]:
+    """Validate the runtime's fields, load and create the connector, validate its own fields.
+
+    Returns ``(typed runtime values, connector or None, errors)``; the caller adds its own checks and
+    raises one :class:`ConfigError` naming every bad field.
+    """
+    errors: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    for cv in runtime_def.validate(props):
+        if cv.errors:
+            errors[cv.name] = "; ".join(cv.errors)
+        values[cv.name] = cv.value
+    tasks = values.get("tasks.max")
+    if "tasks.max" not in errors and isinstance(tasks, int) and tasks > MAX_TASKS:
+        errors["tasks.max"] = (f"expected at most {MAX_TASKS} tasks for one run (each task is a thread with its "
+                               f"own {'producer' if kind == 'source' else 'consumer'}), got {tasks}")
+    connector = None
+    if "connector.class" not in errors:
+        path = values["connector.class"]
+        try:
+            cls = load_class(path, "connector.class", connector_base)
+            connector = cls()
+        except ConfigError as exc:
+            errors.update(exc.errors or {"connector.class": str(exc)})
+        except Exception as exc:  # a constructor must not do I/O; report what it did
+            errors["connector.class"] = f"class {path!r} could not be created: {exc!r}"
+    if connector is not None:
+        runtime_fields = set(runtime_def.names())
+        try:
+            checked = connector.validate(dict(props))
+        except ConfigError as exc:
+            errors.update(exc.errors or {"connector.class": str(exc)})
+            checked = []
+        for cv in checked:
+            if cv.errors and cv.name not in runtime_fields and cv.name not in errors:
+                errors[cv.name] = "; ".join(cv.errors)
+        defs: list[ConfigDef] = [runtime_def]
+        try:
+            defs.append(connector.config_def())
+        except Exception:  # validate() above already reported a broken connector
+            pass
+        warn_unknown_keys(str(values.get("name") or ""), props, defs)
+    return values, connector, errors
+
+
+# -- run state -------------------------------------------------------------------------------------
+
+
+class RunState:
+    """Stop, failure and deadline of one run, shared by the main thread and the task threads."""
+
+    def __init__(self, name: str, deadline: float | None) -> None:
+        self.name = name
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.stop_reason = ""
+        self.stop_at: float | None = None
+        self.deadline = deadline
+        self.error: BaseException | None = None
+        self.external_stop: threading.Event | None = None
+
+    def request_stop(self, reason: str) -> None:
+        with self.lock:
+            self._stop_locked(reason)
+
+    def _stop_locked(self, reason: str) -> None:
+        if not self.stop.is_set():
+            self.stop_reason = reason
+            self.stop_at = time.monotonic()
+            self.stop.set()
+
+    def fail(self, exc: BaseException) -> None:
+        with self.lock:
+            if self.error is None:
+                self.error = exc
+            elif exc is not self.error:
+                log.warning("connector %s: a further failure after the first one: %r", self.name, exc)
+            self._stop_locked(f"failure: {exc!r}")
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    def past_deadline(self, now: float | None = None) -> bool:
+        return self.deadline is not None and (time.monotonic() if now is None else now) >= self.deadline
+
+
+# -- generations -----------------------------------------------------------------------------------
+
+
+class Generation:
+    """A run's entry in the connector registry: begun before any offset is read, ended once."""
+
+    def __init__(self, backend: Backend, record: ConnectorRecord, previous: ConnectorRecord | None) -> None:
+        self.registry = Registry(backend)
+        self.record = record
+        self.previous = previous
+
+    @classmethod
+    def begin(cls, backend: Backend, name: str, *, kind: str, connector_class: str, scope: str = "",
+              offsets_store: str | None = None) -> Generation:
+        record, previous = Registry(backend).begin(name, scope=scope, kind=kind, connector_class=connector_class,
+                                                   offsets_store=offsets_store)
+        if previous is not None and previous.running:
+            log.warning("%s connector %s: generation %d (started by %s) was still running; generation %d fences it",
+                        kind, name, previous.generation, previous.owner, record.generation)
+        return cls(backend, record, previous)
+
+    @property
+    def number(self) -> int:
+        return self.record.generation
+
+    def update(self, **changes: Any) -> bool:
+        return self.registry.update(self.record, **changes)
+
+    def heartbeat(self, topics: Sequence[str] = ()) -> None:
+        try:
+            if not self.registry.heartbeat(self.record, topics):
+                log.warning("connector %s: generation %d is no longer the newest: a newer run started; this run's "
+                            "next commit will be fenced", self.record.name, self.record.generation)
+        except Exception as exc:  # bookkeeping; the commits themselves are fenced
+            log.warning("connector %s: writing the registry heartbeat failed: %r", self.record.name, exc)
+
+    def finish(self, failed: BaseException | None, topics: Sequence[str] = (), **changes: Any) -> None:
+        try:
+            if changes:
+                self.registry.update(self.record, **changes)
+            self.registry.finish(self.record, failed=failed, topics=topics)
+        except Exception as err:  # bookkeeping must never hide the run's own outcome
+            log.warning("connector %s: recording the end of generation %d failed: %r", self.record.name,
+                        self.record.generation, err)
+
+
+# -- supervision -----------------------------------------------------------------------------------
+
+
+class TasksStuck(WaitTimeoutError):
+    """Tasks did not stop within ``task.shutdown.graceful.timeout.ms`` after the run stopped."""
+
+
+def supervise(state: RunState, threads: Sequence[threading.Thread], grace: float, *, kind: str,
+              progress: Callable[[], None] | None = None, generation: Generation | None = None,
+              topics: Callable[[], Sequence[str]] | None = None) -> None:
+    """Wait for the task threads. Meanwhile: ``max_seconds`` (the state's deadline) and an external stop
+    stop the run; ``progress()`` every :data:`PROGRESS_EVERY` s; the registry heartbeat every
+    :data:`HEARTBEAT_SECONDS` s; and once the run stopped, tasks that do not finish within ``grace``
+    seconds fail it with :class:`TasksStuck` naming them (they are abandoned and can commit nothing:
+    a later run fences them)."""
+    next_progress = time.monotonic() + PROGRESS_EVERY
+    next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS
+    while True:
+        alive = [t for t in threads if t.is_alive()]
+        if not alive:
+            return
+        alive[0].join(0.05)
+        now = time.monotonic()
+        if state.past_deadline(now):
+            state.request_stop("max_seconds reached")
+        if state.external_stop is not None and state.external_stop.is_set():
+            state.request_stop("stop requested (e.g. the Airflow task was killed)")
+        if progress is not None and now >= next_progress:
+            next_progress = now + PROGRESS_EVERY
+            try:
+                progress()
+            except Exception as exc:
+                state.fail(exc)
+        if generation is not None and now >= next_heartbeat:
+            next_heartbeat = now + HEARTBEAT_SECONDS
+            generation.heartbeat(topics() if topics is not None else ())
+        stop_at = state.stop_at
+        if stop_at is not None and now - stop_at > grace:
+            names = ", ".join(t.name for t in threads if t.is_alive())
+            stuck = TasksStuck(
+                f"{kind} connector {state.name!r}: tasks {names} did not commit and stop within "
+                f"task.shutdown.graceful.timeout.ms={grace * 1000:.0f} after the run stopped ({state.stop_reason}); "
+                f"they were abandoned and can commit nothing more")
+            state.fail(stuck)
+            raise stuck
+
+
+__all__ = ["MAX_TASKS", "PROGRESS_EVERY", "Generation", "RunState", "TasksStuck", "check_config",
+           "connector_props", "supervise", "to_prop", "warn_unknown_keys"]
