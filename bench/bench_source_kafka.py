@@ -4,7 +4,10 @@
 (b) ``run_source`` with DataGenSource, exactly-once, on ``kafka://``, ``batch.size=1000`` (one
     transaction per poll of 1,000 records, offsets in the same transaction).
 
-Prints records/s of both and the ratio (b)/(a); the target is at least 0.8.
+Both are timed the same way, from the start (topic creation, producer creation and
+``init_transactions`` included, as every bounded run pays them) to the last commit. The raw loop's
+steady-state figure (its loop alone) is printed too. Prints records/s of both and the ratio (b)/(a);
+the target is at least 0.95.
 
     python bench/bench_source_kafka.py [--records N]
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,12 +55,14 @@ def start_tansu(log_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise SystemExit("tansu did not answer within 15 s")
 
 
-def raw_loop(bootstrap: str, records: int, per_txn: int) -> float:
-    """Records/s of a plain confluent-kafka transactional producer writing DataGen-like JSON values."""
+def raw_loop(bootstrap: str, records: int, per_txn: int) -> tuple[float, float]:
+    """Records/s of a plain confluent-kafka transactional producer writing DataGen-like JSON values:
+    (from the start, set-up included; the loop alone)."""
     import confluent_kafka as ck
     from confluent_kafka.admin import AdminClient, NewTopic
 
     topic = "bench-raw"
+    t0 = time.perf_counter()
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for fut in admin.create_topics([NewTopic(topic, 1, 1)]).values():
         fut.result(10)
@@ -75,8 +81,8 @@ def raw_loop(bootstrap: str, records: int, per_txn: int) -> float:
                                   "ts": 1_700_000_000_000 + i * 1000}).encode())
         p.commit_transaction(30)
         n = end
-    seconds = time.perf_counter() - started
-    return records / seconds
+    done = time.perf_counter()
+    return records / (done - t0), records / (done - started)
 
 
 def runtime_loop(bootstrap: str, records: int, batch: int) -> tuple[float, dict]:
@@ -104,24 +110,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=3, help="rounds of (a) then (b), each on a fresh broker; "
+                                                              "the median of each is reported")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        proc, bootstrap = start_tansu(Path(tmp))
-        try:
-            raw = raw_loop(bootstrap, args.records, args.batch)
-            print(f"(a) raw confluent-kafka transactional loop: {args.records} records, {args.batch} per "
-                  f"transaction: {raw:,.0f} rec/s")
-            ours, result = runtime_loop(bootstrap, args.records, args.batch)
-            print(f"(b) run_source DataGenSource exactly-once on kafka://, batch.size={args.batch}: "
-                  f"{ours:,.0f} rec/s ({result['transactions']} transactions, ranges {result['ranges']})")
-            ratio = ours / raw
-            print(f"ratio (b)/(a): {ratio:.2f}x (target >= 0.8x): {'OK' if ratio >= 0.8 else 'BELOW TARGET'}")
-        finally:
-            proc.terminate()
+    raws, loops, ours_all = [], [], []
+    for round_ in range(args.repeat):
+        with tempfile.TemporaryDirectory() as tmp:
+            proc, bootstrap = start_tansu(Path(tmp))
             try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+                raw, raw_loop_only = raw_loop(bootstrap, args.records, args.batch)
+                ours, result = runtime_loop(bootstrap, args.records, args.batch)
+            finally:
+                proc.terminate()
+                try:
+                    proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        raws.append(raw)
+        loops.append(raw_loop_only)
+        ours_all.append(ours)
+        print(f"round {round_ + 1}: (a) {raw:,.0f} rec/s (loop alone {raw_loop_only:,.0f}), (b) {ours:,.0f} rec/s "
+              f"({result['transactions']} transactions, ranges {result['ranges']}): {ours / raw:.2f}x")
+    raw, raw_loop_only, ours = (statistics.median(x) for x in (raws, loops, ours_all))
+    print(f"(a) raw confluent-kafka transactional loop: {args.records} records, {args.batch} per transaction: "
+          f"{raw:,.0f} rec/s median (its loop alone, set-up excluded: {raw_loop_only:,.0f} rec/s)")
+    print(f"(b) run_source DataGenSource exactly-once on kafka://, batch.size={args.batch}: {ours:,.0f} rec/s median")
+    ratio = ours / raw
+    print(f"ratio (b)/(a): {ratio:.2f}x (target >= 0.95x): {'OK' if ratio >= 0.95 else 'BELOW TARGET'}; "
+          f"against the raw loop alone: {ours / raw_loop_only:.2f}x")
 
 
 if __name__ == "__main__":

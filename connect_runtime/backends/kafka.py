@@ -295,6 +295,7 @@ class KafkaBackend(Backend):
         self._admin: Any = None
         self._offset_topics: dict[str, int] = {}
         self._mirror: KafkaPlainProducer | None = None
+        self._offsets_write_lock = threading.Lock()
         self._closed = False
 
     @classmethod
@@ -486,10 +487,34 @@ class KafkaBackend(Backend):
         return KafkaPlainProducer(self, track_metadata)
 
     def offset_store(self, name: str | None = None) -> KafkaOffsetStore:
+        self._offsets_producer()  # created now: its connection and producer id come while the store reads
         return KafkaOffsetStore(self, name)
+
+    def _offsets_producer(self) -> KafkaPlainProducer:
+        with self._lock:
+            if self._mirror is None:
+                self._mirror = KafkaPlainProducer(self, False)
+            return self._mirror
 
     def consumer(self, group_id: str | None = None) -> KafkaConsumer:
         return KafkaConsumer(self, group_id)
+
+    def write_offsets(self, topic: str, partitions: int, entries: Sequence[OffsetEntry], timeout: float) -> None:
+        """Write offset records through the backend's shared plain producer and wait for them (serialised:
+        one writer at a time, so a flush's errors belong to its own records)."""
+        with self._offsets_write_lock:
+            producer = self._offsets_producer()
+            try:
+                producer.send_offsets(topic, partitions, entries)
+                producer.flush(timeout)
+            except BaseException:
+                with self._lock:
+                    broken = self._mirror if self._mirror is producer else None
+                    if broken is not None:
+                        self._mirror = None
+                if broken is not None:
+                    broken.close()
+                raise
 
     def mirror_offsets(self, entries: Sequence[OffsetEntry], attempts: int = 3) -> None:
         """KIP-618: also write a connector-specific store's offsets to the global offsets topic.
@@ -499,22 +524,13 @@ class KafkaBackend(Backend):
         last: BaseException | None = None
         for attempt in range(1, attempts + 1):
             try:
-                with self._lock:
-                    if self._mirror is None:
-                        self._mirror = KafkaPlainProducer(self, False)
-                    mirror = self._mirror
                 topic, partitions = self.offsets_topic(None)
-                mirror.send_offsets(topic, partitions, entries)
-                mirror.flush(self.connect_timeout)
+                self.write_offsets(topic, partitions, entries, self.connect_timeout)
                 return
             except Exception as exc:
                 last = exc
                 log.warning("kafka backend %s: writing %d offsets to the global offsets topic failed "
                             "(attempt %d of %d): %s", self.bootstrap, len(entries), attempt, attempts, exc)
-                with self._lock:
-                    broken, self._mirror = self._mirror, None
-                if broken is not None:
-                    broken.close()
         log.error("kafka backend %s: gave up writing %d offsets to the global offsets topic: %s",
                   self.bootstrap, len(entries), last)
 
@@ -1179,10 +1195,9 @@ class KafkaOffsetStore(OffsetStore):
         if not entries:
             return
         topic, partitions = self._ensure()
-        if self._producer is None:
-            self._producer = KafkaPlainProducer(self.backend, False)
-        self._producer.send_offsets(topic, partitions, entries)
-        self._producer.flush(timeout)
+        # one long-lived producer per backend for offset writes: a fresh producer's first flush waits for
+        # its connection and metadata (~0.5-0.8 s on Tansu), once per registry write otherwise
+        self.backend.write_offsets(topic, partitions, entries, timeout)
         if self.name is not None and topic != self.backend.default_offsets_topic and self.name not in INTERNAL_STORES:
             self.backend.mirror_offsets(entries)
 

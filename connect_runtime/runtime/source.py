@@ -31,6 +31,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
@@ -65,6 +66,7 @@ from connect_runtime.backends.base import (
     OffsetStore,
     Producer,
     TransactionalProducer,
+    Written,
 )
 from connect_runtime.runtime.config import SOURCE_CONFIG
 from connect_runtime.runtime.offsets import OffsetWriter, StoreOffsetReader, offset_key, parse_key
@@ -562,6 +564,7 @@ class _WorkerTask:
                     self.commit()
                 else:
                     self.drop_final()
+                self.settle()
         except _RunFailed:
             pass  # the run's first error is already recorded; this task only unwinds
         except BaseException as exc:
@@ -768,6 +771,9 @@ class _WorkerTask:
         """The run stops and the boundary does not commit its last checkpoint: drop it."""
         raise ConnectError("subclass responsibility")  # pragma: no cover
 
+    def settle(self) -> None:
+        """Wait until every commit started has completed (and its callbacks ran)."""
+
     def abort_quietly(self) -> None:
         """After a failure: drop what is open, never raising."""
         self.pending.clear()
@@ -784,7 +790,13 @@ class _WorkerTask:
 
 
 class _ExactlyOnceTask(_WorkerTask):
-    """KIP-618: records and source offsets of a transaction become visible together or never."""
+    """KIP-618: records and source offsets of a transaction become visible together or never.
+
+    A transaction's commit runs on this task's committer thread while the task polls and converts its
+    next batch (which is sent only after that commit completed: one open transaction per producer).
+    The callbacks of a transaction (every ``commit_record``, then ``commit()``) run in the task's thread
+    once its commit completed, before the next transaction begins.
+    """
 
     producer: TransactionalProducer
 
@@ -793,6 +805,8 @@ class _ExactlyOnceTask(_WorkerTask):
             self.txn_context = _TransactionContext()
         tid = self.plan.transactional_id(self.index, self.backend.cluster_id)
         self.txn_open = False
+        self.inflight: tuple[Future[Written], _Checkpoint, list[Any]] | None = None
+        self.committer = ThreadPoolExecutor(1, thread_name_prefix=f"{self.plan.name}-task-{self.index}-commit")
         self.producer = self.backend.transactional_producer(tid, self.offsets_name, track_metadata=self.track)
         if self.plan.record is not None:
             self.producer.generation_guard = (REGISTRY_STORE, registry_key(self.plan.name, self.plan.scope),
@@ -801,6 +815,7 @@ class _ExactlyOnceTask(_WorkerTask):
 
     def producer_for_send(self) -> Producer:
         if not self.txn_open:
+            self.settle()
             self.producer.begin_transaction()
             self.txn_open = True
         return self.producer
@@ -811,18 +826,26 @@ class _ExactlyOnceTask(_WorkerTask):
             return
         if self.run.failed:
             raise _RunFailed
+        self.settle()
         cp = self.pending
         entries, offsets = cp.offsets()
         if not self.txn_open:  # offsets only (every record of the batch was filtered, or it was aborted)
             self.producer.begin_transaction()
             self.txn_open = True
         records = cp.records
-        written = self.producer.commit_transaction(
-            entries, self.timeout,
-            None if self.ledger_entry_key is None else (lambda w: self.ledger_entries(w.ranges.items(), records)))
-        self.txn_open = False
-        self.run.committed(written.ranges.items(), cp.records, cp.filtered, cp.skipped, offsets, transaction=True)
+        extra = None if self.ledger_entry_key is None else (lambda w: self.ledger_entries(w.ranges.items(), records))
         self.pending = _Checkpoint(self.plan.name)
+        self.txn_open = False  # this transaction is committing; the next one begins after it completed
+        self.inflight = (self.committer.submit(self.producer.commit_transaction, entries, self.timeout, extra),
+                         cp, offsets)
+
+    def settle(self) -> None:
+        inflight, self.inflight = getattr(self, "inflight", None), None
+        if inflight is None:
+            return
+        future, cp, offsets = inflight
+        written = future.result()  # fenced, unavailable, ...: raised here, in the task's thread
+        self.run.committed(written.ranges.items(), cp.records, cp.filtered, cp.skipped, offsets, transaction=True)
         # Kafka Connect's order (ExactlyOnceWorkerSourceTask.commitTransaction): every commit_record of the
         # transaction, then commit()
         self.report_records(cp, written.metadata)
@@ -833,6 +856,7 @@ class _ExactlyOnceTask(_WorkerTask):
         """``TransactionContext.abort_transaction()``: the records since the last boundary are dropped, but
         their source offsets are committed (in a transaction of their own), so the next poll, or the next
         run, does not see the same records again (Kafka Connect's connector-defined boundary manager)."""
+        self.settle()
         if self.txn_open:
             self.producer.abort_transaction(self.timeout)
             self.txn_open = False
@@ -851,6 +875,7 @@ class _ExactlyOnceTask(_WorkerTask):
         # Connector-defined boundaries: the final transaction commits only if the connector asked for it;
         # what it dispatched after its last commit request is dropped and its offsets are not committed,
         # so the next run polls those records again (ExactlyOnceWorkerSourceTask.finalOffsetCommit).
+        self.settle()
         if self.pending:
             log.info("%s: the run ends with %d records after the connector's last commit request; they are not "
                      "committed (transaction.boundary=connector) and will be polled again",
@@ -861,6 +886,12 @@ class _ExactlyOnceTask(_WorkerTask):
         self.pending.clear()
 
     def abort_quietly(self) -> None:
+        inflight, self.inflight = getattr(self, "inflight", None), None
+        if inflight is not None:
+            try:
+                inflight[0].result()
+            except Exception as exc:  # already the run's failure, or a consequence of it
+                log.debug("%s: the commit in flight ended with %r", self.label, exc)
         if getattr(self, "txn_open", False):
             try:
                 self.producer.abort_transaction(self.timeout)
@@ -868,6 +899,12 @@ class _ExactlyOnceTask(_WorkerTask):
                 log.warning("%s: aborting the open transaction raised %r", self.label, exc)
             self.txn_open = False
         self.pending.clear()
+
+    def close(self) -> None:
+        committer = getattr(self, "committer", None)
+        if committer is not None:
+            committer.shutdown(wait=True)
+        super().close()
 
 
 class _AtLeastOnceTask(_WorkerTask):
