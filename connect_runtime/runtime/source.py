@@ -807,6 +807,9 @@ class _ExactlyOnceTask(_WorkerTask):
         self.txn_open = False
         self.inflight: tuple[Future[Written], _Checkpoint, list[Any]] | None = None
         self.committer = ThreadPoolExecutor(1, thread_name_prefix=f"{self.plan.name}-task-{self.index}-commit")
+        # overlapping pays where a commit waits on the network with the GIL released (Kafka); SQLite's
+        # commit is CPU work under the GIL, so it stays in line with the task's loop
+        self.overlap = self.backend.transaction_markers
         self.producer = self.backend.transactional_producer(tid, self.offsets_name, track_metadata=self.track)
         if self.plan.record is not None:
             self.producer.generation_guard = (REGISTRY_STORE, registry_key(self.plan.name, self.plan.scope),
@@ -836,8 +839,17 @@ class _ExactlyOnceTask(_WorkerTask):
         extra = None if self.ledger_entry_key is None else (lambda w: self.ledger_entries(w.ranges.items(), records))
         self.pending = _Checkpoint(self.plan.name)
         self.txn_open = False  # this transaction is committing; the next one begins after it completed
-        self.inflight = (self.committer.submit(self.producer.commit_transaction, entries, self.timeout, extra),
-                         cp, offsets)
+        if self.overlap:
+            future = self.committer.submit(self.producer.commit_transaction, entries, self.timeout, extra)
+        else:
+            future = Future()
+            try:
+                future.set_result(self.producer.commit_transaction(entries, self.timeout, extra))
+            except BaseException as exc:
+                future.set_exception(exc)
+        self.inflight = (future, cp, offsets)
+        if not self.overlap:
+            self.settle()
 
     def settle(self) -> None:
         inflight, self.inflight = getattr(self, "inflight", None), None
