@@ -106,3 +106,62 @@ def test_sigkill_at_random_instants_loses_and_duplicates_nothing(tmp_path: Path)
 @pytest.mark.slow
 def test_sigkill_loop_long(tmp_path: Path) -> None:
     sigkill_loop(tmp_path, kills=slow_iterations(10, 40), seed=2)
+
+
+def generation_kill_loop(tmp_path: Path, rounds: int, seed: int) -> dict[str, int]:
+    """Each round starts a new process of the same connector with a random ``tasks.max`` (1 to 3) while the
+    previous one is still running, then SIGKILLs the previous one at a random instant (or lets the newer
+    generation fence it). Then one run to the end: every line of every file exactly once."""
+    url = f"sqlite:///{tmp_path / 'gen.db'}"
+    lines = 400 * rounds
+    files = ",".join(f"f{i}:{lines}" for i in range(3))
+    base = {"name": "files", "connector.class": "tests.source_connectors.PlanningSource", "topic": "lines",
+            "files": files, "poll.sleep.ms": 5, "poll.idle.timeout.ms": 200}
+    rng = random.Random(seed)
+    stats = {"killed": 0, "fenced": 0, "finished": 0}
+    previous: subprocess.Popen[str] | None = None
+    try:
+        for _ in range(rounds):
+            current = start({**base, "tasks.max": rng.randint(1, 3)}, url, max_seconds=30)
+            time.sleep(rng.uniform(0.6, 1.6))  # both processes run (and commit) for a while
+            if rng.random() < 0.5 and current.poll() is None:
+                current.send_signal(signal.SIGKILL)  # the newest one dies mid-run; the next round takes over
+                stats["killed"] += 1
+            if previous is not None:
+                out, err = previous.communicate(timeout=60)
+                if previous.returncode == 2:
+                    assert '"ProducerFencedError"' in out, out + err
+                    stats["fenced"] += 1
+                elif previous.returncode == 0:
+                    stats["finished"] += 1
+                else:
+                    assert previous.returncode == -signal.SIGKILL, f"exit {previous.returncode}: {err[-2000:]}"
+            previous = current
+        assert previous is not None
+        previous.send_signal(signal.SIGKILL)
+        previous.communicate(timeout=60)
+    finally:
+        if previous is not None and previous.poll() is None:
+            previous.kill()
+            previous.communicate(timeout=10)
+    rc, result = finish(start({**base, "poll.sleep.ms": 0, "tasks.max": 2}, url), 300, "the final run")
+    assert rc == 0, result
+    seen: dict[tuple[str, int], int] = {}
+    for v in read_topic(url, "lines"):
+        key = (v["file"], v["line"])
+        seen[key] = seen.get(key, 0) + 1
+    twice = [k for k, n in seen.items() if n > 1]
+    assert twice == [], f"{len(twice)} lines written more than once, e.g. {twice[:5]}"
+    assert set(seen) == {(f"f{i}", n) for i in range(3) for n in range(lines)}, "lines lost"
+    assert stats["fenced"] + stats["killed"] > 0
+    return stats
+
+
+def test_overlapping_generations_with_kills_lose_and_duplicate_nothing(tmp_path: Path) -> None:
+    generation_kill_loop(tmp_path, rounds=4, seed=3)
+
+
+@pytest.mark.slow
+def test_overlapping_generations_with_kills_long(tmp_path: Path) -> None:
+    stats = generation_kill_loop(tmp_path, rounds=slow_iterations(8, 40), seed=4)
+    print(f"generation kill loop: {stats}")
