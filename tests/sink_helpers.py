@@ -39,6 +39,12 @@ _FIELDS = (
     ("put.fail.task", "...only in the task with this task.id (default: every task)."),
     ("put.retriable.times", "Raise RetriableError on the first N put attempts."),
     ("put.sleep.ms", "Sleep this long in each non-empty put."),
+    ("put.retry.timeout.ms", "Call context.timeout(ms) before each RetriableError of put.retriable.times."),
+    ("put.block.at", "Block in this non-empty put (1-based)..."),
+    ("put.block.file", "...until this file exists (at most 60 s), after logging 'blocked'."),
+    ("put.hang", "true: every non-empty put sleeps 120 s (a stuck task)."),
+    ("precommit.fail.times", "pre_commit raises OSError on its first N calls."),
+    ("precommit.ahead", "pre_commit returns current + this many for every partition."),
     ("precommit.empty", "true: pre_commit returns {}."),
     ("precommit.foreign", "true: pre_commit also returns an offset for a partition not assigned."),
     ("open.rewind", "topic:partition:offset,... rewound in open()."),
@@ -74,7 +80,8 @@ class RecordingSinkTask(SinkTask):
         self.puts = 0
         self.attempts = 0
         self.empty_puts = 0
-        self._log("start", task=props.get("task.id"))
+        self.precommits = 0
+        self._log("start", task=props.get("task.id"), generation=getattr(self.context, "generation", None))
         if props.get("start.fail") == "true":
             raise RuntimeError("no credentials")
 
@@ -103,9 +110,20 @@ class RecordingSinkTask(SinkTask):
             return
         self.attempts += 1
         if self.attempts <= int(self.props.get("put.retriable.times") or 0):
-            self._log("put_retriable", offsets=[r.offset for r in records])
+            self._log("put_retriable", offsets=[r.offset for r in records], t=time.monotonic())
+            if self.props.get("put.retry.timeout.ms"):
+                if hasattr(self.context, "timeout"):
+                    self.context.timeout(int(self.props["put.retry.timeout.ms"]))
             raise RetriableError(f"transient failure on attempt {self.attempts}")
         self.puts += 1
+        if self.props.get("put.hang") == "true":
+            self._log("hanging")
+            time.sleep(120)
+        if self.props.get("put.block.at") and self.puts == int(self.props["put.block.at"]):
+            self._log("blocked", offsets=[r.offset for r in records])
+            deadline = time.monotonic() + 60
+            while not os.path.exists(self.props["put.block.file"]) and time.monotonic() < deadline:
+                time.sleep(0.01)
         failing_task = self.props.get("put.fail.task") or self.props.get("task.id")
         if (self.props.get("put.fail.at") and self.puts == int(self.props["put.fail.at"])
                 and failing_task == self.props.get("task.id")):
@@ -133,9 +151,15 @@ class RecordingSinkTask(SinkTask):
 
     def pre_commit(self, current_offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         self._log("pre_commit", current=sorted([[*tp, o] for tp, o in current_offsets.items()]))
+        self.precommits += 1
+        if self.precommits <= int(self.props.get("precommit.fail.times") or 0):
+            self._log("pre_commit_failed")
+            raise OSError(f"flush failed (call {self.precommits})")
         if self.props.get("precommit.empty") == "true":
             return {}
         out = dict(current_offsets)
+        if self.props.get("precommit.ahead"):
+            out = {tp: o + int(self.props["precommit.ahead"]) for tp, o in out.items()}
         if self.props.get("precommit.foreign") == "true":
             out[TopicPartition("not-assigned", 7)] = 3
         return out
@@ -244,6 +268,51 @@ class LedgerSinkConnector(SinkConnector):
 
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
         return [dict(self.props) for _ in range(max_tasks)]
+
+
+SEEN: dict[str, Any] = {}
+"""What ``SecretSink`` and its task were handed for ``secret`` (in-process tests)."""
+
+
+class _SecretTask(SinkTask):
+    def start(self, props: Mapping[str, Any]) -> None:
+        SEEN["task"] = props["secret"]
+
+    def put(self, records: list[SinkRecord]) -> None:
+        pass
+
+
+class SecretSink(SinkConnector):
+    """Records what the connector and its task get for a ``Type.PASSWORD`` field."""
+
+    def config_def(self) -> ConfigDef:
+        return ConfigDef().define("secret", Type.PASSWORD, doc="A password.")
+
+    def start(self, props: Mapping[str, Any]) -> None:
+        SEEN["connector"] = props["secret"]
+        self.props = dict(props)
+
+    def task_class(self) -> type:
+        return _SecretTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, Any]]:
+        return [dict(self.props)]
+
+
+class GreedySink(SinkConnector):
+    """Returns more task configs than ``tasks.max``."""
+
+    def config_def(self) -> ConfigDef:
+        return ConfigDef()
+
+    def start(self, props: Mapping[str, Any]) -> None:
+        self.props = dict(props)
+
+    def task_class(self) -> type:
+        return _SecretTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, Any]]:
+        return [dict(self.props)] * (max_tasks + 2)
 
 
 def main(argv: list[str]) -> int:

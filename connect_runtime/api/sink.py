@@ -8,18 +8,32 @@ comes from that thread):
 3. ``open(partitions)``: the partitions assigned to this task. A connector that keeps its offsets in
    its destination rewinds here with ``self.context.offset({tp: next_offset})``.
 4. ``put(records)`` repeatedly, possibly many times between commits. Raise
-   :class:`RetriableError` to get the same records again after a backoff (bounded by
-   ``errors.retry.timeout``); any other exception fails the run and commits nothing new.
+   :class:`RetriableError` to get the same records again (as Kafka Connect does, by default): after
+   ``self.context.timeout(ms)`` if the task set it, else after an exponential backoff. Redelivery is
+   bounded (``errors.retry.timeout`` when positive, else the run's ``max_seconds``, else 5 minutes);
+   then the run fails naming what it waited for. Any other exception fails the run and commits
+   nothing new.
 5. At each commit point: ``pre_commit(current_offsets)`` returns the offsets the runtime commits
    for the group (next offset to read, per partition); ``{}`` commits nothing. The default flushes
-   and returns ``current_offsets``. ``self.context.is_closing()`` is true while ``pre_commit`` runs
-   for the run's final commit or for partitions being taken away (KIP-275; Kafka Connect proposed
-   this but never shipped it: it is this runtime's own).
+   and returns ``current_offsets``. Offsets beyond what the task was given, and partitions not
+   assigned to it, are ignored with a warning (Kafka Connect does the same). If ``flush`` /
+   ``pre_commit`` raises, the runtime rewinds every partition to its last committed offset and
+   delivers those records again, within the same bound as ``put`` retries.
+   ``self.context.is_closing()`` is true while ``pre_commit`` runs for the run's final commit or for
+   partitions being taken away (KIP-275; Kafka Connect proposed this but never shipped it: it is
+   this runtime's own).
 6. ``close(partitions)`` when partitions are taken away or the run ends.
 7. ``stop()``: always called once ``start`` returned, also after a failure.
 
 Offsets in ``current_offsets`` and in what ``pre_commit`` returns are the next offset to read (the
 last delivered offset + 1), as in Kafka.
+
+Generations (zombie fencing): every run of a sink connector is a new **generation**
+(``self.context.generation``, an int that grows with every run, known from ``initialize`` on). A
+newer run fences the older one's group-offset commits: the older run's next commit fails and
+commits nothing. A task that keeps its offsets in its destination (returns ``{}`` from
+``pre_commit``) gets no such protection from the runtime: it stores the generation next to its
+offsets and refuses to write once a newer generation has written (see ``FileSink``).
 """
 
 from __future__ import annotations
@@ -69,6 +83,17 @@ class SinkTaskContext(abc.ABC):
     @abc.abstractmethod
     def request_commit(self) -> None:
         """Ask for a commit point after the current ``put``."""
+
+    @property
+    @abc.abstractmethod
+    def generation(self) -> int:
+        """This run's generation of the sink connector (>= 0, larger for every newer run)."""
+
+    @abc.abstractmethod
+    def timeout(self, timeout_ms: int) -> None:
+        """Wait ``timeout_ms`` before the records of a ``put`` that raised :class:`RetriableError`
+        are delivered again (applies to the next redelivery only; Kafka Connect's
+        ``SinkTaskContext.timeout``)."""
 
     @abc.abstractmethod
     def is_closing(self) -> bool:

@@ -163,6 +163,13 @@ class Consumer(abc.ABC):
 
     group_id: str | None
 
+    generation_guard: tuple[str, bytes, int] | None = None
+    """``(store, key, generation)``: the sink connector generation this consumer commits for (set by the
+    runtime before the first commit). A backend with ``guards_generation`` checks it inside the commit's
+    write transaction and raises :class:`ProducerFencedError` (nothing committed) once the registry entry
+    ``key`` of ``store`` holds another generation; otherwise the runtime fences sink commits itself."""
+    guards_generation: bool = False
+
     @abc.abstractmethod
     def partitions(self, topics: Sequence[str] = (), pattern: str | None = None) -> list[TopicPartition]:
         """Every partition of the named topics, or of the topics whose name fully matches ``pattern``."""

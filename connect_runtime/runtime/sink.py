@@ -37,14 +37,44 @@ runtime never takes partitions away within a run, so that is the only closing co
 every other moment. Kafka Connect proposed KIP-275 but never shipped it; this behaviour is
 airflow-pyconnect's own.
 
-Failures: a :class:`RetriableError` from ``put`` redelivers the same records after an exponential
-backoff (300 ms doubling, capped by ``errors.retry.delay.max.ms``), for at most
-``errors.retry.timeout`` ms in all (``0``: no retry, ``-1``: until the run's ``max_seconds``). Any
-other exception from ``put`` (or from ``pre_commit``, a conversion under ``errors.tolerance=none``,
-or a record reported through the errant record reporter under ``errors.tolerance=none``), or a retry
-that runs out, fails the run with a :class:`ConnectError` naming the connector, the task and the
-cause (chained). A failed run makes no further ``pre_commit`` or commit in any of its tasks: the
-group keeps what was committed before. The tasks still get ``close`` and ``stop``.
+Generations (zombie fencing): every run registers a new generation of the connector in the
+registry (:mod:`connect_runtime.runtime.registry`) before it reads the group's offsets; tasks see it
+as ``context.generation``. A newer run fences the older one's group-offset commits: the older run's
+next commit raises :class:`ProducerFencedError` and commits nothing (Kafka Connect gets the same from
+the consumer group generation). On SQLite the check runs inside the commit's write transaction
+(``Consumer.generation_guard``). On Kafka each run initialises one transactional producer per sink
+connector (id ``<cluster>-<connector>-sink-commits``), which fences the older run's producer
+(KIP-447 style), and every group commit first commits a transaction through it (one record into the
+compacted store ``pyconnect-sink-commits``); only when that succeeds are the group offsets committed.
+Limitation: Kafka's atomic form, ``send_offsets_to_transaction``, is not used because the test broker
+(Tansu) does not make those offsets visible; a zombie that passed its transaction a moment before the
+newer run initialised can still land that one commit.
+
+Failures (Kafka Connect's ``WorkerSinkTask`` where it defines them, bounded where it is not):
+
+- a :class:`RetriableError` from ``put`` redelivers the same records, by default, after
+  ``context.timeout(ms)`` if the task set it, else an exponential backoff (300 ms doubling, capped by
+  ``errors.retry.delay.max.ms``). Kafka Connect retries forever; a run is bounded: by
+  ``errors.retry.timeout`` ms when positive, else by the run's ``max_seconds``, else by
+  :data:`DEFAULT_RETRY_BOUND_S`. When the bound runs out the run fails naming what it waited for.
+- an exception from ``flush``/``pre_commit`` rewinds every partition of the task to its last
+  committed offset (the start of the run, a rewind, or the last group commit) and delivers those
+  records again (``WorkerSinkTask`` does the same), within the same bound; for the final commit too,
+  as long as the run may still deliver (else it fails, nothing more committed).
+- offsets ``pre_commit`` returns beyond what the task was given, or for partitions not assigned to
+  it, are ignored with a warning naming the partition (as Kafka Connect does).
+- any other exception from ``put`` (a conversion under ``errors.tolerance=none``, or a record
+  reported through the errant record reporter under ``errors.tolerance=none``) fails the run with a
+  :class:`ConnectError` naming the connector, the task and the cause (chained). A failed run makes
+  no further ``pre_commit`` or commit in any of its tasks: the group keeps what was committed
+  before. The tasks still get ``close`` and ``stop``.
+- a task that does not return within ``task.shutdown.graceful.timeout.ms`` after the run stopped
+  (its ``max_seconds`` passed, or another task failed) fails the run with a :class:`WaitTimeoutError`
+  naming it; it is abandoned (a daemon thread) and can commit nothing any more, as in a source run.
+
+Config handed to the connector and its tasks: strings, except ``Type.PASSWORD`` values, which stay
+:class:`Password` objects (as in a source run). ``tasks.max`` above :data:`MAX_TASKS` is refused by
+validation, and a connector that returns more task configs than ``tasks.max`` fails the run.
 
 Error tolerance ``all``: records whose conversion or transform fails, and records a task reports
 with ``context.errant_record_reporter.report(record, exc)``, are written to
@@ -73,17 +103,37 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from connect_runtime.api.config import Password
+from connect_runtime.api.config import ConfigDef, Password, Range, Type
 from connect_runtime.api.connector import SinkConnector, SinkConnectorContext
-from connect_runtime.api.errors import ConfigError, ConnectError, RetriableError, WaitTimeoutError
+from connect_runtime.api.errors import (
+    ConfigError,
+    ConnectError,
+    ProducerFencedError,
+    RetriableError,
+    WaitTimeoutError,
+)
 from connect_runtime.api.records import SinkRecord, TopicPartition
 from connect_runtime.api.sink import ErrantRecordReporter, SinkTask, SinkTaskContext
 from connect_runtime.backends import open_backend
-from connect_runtime.backends.base import Backend, ConsumedRecord, Consumer, Producer, ProducerRecord
+from connect_runtime.backends.base import (
+    REGISTRY_STORE,
+    Backend,
+    ConsumedRecord,
+    Consumer,
+    Producer,
+    ProducerRecord,
+    TransactionalProducer,
+)
 from connect_runtime.runtime.config import SINK_CONFIG
 from connect_runtime.runtime.pipeline import SinkPipeline
-from connect_runtime.runtime.plugins import instantiate
-from connect_runtime.runtime.registry import ConnectorRecord, Registry
+from connect_runtime.runtime.registry import registry_key
+from connect_runtime.runtime.worker import (
+    Generation,
+    RunState,
+    check_config,
+    connector_props,
+    supervise,
+)
 
 log = logging.getLogger(__name__)
 
@@ -93,10 +143,23 @@ PROGRESS_INTERVAL_S = 5.0
 _RETRY_DELAY_MIN_S = 0.3
 _POLL_TIMEOUT_S = 1.0
 _PAUSED_IDLE_S = 0.05
-_JOIN_TICK_S = 0.2
 _JOIN_LOG_S = 30.0
 
 ProgressCallback = Callable[[int, float], None]
+
+DEFAULT_RETRY_BOUND_S = 300.0
+"""Bound on redelivering after ``RetriableError`` / ``pre_commit`` failures when neither a positive
+``errors.retry.timeout`` nor ``max_seconds`` gives one."""
+
+SINK_COMMITS_STORE = "pyconnect-sink-commits"
+"""Offset store the Kafka commit fence writes one entry per task into (see the module docstring)."""
+
+SINK_RUN_CONFIG = (
+    ConfigDef()
+    .define("task.shutdown.graceful.timeout.ms", Type.LONG, default=30000, validator=Range.at_least(1),
+            doc="Bound on the wait for tasks to make their last commit and stop once the run stopped.")
+)
+"""Sink-run fields owned by this module (on top of ``SINK_CONFIG``), the same as a source run's."""
 
 
 @dataclass
@@ -149,30 +212,18 @@ class SinkRunResult:
 # config
 
 
-def _as_string(value: Any) -> str:
-    if isinstance(value, Password):
-        return value.value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
-    return str(value)
-
-
-def _string_props(config: Mapping[str, Any]) -> dict[str, str]:
-    """The raw config as Kafka Connect hands it to connectors: strings (``None`` values left out)."""
-    return {str(k): _as_string(v) for k, v in config.items() if v is not None}
+def _string_props(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The raw config as connectors get it: the worker core's, the same as in a source run."""
+    return connector_props(config)
 
 
 def _validate(config: Mapping[str, Any]) -> tuple[dict[str, Any], SinkConnector, SinkPipeline]:
     """Typed runtime values, the connector (not yet initialised) and the first task's pipeline;
-    one ConfigError naming every bad field."""
-    errors: dict[str, str] = {}
-    values: dict[str, Any] = {}
-    for cv in SINK_CONFIG.validate(config):
-        if cv.errors:
-            errors[cv.name] = "; ".join(cv.errors)
-        values[cv.name] = cv.value
+    one ConfigError naming every bad field (the worker core checks what source and sink runs share)."""
+    if not isinstance(config, Mapping):
+        raise ConfigError(errors={"config": f"expected a mapping of config fields, got {type(config).__name__}"})
+    values, connector, errors = check_config(connector_props(config), SINK_CONFIG.merge(SINK_RUN_CONFIG),
+                                             SinkConnector, kind="sink")
     if "topics" not in errors and "topics.regex" not in errors:
         has_list = bool(values.get("topics"))
         has_regex = bool(values.get("topics.regex"))
@@ -183,22 +234,6 @@ def _validate(config: Mapping[str, Any]) -> tuple[dict[str, Any], SinkConnector,
             )
             errors["topics"] = why
             errors["topics.regex"] = why
-    connector: SinkConnector | None = None
-    if "connector.class" not in errors:
-        try:
-            connector = instantiate(values["connector.class"], "connector.class", SinkConnector)
-        except ConfigError as exc:
-            errors.update(exc.errors or {"connector.class": str(exc)})
-    if connector is not None:
-        runtime_fields = set(SINK_CONFIG.names())
-        try:
-            checked = connector.validate(config)
-        except ConfigError as exc:
-            errors.update(exc.errors or {"connector.class": str(exc)})
-            checked = []
-        for cv in checked:
-            if cv.errors and cv.name not in runtime_fields:
-                errors[cv.name] = "; ".join(cv.errors)
     pipeline: SinkPipeline | None = None
     if not errors:
         try:
@@ -284,6 +319,7 @@ class _TaskContext(SinkTaskContext):
         self.pause_changed = False
         self.commit_requested = False
         self.closing = False
+        self.retry_timeout_s: float | None = None
         self._reporter = _Reporter(worker)
 
     @property
@@ -325,6 +361,20 @@ class _TaskContext(SinkTaskContext):
 
     def is_closing(self) -> bool:
         return self.closing
+
+    @property
+    def generation(self) -> int:
+        return self._worker.run.generation
+
+    def timeout(self, timeout_ms: int) -> None:
+        if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int):
+            raise ConnectError(f"timeout(ms) needs an integer number of milliseconds, got {timeout_ms!r}")
+        self.retry_timeout_s = timeout_ms / 1000 if timeout_ms > 0 else None
+
+    def take_timeout(self) -> float | None:
+        """The backoff the task asked for, once (Kafka Connect resets it after one use)."""
+        t, self.retry_timeout_s = self.retry_timeout_s, None
+        return t
 
     @property
     def errant_record_reporter(self) -> ErrantRecordReporter | None:
@@ -374,7 +424,12 @@ class _Worker:
         self.dead_lettered = 0
         self.skipped = 0
         self.retries = 0
+        self.commit_failures = 0
         self.committed: dict[TopicPartition, int] = {}
+        self._last_committed: dict[TopicPartition, int] = {}
+        """Per partition where a rewind after a failed ``pre_commit`` goes (WorkerSinkTask's
+        ``lastCommittedOffsets``): the start position, a task's rewind, or the last group commit."""
+        self._commit_failing_since: float | None = None
         self._consumer: Consumer | None = None
         self._dlq: Producer | None = None
         self._dlq_pending = 0
@@ -419,8 +474,10 @@ class _Worker:
             self._setup_positions()
             self._call("open", task.open, list(self.assigned))
             opened = True
-            self._loop()
-            self._commit(closing=True)
+            while True:
+                self._loop()
+                if self._commit(closing=True):
+                    break
             ok = True
         finally:
             self._shutdown(task, opened, ok)
@@ -457,10 +514,13 @@ class _Worker:
     def _setup_positions(self) -> None:
         run = self.run
         assert self._consumer is not None
+        if run.generation_guard is not None:
+            self._consumer.generation_guard = run.generation_guard
         for tp in self.assigned:
             self._group[tp] = run.group_committed.get(tp)
             self._pos[tp] = run.start_positions[tp]
             self._target[tp] = run.targets[tp]
+        self._last_committed = dict(self._pos)
         self._consumer.assign(dict(self._pos))
 
     def _done(self, tp: TopicPartition) -> bool:
@@ -479,6 +539,7 @@ class _Worker:
                     continue
                 consumer.seek(tp, off)
                 self._pos[tp] = off
+                self._last_committed[tp] = off  # as WorkerSinkTask.rewind()
             ctx.pause_changed = True
         if ctx.pause_changed:
             ctx.pause_changed = False
@@ -620,7 +681,6 @@ class _Worker:
         task = self._task
         assert task is not None
         run = self.run
-        timeout_ms = run.retry_timeout_ms
         started = time.monotonic()
         delay = min(_RETRY_DELAY_MIN_S, run.retry_delay_max_s)
         attempts = 0
@@ -631,30 +691,21 @@ class _Worker:
                 break
             except RetriableError as exc:
                 now = time.monotonic()
-                if timeout_ms == 0:
-                    raise ConnectError(
-                        f"{self.label} failed: put raised RetriableError and errors.retry.timeout=0 "
-                        f"allows no retry: {exc}") from exc
-                if timeout_ms > 0 and (now - started) * 1000 >= timeout_ms:
+                ran_out = run.retry_bound_reached(started, now)
+                if ran_out is not None:
                     raise ConnectError(
                         f"{self.label} failed: put still raised RetriableError after {attempts} attempts "
-                        f"over {(now - started) * 1000:.0f} ms (errors.retry.timeout={timeout_ms}): {exc}"
-                    ) from exc
-                if run.deadline is not None and now >= run.deadline:
-                    raise ConnectError(
-                        f"{self.label} failed: put still raised RetriableError after {attempts} attempts "
-                        f"when the run reached max_seconds: {exc}") from exc
-                wait = delay
-                if timeout_ms > 0:
-                    wait = min(wait, max(0.0, started + timeout_ms / 1000 - now))
-                if run.deadline is not None:
-                    wait = min(wait, max(0.0, run.deadline - now))
+                        f"over {(now - started) * 1000:.0f} ms, redelivering {len(records)} records; waited "
+                        f"until {ran_out}: {exc}") from exc
+                asked = self._ctx.take_timeout()
+                wait = run.retry_wait(started, now, delay if asked is None else asked)
                 log.info("%s: put raised RetriableError (%s); redelivering %d records in %.3f s",
                          self.label, exc, len(records), wait)
                 self.retries += 1
                 if run.stop.wait(wait):
                     raise _Stopped from exc
-                delay = min(delay * 2, run.retry_delay_max_s)
+                if asked is None:
+                    delay = min(delay * 2, run.retry_delay_max_s)
             except ConnectError as exc:
                 if exc is self._report_failure:
                     raise
@@ -666,7 +717,9 @@ class _Worker:
 
     # ---- commits -----------------------------------------------------------------------------
 
-    def _commit(self, closing: bool) -> None:
+    def _commit(self, closing: bool) -> bool:
+        """One commit point. Returns False when ``pre_commit`` failed and the task was rewound to its
+        last committed offsets (the records are delivered again), True otherwise."""
         task = self._task
         consumer = self._consumer
         run = self.run
@@ -678,27 +731,84 @@ class _Worker:
         current = {tp: self._pos[tp] for tp in self.assigned}
         self._ctx.closing = closing
         try:
-            offsets = self._call("pre_commit", task.pre_commit, current)
+            offsets = task.pre_commit(current)
+        except Exception as exc:
+            self._rewind_after_failed_commit(exc, closing)
+            return False
         finally:
             self._ctx.closing = False
+        self._commit_failing_since = None
         if not offsets:
-            return
+            return True
+        commit = self._committable(offsets, current)
+        if not commit:
+            return True
+        if run.stop.is_set():
+            raise _Stopped
+        try:
+            run.commit_group(self, consumer, commit)
+        except ProducerFencedError as exc:
+            raise ProducerFencedError(f"{self.label}: {exc}") from exc
+        self._group.update(commit)
+        self._last_committed.update(commit)
+        self.committed.update(commit)
+        return True
+
+    def _committable(self, offsets: Mapping[TopicPartition, int],
+                     current: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """What ``pre_commit`` returned, less what the runtime cannot commit (as WorkerSinkTask): an
+        offset past what the task was given, or for a partition not assigned to it, is ignored with a
+        warning; offsets already committed are left out."""
         commit: dict[TopicPartition, int] = {}
         for tp, off in offsets.items():
             key = TopicPartition(tp[0], int(tp[1]))
             if key not in self.assigned_set:
-                log.warning("%s: pre_commit returned an offset for %s, not assigned to it: ignored",
-                            self.label, key)
+                log.warning("%s: pre_commit returned offset %s for %s-%d, a partition not assigned to it: ignored",
+                            self.label, off, key.topic, key.partition)
                 continue
-            if self._group.get(key) != int(off):
-                commit[key] = int(off)
-        if not commit:
-            return
-        if run.stop.is_set():
-            raise _Stopped
-        consumer.commit(commit, run.flush_timeout_s)
-        self._group.update(commit)
-        self.committed.update(commit)
+            if isinstance(off, bool) or not isinstance(off, int) or off < 0:
+                log.warning("%s: pre_commit returned %r for %s-%d, not an offset: ignored", self.label, off,
+                            key.topic, key.partition)
+                continue
+            if off > current[key]:
+                log.warning("%s: pre_commit returned offset %d for %s-%d, past the %d the task was given (not "
+                            "consumed yet): ignored", self.label, off, key.topic, key.partition, current[key])
+                continue
+            if self._group.get(key) != off:
+                commit[key] = off
+        return commit
+
+    def _rewind_after_failed_commit(self, exc: Exception, closing: bool) -> None:
+        """WorkerSinkTask: a failed ``pre_commit`` rewinds to the last committed offsets and the records
+        are delivered again; here within the run's retry bound, and only while the run may deliver."""
+        run = self.run
+        now = time.monotonic()
+        if self._commit_failing_since is None:
+            self._commit_failing_since = now
+        self.commit_failures += 1
+        why = f"{type(exc).__name__}: {exc}"
+        ran_out = run.retry_bound_reached(self._commit_failing_since, now)
+        if ran_out is None and closing and run.budget.exhausted():
+            ran_out = "the run's max_records were consumed (nothing can be delivered again)"
+        if ran_out is not None:
+            raise ConnectError(
+                f"{self.label} failed: pre_commit raised {self.commit_failures} times over "
+                f"{now - self._commit_failing_since:.1f} s; waited until {ran_out}; nothing more was committed "
+                f"(the group keeps {_show(self._group)}): {why}") from exc
+        consumer = self._consumer
+        assert consumer is not None
+        for tp in self.assigned:
+            back = self._last_committed[tp]
+            if self._pos[tp] != back:
+                consumer.seek(tp, back)
+                self._pos[tp] = back
+        self._ctx.pause_changed = True
+        wait = run.retry_wait(self._commit_failing_since, now,
+                              min(_RETRY_DELAY_MIN_S * 2 ** min(self.commit_failures - 1, 10), run.retry_delay_max_s))
+        log.error("%s: pre_commit failed (%s); rewound to the last committed offsets %s, delivering again in "
+                  "%.3f s", self.label, why, _show(self._last_committed), wait)
+        if run.stop.wait(wait):
+            raise _Stopped from exc
 
     # ---- dead letters ------------------------------------------------------------------------
 
@@ -739,6 +849,10 @@ class _Worker:
         self._dead_letter(original, error)
 
 
+def _show(offsets: Mapping[TopicPartition, int | None]) -> str:
+    return "{" + ", ".join(f"{t}-{p}: {o}" for (t, p), o in sorted(offsets.items())) + "}"
+
+
 def _to_bytes(value: Any) -> bytes | None:
     if value is None or isinstance(value, bytes):
         return value
@@ -758,21 +872,27 @@ def _consumed_from(record: SinkRecord) -> ConsumedRecord:
 # the run
 
 
-class _Run:
-    """Shared state of one run: bounds, failure, the task threads."""
+class _Run(RunState):
+    """Shared state of one run: bounds, failure (``stop`` set means abort: nothing more is committed), the
+    task threads. The deadline does not set ``stop``: tasks end at it with their final commit."""
+
+    deadline_stops = False
 
     def __init__(self, name: str, values: Mapping[str, Any], backend: Backend,
-                 max_records: int | None, max_seconds: float | None) -> None:
-        self.name = name
+                 max_records: int | None, max_seconds: float | None, generation: int = 0) -> None:
+        started = time.monotonic()
+        super().__init__(name, None if max_seconds is None else started + max_seconds)
         self.group = f"connect-{name}"
         self.backend = backend
         self.task_class: type[SinkTask] | None = None
-        self.started = time.monotonic()
-        self.deadline = None if max_seconds is None else self.started + max_seconds
+        self.started = started
+        self.max_seconds = max_seconds
         self.budget = _Budget(max_records)
-        self.stop = threading.Event()
-        self.failure: ConnectError | None = None
-        self._lock = threading.Lock()
+        self.generation = generation
+        self.generation_guard: tuple[str, bytes, int] | None = (REGISTRY_STORE, registry_key(name), generation)
+        self.fence: TransactionalProducer | None = None
+        self._fence_lock = threading.Lock()
+        self.shutdown_grace_s = values["task.shutdown.graceful.timeout.ms"] / 1000
         self.flush_interval_s = values["offset.flush.interval.ms"] / 1000
         self.flush_timeout_s = values["offset.flush.timeout.ms"] / 1000
         self.retry_timeout_ms = int(values["errors.retry.timeout"])
@@ -787,14 +907,73 @@ class _Run:
         self.start_positions: dict[TopicPartition, int] = {}
         self.group_committed: dict[TopicPartition, int | None] = {}
 
-    def fail(self, exc: ConnectError, cause: BaseException | None = None) -> None:
+    def fail(self, exc: BaseException, cause: BaseException | None = None) -> None:
         if cause is not None and exc.__cause__ is None and exc is not cause:
             exc.__cause__ = cause
-        with self._lock:
-            if self.failure is None:
-                self.failure = exc
-                log.error("%s", exc)
-        self.stop.set()
+        if self.error is None:
+            log.error("%s", exc)
+        super().fail(exc)
+
+    # ---- bounded redelivery (RetriableError from put, failed pre_commit) ----------------------
+
+    def retry_bound_reached(self, since: float, now: float) -> str | None:
+        """What bound a redelivery that started failing at ``since`` has reached, or None."""
+        ms = self.retry_timeout_ms
+        if self.deadline is not None and now >= self.deadline:
+            return f"the run's max_seconds ({self.max_seconds:g} s) ran out"
+        if ms > 0:
+            if (now - since) * 1000 >= ms:
+                return f"errors.retry.timeout={ms} ms ran out"
+        elif self.deadline is None and now - since >= DEFAULT_RETRY_BOUND_S:
+            return (f"the default bound of {DEFAULT_RETRY_BOUND_S:g} s ran out (errors.retry.timeout={ms} and "
+                    "no max_seconds)")
+        return None
+
+    def retry_wait(self, since: float, now: float, want: float) -> float:
+        """``want`` seconds, cut to what is left of the bound."""
+        wait = want
+        if self.retry_timeout_ms > 0:
+            wait = min(wait, since + self.retry_timeout_ms / 1000 - now)
+        elif self.deadline is None:
+            wait = min(wait, since + DEFAULT_RETRY_BOUND_S - now)
+        if self.deadline is not None:
+            wait = min(wait, self.deadline - now)
+        return max(0.0, wait)
+
+    # ---- generations: fencing the group commits of older runs ----------------------------------
+
+    def start_fence(self) -> None:
+        """A backend whose consumer cannot check the generation inside its commit (Kafka): initialise this
+        run's commit-fence producer, which fences the one of every older run (before offsets are read)."""
+        cid = self.backend.cluster_id
+        tid = f"{cid}-{self.name}-sink-commits" if cid else f"{self.name}-sink-commits"
+        fence = self.backend.transactional_producer(tid, SINK_COMMITS_STORE)
+        try:
+            fence.init_transactions(self.flush_timeout_s)
+        except BaseException:
+            fence.close()
+            raise
+        self.fence = fence
+
+    def commit_group(self, worker: _Worker, consumer: Consumer, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit group offsets for one task, fenced by the generation (see the module docstring)."""
+        fence = self.fence
+        if fence is not None:
+            key = json.dumps([self.name, {"task": worker.task_id}], separators=(",", ":")).encode()
+            value = json.dumps({"generation": self.generation, "offsets": {
+                f"{t}-{p}": o for (t, p), o in sorted(offsets.items())}}, separators=(",", ":")).encode()
+            with self._fence_lock:
+                fence.begin_transaction()
+                fence.commit_transaction([], self.flush_timeout_s, extra={SINK_COMMITS_STORE: [(key, value)]})
+        consumer.commit(offsets, self.flush_timeout_s)
+
+    def close_fence(self) -> None:
+        fence, self.fence = self.fence, None
+        if fence is not None:
+            try:
+                fence.close()
+            except Exception as exc:
+                log.warning("sink connector %r: closing the commit fence raised %r", self.name, exc)
 
 
 def run_sink(
@@ -832,44 +1011,38 @@ def run_sink(
     store = open_backend(backend, backend_settings)
     pipelines: list[SinkPipeline] = [first_pipeline]
     try:
-        registry = Registry(store)
-        record, _ = registry.begin(name, kind="sink", connector_class=str(values["connector.class"]))
+        generation = Generation.begin(store, name, kind="sink", connector_class=str(values["connector.class"]))
         try:
             result = _run(config, values, connector, store, pipelines, targets_given,
-                          max_records, max_seconds, progress)
+                          max_records, max_seconds, progress, generation)
         except BaseException as exc:
-            _finish_registration(registry, record, exc, None, values.get("topics"))
+            _finish_registration(generation, exc, None, values.get("topics"))
             raise
-        _finish_registration(registry, record, None, result, values.get("topics"))
+        _finish_registration(generation, None, result, values.get("topics"))
         return result
     finally:
         if owned:
             store.close()
 
 
-def _finish_registration(registry: Registry, record: ConnectorRecord, exc: BaseException | None,
-                         result: SinkRunResult | None, configured: Any) -> None:
+def _finish_registration(generation: Generation, exc: BaseException | None, result: SinkRunResult | None,
+                         configured: Any) -> None:
     """Record the end of this sink generation; a sink that consumed records but committed nothing to its
     group keeps its offsets in its destination (``pre_commit`` returned ``{}``), and is shown as such."""
-    try:
-        topics = set(result.committed) if result is not None else set()
-        if isinstance(configured, (list, tuple)):
-            topics |= {str(t) for t in configured}
-        if result is not None and result.records and not result.committed:
-            registry.update(record, owns_offsets=True)
-        registry.finish(record, failed=exc, topics=sorted(topics))
-    except Exception as err:  # bookkeeping never hides the run's own outcome
-        log.warning("sink connector %s: recording the end of generation %d failed: %r", record.name,
-                    record.generation, err)
+    topics = set(result.committed) if result is not None else set()
+    if isinstance(configured, (list, tuple)):
+        topics |= {str(t) for t in configured}
+    owns = {"owns_offsets": True} if result is not None and result.records and not result.committed else {}
+    generation.finish(exc, sorted(topics), **owns)
 
 
 def _run(config: Mapping[str, Any], values: dict[str, Any], connector: SinkConnector, backend: Backend,
          pipelines: list[SinkPipeline], targets_given: dict[TopicPartition, int] | None,
          max_records: int | None, max_seconds: float | None,
-         progress: ProgressCallback | None) -> SinkRunResult:
+         progress: ProgressCallback | None, generation: Generation | None = None) -> SinkRunResult:
     name = str(values["name"])
     props = _string_props(config)
-    run = _Run(name, values, backend, max_records, max_seconds)
+    run = _Run(name, values, backend, max_records, max_seconds, 0 if generation is None else generation.number)
     connector.initialize(_ConnectorContext(run))
     try:
         connector.start(props)
@@ -885,7 +1058,9 @@ def _run(config: Mapping[str, Any], values: dict[str, Any], connector: SinkConne
                                                          f"is {task_class!r}, not a SinkTask subclass"})
         run.task_class = task_class
         task_configs = connector.task_configs(int(values["tasks.max"]))
-        task_configs = task_configs[: int(values["tasks.max"])]
+        if len(task_configs) > int(values["tasks.max"]):
+            raise ConnectError(f"sink connector {name!r}: task_configs({values['tasks.max']}) returned "
+                               f"{len(task_configs)} task configs (more than tasks.max)")
         if not task_configs:
             log.info("sink connector %r planned no tasks: nothing to do", name)
             return SinkRunResult(connector=name, seconds=round(time.monotonic() - run.started, 3))
@@ -895,13 +1070,15 @@ def _run(config: Mapping[str, Any], values: dict[str, Any], connector: SinkConne
         while len(pipelines) < len(task_configs):
             pipelines.append(SinkPipeline.from_config(config, task_id=len(pipelines)))
         for i, tc in enumerate(task_configs):
-            workers.append(_Worker(run, i, {str(k): str(v) for k, v in tc.items()},
+            workers.append(_Worker(run, i, {str(k): v if isinstance(v, Password) else str(v)
+                                            for k, v in tc.items()},
                                    partitions[i :: len(task_configs)], pipelines[i]))
         for p in pipelines[len(task_configs):]:
             p.close()
         del pipelines[len(task_configs):]
-        _drive(run, workers, progress)
+        _drive(run, workers, progress, generation)
     finally:
+        run.close_fence()
         if not workers:
             for p in pipelines:
                 p.close()
@@ -909,8 +1086,8 @@ def _run(config: Mapping[str, Any], values: dict[str, Any], connector: SinkConne
             connector.stop()
         except Exception as exc:
             log.warning("sink connector %r: stop raised %s: %s", name, type(exc).__name__, exc)
-    if run.failure is not None:
-        raise run.failure
+    if run.error is not None:
+        raise run.error
     committed: dict[str, dict[str, int]] = {}
     for w in workers:
         for tp, off in sorted(w.committed.items()):
@@ -936,6 +1113,11 @@ def _plan(run: _Run, values: Mapping[str, Any],
     """Partitions to read (sorted), with their start positions and targets set on ``run``."""
     consumer = run.backend.consumer(run.group)
     try:
+        if consumer.guards_generation:
+            pass  # the consumer checks run.generation_guard inside each commit
+        else:
+            run.generation_guard = None
+            run.start_fence()  # before the group's offsets are read
         if values.get("topics"):
             partitions = consumer.partitions(list(values["topics"]))
         else:
@@ -973,29 +1155,29 @@ def _plan(run: _Run, values: Mapping[str, Any],
     return partitions
 
 
-def _drive(run: _Run, workers: list[_Worker], progress: ProgressCallback | None) -> None:
-    """Start the task threads and wait for them, calling ``progress`` every ~5 s."""
+def _drive(run: _Run, workers: list[_Worker], progress: ProgressCallback | None,
+           generation: Generation | None = None) -> None:
+    """Start the task threads and let the worker core supervise them (progress every ~5 s, registry
+    heartbeat, bounded like a source run: once the run stopped or ``max_seconds`` passed, tasks get
+    ``task.shutdown.graceful.timeout.ms`` to finish, then the run fails naming them)."""
     for w in workers:
         w.thread.start()
-    last_progress = time.monotonic()
-    last_log = last_progress
+    by_thread = {id(w.thread): str(w.task_id) for w in workers}
+
+    def report() -> None:
+        assert progress is not None
+        progress(sum(x.records for x in workers), round(time.monotonic() - run.started, 3))
+
     try:
-        for w in workers:
-            while w.thread.is_alive():
-                w.thread.join(_JOIN_TICK_S)
-                now = time.monotonic()
-                if progress is not None and now - last_progress >= PROGRESS_INTERVAL_S:
-                    last_progress = now
-                    progress(sum(x.records for x in workers), round(now - run.started, 3))
-                if now - last_log >= _JOIN_LOG_S:
-                    last_log = now
-                    log.info("sink connector %r: waiting for task %d to finish (%.0f s into the run)",
-                             run.name, w.task_id, now - run.started)
+        supervise(run, [w.thread for w in workers], run.shutdown_grace_s, kind="sink",
+                  progress=None if progress is None else report, generation=generation,
+                  names_of=lambda t: by_thread.get(id(t), t.name))
     except BaseException:
         run.stop.set()
         raise
     if progress is not None:
-        progress(sum(x.records for x in workers), round(time.monotonic() - run.started, 3))
+        report()
 
 
-__all__ = ["PROGRESS_INTERVAL_S", "SinkRunResult", "run_sink"]
+__all__ = ["DEFAULT_RETRY_BOUND_S", "PROGRESS_INTERVAL_S", "SINK_COMMITS_STORE", "SINK_RUN_CONFIG", "SinkRunResult",
+           "run_sink"]

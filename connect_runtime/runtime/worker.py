@@ -4,9 +4,9 @@ Kafka Connect splits a connector's life between ``Worker`` (config, plugins, lif
 ``WorkerTask`` (one task's loop); the source and sink variants differ only in their loops. This module
 is that shared part, written once, so a fix lands in both directions:
 
-- :func:`connector_props` hands connectors their config as Kafka Connect does: strings only (a
-  ``Password`` value becomes its string; a connector's own ``ConfigDef.parse`` makes it a ``Password``
-  again, which masks it in ``repr``);
+- :func:`connector_props` hands connectors their config as Kafka Connect does, as strings, except that
+  a ``Password`` value the caller passed stays a ``Password`` (so a connector that logs its props never
+  prints a secret), the same in both directions;
 - :func:`check_config` validates the runtime's fields and the connector's, bounds ``tasks.max``, loads
   the connector class, and collects every bad field in one :class:`ConfigError`; unknown keys are
   logged with a did-you-mean (:func:`warn_unknown_keys`);
@@ -53,11 +53,9 @@ _KNOWN_PREFIXES = ("transforms.", "predicates.", "key.converter.", "value.conver
 # -- config ----------------------------------------------------------------------------------------
 
 
-def to_prop(value: Any) -> str:
-    """A typed JSON config value as the string Kafka Connect hands connectors."""
-    if isinstance(value, Password):
-        return value.value
-    if isinstance(value, str):
+def to_prop(value: Any) -> Any:
+    """A typed JSON config value as the string Kafka Connect hands connectors (a ``Password`` stays one)."""
+    if isinstance(value, (str, Password)):
         return value
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -70,7 +68,7 @@ def to_prop(value: Any) -> str:
     return str(value)
 
 
-def connector_props(config: Mapping[str, Any]) -> dict[str, str]:
+def connector_props(config: Mapping[str, Any]) -> dict[str, Any]:
     """The raw config as connectors get it (``None`` values left out), the same for sources and sinks."""
     return {str(k): to_prop(v) for k, v in config.items() if v is not None}
 
@@ -87,7 +85,7 @@ def warn_unknown_keys(name: str, props: Mapping[str, Any], defs: Iterable[Config
             continue
         close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
         out[key] = (f"unknown config key {key!r} (ignored)" + (f"; did you mean {close[0]!r}?" if close else ""))
-    for key, why in out.items():
+    for why in out.values():
         log.warning("connector %s: %s", name or "?", why)
     return out
 
@@ -143,6 +141,11 @@ def check_config(props: Mapping[str, Any], runtime_def: ConfigDef, connector_bas
 
 class RunState:
     """Stop, failure and deadline of one run, shared by the main thread and the task threads."""
+
+    deadline_stops = True
+    """Whether passing the deadline stops the run through :meth:`request_stop` (a source run: its tasks
+    then commit their last boundary). A sink run's tasks watch the deadline themselves and make their
+    final commit; its ``stop`` event means "abort", so it sets this to False."""
 
     def __init__(self, name: str, deadline: float | None) -> None:
         self.name = name
@@ -235,7 +238,8 @@ class TasksStuck(WaitTimeoutError):
 
 def supervise(state: RunState, threads: Sequence[threading.Thread], grace: float, *, kind: str,
               progress: Callable[[], None] | None = None, generation: Generation | None = None,
-              topics: Callable[[], Sequence[str]] | None = None) -> None:
+              topics: Callable[[], Sequence[str]] | None = None,
+              names_of: Callable[[threading.Thread], str] = lambda t: t.name) -> None:
     """Wait for the task threads. Meanwhile: ``max_seconds`` (the state's deadline) and an external stop
     stop the run; ``progress()`` every :data:`PROGRESS_EVERY` s; the registry heartbeat every
     :data:`HEARTBEAT_SECONDS` s; and once the run stopped, tasks that do not finish within ``grace``
@@ -249,7 +253,7 @@ def supervise(state: RunState, threads: Sequence[threading.Thread], grace: float
             return
         alive[0].join(0.05)
         now = time.monotonic()
-        if state.past_deadline(now):
+        if state.deadline_stops and state.past_deadline(now):
             state.request_stop("max_seconds reached")
         if state.external_stop is not None and state.external_stop.is_set():
             state.request_stop("stop requested (e.g. the Airflow task was killed)")
@@ -262,12 +266,14 @@ def supervise(state: RunState, threads: Sequence[threading.Thread], grace: float
         if generation is not None and now >= next_heartbeat:
             next_heartbeat = now + HEARTBEAT_SECONDS
             generation.heartbeat(topics() if topics is not None else ())
-        stop_at = state.stop_at
+        stop_at, reason = state.stop_at, state.stop_reason
+        if state.deadline is not None and state.deadline <= now and (stop_at is None or state.deadline < stop_at):
+            stop_at, reason = state.deadline, "max_seconds reached"
         if stop_at is not None and now - stop_at > grace:
-            names = ", ".join(t.name for t in threads if t.is_alive())
+            names = ", ".join(names_of(t) for t in threads if t.is_alive())
             stuck = TasksStuck(
                 f"{kind} connector {state.name!r}: tasks {names} did not commit and stop within "
-                f"task.shutdown.graceful.timeout.ms={grace * 1000:.0f} after the run stopped ({state.stop_reason}); "
+                f"task.shutdown.graceful.timeout.ms={grace * 1000:.0f} after the run stopped ({reason}); "
                 f"they were abandoned and can commit nothing more")
             state.fail(stuck)
             raise stuck

@@ -179,12 +179,13 @@ def test_retries_that_run_out_fail_the_run(tmp_path: Path, sqlite_url: str) -> N
     assert group_offsets(sqlite_url, "rec", "in") == {0: None}
 
 
-def test_no_retry_when_retry_timeout_is_zero(tmp_path: Path, sqlite_url: str) -> None:
+def test_retriable_put_is_redelivered_by_default(tmp_path: Path, sqlite_url: str) -> None:
+    """As in Kafka Connect: errors.retry.timeout=0 (the default) does not turn off redelivery of put."""
     fill(sqlite_url, "in", list(range(3)))
-    cfg = config(tmp_path, put_retriable_times="5")
-    with pytest.raises(ConnectError, match=r"errors\.retry\.timeout=0"):
-        run_sink(cfg, sqlite_url)
-    assert len(calls(tmp_path / "calls.jsonl", "put_retriable")) == 1
+    cfg = config(tmp_path, put_retriable_times="2", put_retry_timeout_ms="10")
+    result = run_sink(cfg, sqlite_url)
+    assert result.retries == 2 and result.records == 3
+    assert result.committed == {"in": {"0": 3}}
 
 
 def test_until_offsets_bounds_the_run(tmp_path: Path, sqlite_url: str) -> None:
