@@ -4,16 +4,26 @@ Two kinds of target:
 
 - ``"sink"``: per topic partition, the next offset the sink connector's group ``connect-<name>``
   must have committed: ``{topic: {"<partition>": offset}}``. Accepted inputs: that mapping
-  (partition as int or str), an upstream source run's result dict (``{"ranges": {topic: {"<p>":
-  [from, to]}}}``; the target is ``to``), or a sink run's result dict (``{"committed": ...}``).
+  (partition as int or str), a ``ranges`` mapping (``{topic: {"<p>": [from, to] or [[from, to],
+  ...]}}``, as ``source.output["ranges"]`` gives; the target is the end of the last span), an
+  upstream source run's result dict (its ``interval_ranges``, what the data interval holds, merged
+  with its ``ranges``: a rerun that wrote nothing new still targets the interval's records), or a
+  sink run's result dict (``{"committed": ...}``).
 - ``"source"``: per source partition, the source offset a source connector must have committed:
   ``[{"partition": {...}, "offset": {...}}]``. Accepted inputs: that list or an upstream source run's
   result dict (its ``source_offsets``). A committed source offset *reaches* a target offset when,
   for every field of the target, a numeric field is at least the target's and any other field is
   equal (so ``{"position": 120, "done": true}`` reaches ``{"position": 100}``).
 
-Values may arrive as strings (a rendered Jinja template without ``render_template_as_native_obj``):
-:func:`structured` parses JSON or a Python literal. Nothing here imports a backend at module level.
+Operators take a target as an ``XComArg`` (``source.output``, ``source.output["ranges"]``: resolved
+when the task runs, and the dependency is set by itself), a mapping, or a template. A template
+renders to a string without ``render_template_as_native_obj``: :func:`structured` parses its JSON
+(or Python literal). Nothing here imports a backend at module level.
+
+A sink target can never be reached through the group offsets of a sink that keeps its offsets in
+its destination (``FileSink``, ``SqlSink``: its ``pre_commit`` returns ``{}``, the group commits
+nothing): :func:`read_committed` raises :class:`UnreachableTargetError` for it, as soon as the
+runtime's registry says the connector owns its offsets.
 """
 
 from __future__ import annotations
@@ -27,6 +37,25 @@ if TYPE_CHECKING:
     from connect_runtime.backends.base import Backend
 
 KINDS = ("sink", "source")
+
+
+class UnreachableTargetError(ValueError):
+    """The target can never be reached the way it is watched (the message says why and what to do)."""
+
+
+def check_target_type(value: Any, what: str) -> None:
+    """Parse-time check of an offsets target: ``None``, a mapping, a list, a string (template or
+    JSON) or an ``XComArg`` (anything Airflow resolves at run time)."""
+    if value is None or isinstance(value, (Mapping, list, str)):
+        return
+    try:
+        from airflow.sdk.definitions._internal.mixins import ResolveMixin
+    except ImportError:  # pragma: no cover - trimmed SDKs
+        ResolveMixin = ()  # type: ignore[assignment]
+    if isinstance(value, ResolveMixin):
+        return
+    raise TypeError(f"{what} must be an XComArg (task.output, task.output['ranges']), a mapping, a template "
+                    f"or None, got {type(value).__name__}")
 
 TopicTargets = dict[str, dict[str, int]]
 SourceTargets = list[dict[str, Any]]
@@ -54,11 +83,24 @@ def topic_targets(value: Any, what: str = "target") -> TopicTargets:
     data = structured(value, what)
     if not isinstance(data, Mapping):
         raise ValueError(f"{what}: expected a mapping, got {type(data).__name__}")
+    from connect_runtime import ranges as ranges_mod
+
     source: Mapping[Any, Any]
-    if "ranges" in data and isinstance(data.get("ranges"), Mapping):
-        source = {t: {p: r[1] for p, r in parts.items()} for t, parts in data["ranges"].items()}
+    if isinstance(data.get("ranges"), Mapping) and "connector" in data:
+        try:
+            spans = ranges_mod.parse(ranges_mod.merge(data["ranges"], data.get("interval_ranges") or {}))
+        except ranges_mod.RangesFormatError as exc:
+            raise ValueError(f"{what}: {exc}") from None
+        source = {t: {str(p): s[-1][1] for p, s in parts.items() if s} for t, parts in spans.items()}
     elif "committed" in data and isinstance(data.get("committed"), Mapping):
         source = data["committed"]
+    elif data and all(isinstance(parts, Mapping) and parts
+                      and all(isinstance(v, (list, tuple)) for v in parts.values()) for parts in data.values()):
+        try:  # a bare ranges mapping, e.g. source.output["ranges"]
+            spans = ranges_mod.parse(data)
+        except ranges_mod.RangesFormatError as exc:
+            raise ValueError(f"{what}: {exc}") from None
+        source = {t: {str(p): s[-1][1] for p, s in parts.items() if s} for t, parts in spans.items()}
     else:
         source = data
     out: TopicTargets = {}
@@ -88,6 +130,10 @@ def source_targets(value: Any, what: str = "target") -> SourceTargets:
     if isinstance(data, Mapping):
         if "source_offsets" not in data:
             raise ValueError(f"{what}: a mapping must be a source run result with 'source_offsets'")
+        if data.get("source_offsets_truncated"):
+            raise ValueError(f"{what}: the source run result lists only {len(data['source_offsets'])} of its "
+                             f"{data.get('source_offsets_total')} source offsets (max_source_offsets): pass the "
+                             "full [{'partition': ..., 'offset': ...}] list as the target")
         data = data["source_offsets"]
     if not isinstance(data, list):
         raise ValueError(f"{what}: expected a list of {{'partition': ..., 'offset': ...}}, got {type(data).__name__}")
@@ -121,8 +167,16 @@ def read_committed(backend: Backend, kind: str, connector: str, target: Any,
     source: ``[{"partition", "offset"}]`` of every committed source partition of ``connector``.
     """
     if kind == "sink":
+        from connect_runtime.admin import list_connectors
         from connect_runtime.api.records import TopicPartition
 
+        for entry in list_connectors(backend):
+            if entry.get("name") == connector and entry.get("kind") == "sink" and entry.get("owns_offsets"):
+                raise UnreachableTargetError(
+                    f"sink connector {connector!r} ({entry.get('connector_class')}) keeps its offsets in its "
+                    f"destination: its consumer group connect-{connector} never commits, so a group-offsets "
+                    "target can never be reached. Wait on the source instead (connector_kind='source' with "
+                    "the source run's XCom), or depend on the sink task itself")
         tps = [TopicPartition(t, int(p)) for t, parts in target.items() for p in parts]
         if not tps:
             return {}
@@ -179,5 +233,5 @@ def missing(kind: str, target: Any, seen: Any) -> list[str]:
     return out
 
 
-__all__ = ["KINDS", "missing", "normalise_target", "read_committed", "source_targets", "structured",
+__all__ = ["KINDS", "UnreachableTargetError", "check_target_type", "missing", "normalise_target", "read_committed", "source_targets", "structured",
            "topic_targets"]

@@ -12,15 +12,17 @@ from typing import Any
 _INTEGRATION = "PyConnect"
 
 UI_FIELD_BEHAVIOUR: dict[str, Any] = {
-    "hidden_fields": ["schema", "port"],
+    "hidden_fields": ["schema"],
     "relabeling": {
         "host": "Backend URL or Kafka bootstrap servers",
+        "port": "Port (Kafka, with a single bare host)",
         "login": "SASL username",
         "password": "SASL password",
         "extra": "Client settings (JSON)",
     },
     "placeholders": {
         "host": "sqlite:////var/pyconnect/pyconnect.db  or  kafka://broker1:9092,broker2:9092",
+        "port": "9092",
         "login": "SASL username (Kafka only)",
         "password": "SASL password (Kafka only)",
         "extra": '{"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}',

@@ -5,13 +5,19 @@ Three pieces:
 - :func:`spark_handoff` (run it in a small ``@task`` after the source operator): the backend URL of
   the source's connection plus the committed ranges of its XCom,
   ``{"backend": url, "ranges": {topic: {"<p>": [from, to]}}, "records": n, ...}``. The ranges are
-  those of the whole data interval, also on a rerun that wrote nothing new (the source operator
-  remembers them per interval), so the Spark job of a rerun reads the same records.
+  the source result's ``interval_ranges``: those of the whole data interval, also on a rerun that
+  wrote nothing new, so the Spark job of a rerun reads the same records.
 - :func:`spark_submit_kwargs`: ``application_args`` (``--backend <url> --ranges <json>``, rendered
-  from that XCom at run time), ``conf`` and ``env_vars`` for ``SparkSubmitOperator``::
+  from that XCom at run time), ``conf`` and ``env_vars`` for ``SparkSubmitOperator``. Pass the
+  handoff task's output (an ``XComArg``; a task id string works too)::
 
-      SparkSubmitOperator(task_id="totals", application="jobs/totals.py",
-                          **spark_submit_kwargs("handoff", args=["--date", "{{ ds }}"]))
+      handoff_out = handoff(ingest.output)
+      totals = SparkSubmitOperator(task_id="totals", application="jobs/totals.py",
+                                   **spark_submit_kwargs(handoff_out, args=["--date", "{{ ds }}"]))
+      handoff_out >> totals   # the arguments are rendered Jinja: set the dependency
+
+  With the source operator's output itself (``spark_submit_kwargs(ingest.output, backend=url)``)
+  the job reads its ``interval_ranges``.
 
   :func:`committed_ranges_arg` / :func:`backend_arg` are the two Jinja strings on their own; they
   also take a plain source run result (its ``ranges``).
@@ -34,19 +40,37 @@ from typing import Any
 # ------------------------------------------------------------------------------------- Jinja args
 
 
-def _pull(task_id: str, key: str) -> str:
+def _source(task: Any, key: str) -> tuple[str, str]:
+    """``(task_id, key)`` of an XCom reference: a task id string or an ``XComArg``
+    (``task.output``, ``task.output["key"]``; its own key wins over ``key``)."""
+    if isinstance(task, str):
+        return task, key
+    operator = getattr(task, "operator", None)
+    task_id = getattr(operator, "task_id", None)
+    if not isinstance(task_id, str):
+        raise TypeError(f"expected a task id or an XComArg (task.output), got {type(task).__name__}")
+    own = getattr(task, "key", None)
+    return task_id, own if isinstance(own, str) and own else key
+
+
+def _pull(task: Any, key: str) -> str:
+    task_id, key = _source(task, key)
     return f"(ti.xcom_pull(task_ids={task_id!r}, key={key!r}) or {{}})"
 
 
-def committed_ranges_arg(task_id: str, key: str = "return_value") -> str:
-    """Jinja rendering the ``ranges`` of task ``task_id``'s XCom (a source run result or a handoff)
-    as compact JSON: ``{"orders": {"0": [0, 500]}}``; ``{}`` when the XCom is missing."""
-    return "{{ " + _pull(task_id, key) + ".get('ranges', {}) | tojson }}"
+def committed_ranges_arg(task: Any, key: str = "return_value") -> str:
+    """Jinja rendering the ranges of a task's XCom as compact JSON (``{"orders": {"0": [0, 500]}}``,
+    ``{}`` when the XCom is missing): a handoff's ``ranges``, a source run result's
+    ``interval_ranges`` (what its data interval holds), or a bare ranges mapping
+    (``ingest.output["interval_ranges"]``). ``task``: a task id or an ``XComArg``."""
+    pulled = _pull(task, key)
+    return ("{% set x = " + pulled + " %}{{ (x.get('interval_ranges') or x.get('ranges', {}) "
+            "if ('connector' in x or 'backend' in x) else x) | tojson }}")
 
 
-def backend_arg(task_id: str, key: str = "return_value") -> str:
+def backend_arg(task: Any, key: str = "return_value") -> str:
     """Jinja rendering the ``backend`` URL of a handoff XCom (:func:`spark_handoff`)."""
-    return "{{ " + _pull(task_id, key) + ".get('backend', '') }}"
+    return "{{ " + _pull(task, key) + ".get('backend', '') }}"
 
 
 def spark_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -77,7 +101,7 @@ def spark_conf(extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
 
 
 def spark_submit_kwargs(
-    handoff_task_id: str,
+    handoff: Any,
     *,
     key: str = "return_value",
     backend: str | None = None,
@@ -87,8 +111,10 @@ def spark_submit_kwargs(
 ) -> dict[str, Any]:
     """Keyword arguments for ``SparkSubmitOperator`` that hand the job its committed ranges.
 
-    :param handoff_task_id: the task whose XCom holds the ranges: an :func:`spark_handoff` task
-        (also carries the backend URL) or the source operator itself (then pass ``backend``).
+    :param handoff: the XCom holding the ranges, as an ``XComArg`` (``handoff_task.output``) or a task
+        id: an :func:`spark_handoff` task (also carries the backend URL) or the source operator itself
+        (then pass ``backend``). The arguments are Jinja rendered when the Spark task runs: set the
+        dependency on that task.
     :param key: the XCom key.
     :param backend: the backend URL for the job (default: the ``backend`` of the XCom).
     :param args: more application arguments, after ``--backend <url> --ranges <json>``.
@@ -98,8 +124,8 @@ def spark_submit_kwargs(
     """
     return {
         "application_args": [
-            "--backend", backend if backend is not None else backend_arg(handoff_task_id, key),
-            "--ranges", committed_ranges_arg(handoff_task_id, key),
+            "--backend", backend if backend is not None else backend_arg(handoff, key),
+            "--ranges", committed_ranges_arg(handoff, key),
             *args,
         ],
         "conf": spark_conf(conf),
@@ -126,9 +152,9 @@ def spark_handoff(source_result: Any, pyconnect_conn_id: str = "pyconnect_defaul
     "new_records": ...}``. Run it in a ``@task`` after the source operator; its XCom feeds
     :func:`spark_submit_kwargs`.
 
-    ``ranges`` are the source XCom's, which (with the operator's ``remember_ranges``) are the ranges
-    of the whole data interval, also on a rerun that wrote nothing new: a rerun reads the same
-    records. ``backend`` is the URL of the connection the source used (client settings, which may
+    ``ranges`` are the source XCom's ``interval_ranges`` (its ``ranges`` for an older result without
+    them): the ranges of the whole data interval, also on a rerun that wrote nothing new, so a rerun
+    reads the same records. ``backend`` is the URL of the connection the source used (client settings, which may
     hold secrets, are not handed over). ``records``: offsets the ranges span;
     ``new_records``: records this source run wrote.
 
@@ -141,7 +167,10 @@ def spark_handoff(source_result: Any, pyconnect_conn_id: str = "pyconnect_defaul
     if not isinstance(data, Mapping) or not isinstance(data.get("ranges"), Mapping):
         raise ValueError(f"expected a source run result with 'ranges', got {source_result!r:.300}")
     url, _settings = PyConnectHook(pyconnect_conn_id=pyconnect_conn_id).backend_config()
-    ranges = {str(t): {str(p): list(r) for p, r in parts.items()} for t, parts in data["ranges"].items()}
+    from connect_runtime import ranges as ranges_mod
+
+    chosen = data.get("interval_ranges") or data["ranges"]
+    ranges = ranges_mod.dump(ranges_mod.parse(chosen))
     return {
         "backend": url,
         "connector": data.get("connector"),

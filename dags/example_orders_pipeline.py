@@ -9,9 +9,10 @@ One run per day (``catchup``: 2026-01-01 to 2026-01-03, the days of the sample d
   files into the topic ``orders``. The source partition of a record is its file
   (``{"file": "<ds>/orders-00.jsonl"}``), so a rerun resumes each file at its committed byte offset
   and a finished file is not read again: **a rerun writes nothing twice**. Its XCom holds the
-  committed ranges of the day (remembered per data interval by the operator, so a rerun that wrote
-  nothing still returns them); it emits an Asset event for ``pyconnect://pyconnect_default/orders``
-  (the downstream DAG ``example_orders_downstream`` is scheduled on it).
+  committed ranges: ``ranges`` (this attempt's) and ``interval_ranges`` (the whole day, recorded by
+  the runtime in the same transaction as each commit, so a rerun that wrote nothing still has them);
+  when it committed new records it emits an Asset event for ``pyconnect://pyconnect_default/orders``
+  (the downstream DAG ``example_orders_downstream`` is scheduled on it; a rerun emits none).
 - ``input_complete`` (:class:`PyConnectCommittedOffsetsSensor`, ``connector_kind="source"``): waits
   until the source connector's **committed source offsets** say every input file of the day was
   read to its end (``{"done": true, "position": <file size>}``). Why the source side: the totals of
@@ -25,7 +26,8 @@ One run per day (``catchup``: 2026-01-01 to 2026-01-03, the days of the sample d
   ranges with ``spark.read.format("pyconnect")`` and writes per-customer totals as Parquet
   partitioned by ``date``, replacing only the day's partition (``partitionOverwriteMode=dynamic``).
 - ``archive`` (:class:`PyConnectSinkOperator`, ``FileSink``): appends the day's records to
-  ``<data>/archive/orders/partition=0/orders-0.jsonl`` up to the source's committed ranges,
+  ``<data>/archive/orders/partition=0/orders-0.jsonl`` up to the end of the day's ranges
+  (``until_offsets=ingest.output``),
   exactly-once (its manifest holds its offsets, so a rerun appends nothing twice).
 
 Rerunning a day (``airflow dags test example_orders_pipeline 2026-01-02`` again, or a clear)
@@ -108,7 +110,7 @@ def example_orders_pipeline() -> None:
         task_id="input_complete",
         connector_name=SOURCE_NAME,
         connector_kind="source",
-        target_offsets="{{ ti.xcom_pull(task_ids='day_files') | tojson }}",
+        target_offsets=files,  # the day_files task's output, resolved when the sensor runs
         mode="poke",
         deferrable=False,
         poke_interval=2,
@@ -130,7 +132,7 @@ def example_orders_pipeline() -> None:
         name="orders_daily_totals",
         conn_id="spark_default",
         **spark_submit_kwargs(
-            "handoff",
+            spark_args,
             args=["--date", "{{ ds }}", "--output", DATA + "/out/orders_daily_totals"],
             conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"},
         ),
@@ -144,7 +146,7 @@ def example_orders_pipeline() -> None:
             "topics": TOPIC,
             "directory": DATA + "/archive",
         },
-        until_offsets="{{ ti.xcom_pull(task_ids='ingest') | tojson }}",
+        until_offsets=ingest.output,  # the end of the day's committed ranges (interval_ranges)
         max_seconds=300,  # a bound: the run normally ends as soon as it reached the source's ranges
     )
 

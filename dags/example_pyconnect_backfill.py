@@ -13,10 +13,10 @@ What that buys:
 - a **rerun** of a finished interval (clear, retry, a second backfill over the same dates) resumes
   each of its partitions at the committed offset, finds every file done, and writes **nothing**;
 - an interrupted interval resumes where its last transaction committed: no duplicate, no loss;
-- the rerun still returns the ranges its interval committed before: the source operator remembers
-  them per task and data interval (``remember_ranges``, see
-  :mod:`airflow_pyconnect.operators.source`), so the ``archive`` task downstream gets the same
-  ``until_offsets`` on every rerun.
+- the rerun still knows the ranges its interval committed before: the runtime records them per
+  task and data interval in the same transaction as each commit (``interval_ranges`` of the XCom,
+  see :mod:`airflow_pyconnect.operators.source`), so the ``archive`` task downstream gets the same
+  ``until_offsets=ingest.output`` on every rerun.
 
 The same works for any source whose partitions can carry the interval, e.g. a ``DataGenSource``
 configured per interval with ``"name": "gen-{{ ds_nodash }}"`` (its partitions are keyed by the
@@ -25,7 +25,9 @@ connector name), or an API source with ``{"day": "{{ ds }}"}`` in its partitions
 ``max_active_runs=1``: all intervals share one connector name, so one transactional id per task;
 two intervals running at the same time would fence each other (by design: it is the same task), and
 their records would interleave in the topic, so one interval's range would hold the other's records.
-Run intervals one at a time, or name the connector per interval.
+Run intervals one at a time, or give each interval its own task identity
+(``example_pyconnect_parallel_intervals``). ``end_date`` bounds the catch-up to the three sample days:
+unpausing the DAG queues three runs, not one per day since 2026.
 
 Run it: ``airflow backfill create --dag-id example_pyconnect_backfill --from-date 2026-01-01
 --to-date 2026-01-03`` (with a scheduler), or ``airflow dags test example_pyconnect_backfill
@@ -56,6 +58,7 @@ with DAG(
     description="Daily exactly-once ingestion with source partitions keyed by the data interval",
     schedule="@daily",
     start_date=datetime(2026, 1, 1),
+    end_date=datetime(2026, 1, 3),
     catchup=True,
     max_active_runs=1,
     tags=["pyconnect", "example"],
@@ -102,7 +105,7 @@ with DAG(
             "topics": TOPIC,
             "directory": os.path.join(DATA_DIR, "archive"),
         },
-        until_offsets="{{ ti.xcom_pull(task_ids='ingest') }}",
+        until_offsets=ingest.output,
         max_seconds=300,
         retries=2,
     )

@@ -13,8 +13,16 @@ The connection says where records and offsets live:
   Kafka, or ``busy.timeout.ms`` / ``synchronous`` / ``default.partitions`` for SQLite.
 
 When the connection ``pyconnect_default`` is not defined, the hook uses the embedded backend at
-``$AIRFLOW_HOME/pyconnect/pyconnect.db`` and says so once per process. Any other connection id that
+``$AIRFLOW_HOME/pyconnect/pyconnect.db`` and says so once per process, **but only where every task
+shares that file**: a single-machine executor (``LocalExecutor``, ``SequentialExecutor``) or
+``dag.test()``. Under any other executor (Celery, Kubernetes, Edge, ...) each worker would get a
+store of its own, so a missing ``pyconnect_default`` fails with an error naming the connection to
+create; set ``[pyconnect] allow_embedded_default = True`` (``AIRFLOW__PYCONNECT__ALLOW_EMBEDDED_DEFAULT``)
+to use the embedded file anyway (e.g. every worker on one machine). Any other connection id that
 is not defined is an error naming it.
+
+The **port** field is read: with a single bare host (``broker1``) it completes the bootstrap server
+(``broker1:9092``). :meth:`PyConnectHook.get_conn` returns the open backend (close it after use).
 
 Secrets (the password, and every extra setting whose name looks secret: ``*password*``,
 ``sasl.jaas.config``, ``ssl.key*``, ``*secret*``, ``*token*``) are registered with Airflow's secret
@@ -45,6 +53,9 @@ EMBEDDED_DB = Path("pyconnect") / "pyconnect.db"
 _FORM_FIELDS = {"security_protocol": "security.protocol", "sasl_mechanism": "sasl.mechanism"}
 """Connection-form fields (``conn-fields`` of the provider info) → librdkafka setting names."""
 
+SINGLE_MACHINE_EXECUTORS = frozenset({"LocalExecutor", "SequentialExecutor", "DebugExecutor"})
+"""Executors whose tasks all run on one machine (and so share ``$AIRFLOW_HOME``)."""
+
 _log = logging.getLogger(__name__)
 _default_logged = threading.Event()
 
@@ -57,6 +68,38 @@ def airflow_home() -> Path:
 def embedded_backend_url() -> str:
     """The embedded backend used when ``pyconnect_default`` is not defined."""
     return f"sqlite:///{airflow_home() / EMBEDDED_DB}"
+
+
+def _executor_names() -> list[str]:
+    from airflow.sdk.configuration import conf
+
+    raw = conf.get("core", "executor", fallback="LocalExecutor") or "LocalExecutor"
+    # "LocalExecutor", "airflow.executors.local_executor.LocalExecutor", "alias:module.Class", lists
+    return [entry.strip().rpartition(":")[2].rpartition(".")[2] for entry in raw.split(",") if entry.strip()]
+
+
+def _in_dag_test() -> bool:
+    """Whether this task runs in-process under ``dag.test()`` (no executor, one process)."""
+    try:
+        from airflow.sdk.execution_time import task_runner
+    except ImportError:  # pragma: no cover - trimmed SDKs
+        return False
+    comms = getattr(task_runner, "SUPERVISOR_COMMS", None)
+    return type(comms).__name__ == "InProcessSupervisorComms"
+
+
+def embedded_default_allowed() -> tuple[bool, str]:
+    """Whether a missing ``pyconnect_default`` may fall back to the embedded SQLite file, and why."""
+    from airflow.sdk.configuration import conf
+
+    if conf.getboolean("pyconnect", "allow_embedded_default", fallback=False):
+        return True, "[pyconnect] allow_embedded_default is set"
+    if _in_dag_test():
+        return True, "dag.test() runs every task in one process"
+    names = _executor_names()
+    if names and all(n in SINGLE_MACHINE_EXECUTORS for n in names):
+        return True, f"the executor ({', '.join(names)}) runs every task on this machine"
+    return False, f"the executor ({', '.join(names) or '?'}) may run tasks on several machines"
 
 
 def backend_url_from_host(host: str, port: int | None = None) -> str:
@@ -161,6 +204,15 @@ class PyConnectHook(BaseHook):
                     f"The pyconnect connection {self.pyconnect_conn_id!r} is not defined: create it "
                     f"(conn type 'pyconnect', host = backend URL) or use {DEFAULT_CONN_ID!r}"
                 ) from None
+            allowed, why = embedded_default_allowed()
+            if not allowed:
+                raise AirflowNotFoundException(
+                    f"The pyconnect connection {DEFAULT_CONN_ID!r} is not defined and {why}: each worker "
+                    f"would use its own embedded store. Create the connection {DEFAULT_CONN_ID!r} (conn type "
+                    "'pyconnect', host = a backend every worker reaches, e.g. kafka://broker:9092), or set "
+                    "[pyconnect] allow_embedded_default = True (AIRFLOW__PYCONNECT__ALLOW_EMBEDDED_DEFAULT) "
+                    "if every worker shares one machine"
+                ) from None
             url = embedded_backend_url()
             Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
             if not _default_logged.is_set():
@@ -200,6 +252,11 @@ class PyConnectHook(BaseHook):
         url, settings = self.backend_config()
         return {"url": url, "settings": mask(settings)}
 
+    def get_conn(self) -> Backend:
+        """The open ``connect_runtime`` backend of this connection (Airflow's hook protocol; close it,
+        or use it as a context manager). Same as :meth:`get_backend`."""
+        return self.get_backend()
+
     def get_backend(self) -> Backend:
         """An open ``connect_runtime`` backend (close it, or use it as a context manager)."""
         from connect_runtime.backends import open_backend
@@ -217,4 +274,5 @@ class PyConnectHook(BaseHook):
         return True, f"Connected to {self.backend_config()[0]}: {len(topics)} topic(s)"
 
 
-__all__ = ["DEFAULT_CONN_ID", "PyConnectHook", "backend_url_from_host", "embedded_backend_url"]
+__all__ = ["DEFAULT_CONN_ID", "SINGLE_MACHINE_EXECUTORS", "PyConnectHook", "backend_url_from_host",
+           "embedded_backend_url", "embedded_default_allowed"]

@@ -1,7 +1,18 @@
-"""What the source and sink operators share: config rendering, secret masking, the hook, errors."""
+"""What the source and sink operators share: config rendering, secret masking, the hook, errors.
+
+Secrets by type: when a task renders its fields (before Airflow stores the Rendered Templates,
+and in ``airflow tasks render``), the connector's ``ConfigDef`` is loaded from ``connector.class``
+(and those of its converters, transforms and predicates), and the value of every ``Type.PASSWORD``
+field, of every field whose name looks secret to the runtime or to Airflow
+(``[core] sensitive_var_conn_names``), is registered with Airflow's secret masker. The rendered
+config is then a :class:`MaskedConfig`: a dict whose text form shows those values as ``[hidden]``,
+so the task log, the Rendered Templates view, ``airflow tasks render``, XCom and error messages never
+show them. Parsing a DAG file loads no connector class.
+"""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -14,6 +25,42 @@ from airflow_pyconnect.hooks.pyconnect import DEFAULT_CONN_ID, PyConnectHook, re
 if TYPE_CHECKING:
     import jinja2
     from airflow.sdk import Context
+
+
+def airflow_name_rule(name: str) -> bool:
+    """Airflow's secret-name rule (``[core] sensitive_var_conn_names`` plus its defaults)."""
+    try:
+        from airflow.sdk._shared.secrets_masker import should_hide_value_for_key
+    except ImportError:  # pragma: no cover - trimmed SDKs
+        return False
+    return bool(should_hide_value_for_key(name))
+
+
+class MaskedConfig(dict):  # type: ignore[type-arg]
+    """A rendered connector config: a plain dict to the runtime, ``[hidden]`` secrets in its text form
+    (``str``/``repr``, what ``airflow tasks render`` and log lines print)."""
+
+    def __init__(self, data: Mapping[str, Any], secret: set[str]) -> None:
+        super().__init__(data)
+        self.secret = frozenset(secret)
+
+    def masked(self) -> dict[str, Any]:
+        from connect_runtime.api.config import HIDDEN
+
+        return {k: (HIDDEN if k in self.secret else v) for k, v in self.items()}
+
+    def __repr__(self) -> str:
+        return repr(self.masked())
+
+    __str__ = __repr__
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> MaskedConfig:
+        import copy
+
+        return MaskedConfig(copy.deepcopy(dict(self), memo), set(self.secret))
+
+    def __reduce__(self) -> Any:
+        return (MaskedConfig, (dict(self), set(self.secret)))
 
 
 def _check_bound(name: str, value: float | None) -> None:
@@ -53,28 +100,48 @@ class _ConnectorOperator(BaseOperator):
         return PyConnectHook(self.pyconnect_conn_id)
 
     def render_template_fields(self, context: Context, jinja_env: jinja2.Environment | None = None) -> None:
-        """Render, then register every secret of the rendered config with Airflow's secret masker
-        (before the rendered fields are stored, so they show ``***`` in the UI)."""
+        """Render, then register every secret of the rendered config (by the connector's ConfigDef
+        types and by name) with Airflow's secret masker, before the rendered fields are stored or
+        printed, and keep the config as a :class:`MaskedConfig`."""
         super().render_template_fields(context, jinja_env)
         try:
-            config = self._config()
+            self.connector_config = self._config()
         except (TypeError, ValueError):
             return  # reported by execute()
-        from connect_runtime.api.config import HIDDEN, mask
 
-        register_secrets(*(config[k] for k, v in mask(config).items() if v == HIDDEN))
-
-    def _config(self) -> dict[str, Any]:
-        """The rendered connector config as a dict (a string is parsed as JSON or a Python literal)."""
+    def _config(self) -> MaskedConfig:
+        """The rendered connector config (a string is parsed as JSON or a Python literal), its secret
+        values registered with Airflow's masker."""
+        if isinstance(self.connector_config, MaskedConfig):
+            return self.connector_config
         config = structured(self.connector_config, "connector_config")
         if not isinstance(config, Mapping):
             raise TypeError(f"connector_config must render to a mapping, got {type(config).__name__}")
-        return {str(k): v for k, v in config.items()}
+        from connect_runtime.secrets import secret_keys, secret_values
+
+        plain = {str(k): v for k, v in config.items()}
+        secret = secret_keys(plain, name_rule=airflow_name_rule)
+        register_secrets(*secret_values({k: plain[k] for k in secret}, {}))
+        return MaskedConfig(plain, secret)
 
     def _masked(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        from connect_runtime.api.config import mask
+        if isinstance(config, MaskedConfig):
+            return config.masked()
+        from connect_runtime.secrets import mask_config
 
-        return mask(config)
+        return mask_config(config, name_rule=airflow_name_rule)
+
+    # -- on_kill -------------------------------------------------------------------------------------
+    @cached_property
+    def _stop(self) -> threading.Event:
+        return threading.Event()
+
+    def on_kill(self) -> None:
+        """Stop the running connector (Airflow calls this on SIGTERM, e.g. a task marked failed or a
+        timeout): the runtime's stop event ends the run at its next check; nothing uncommitted is kept
+        and a later attempt fences this one's producers anyway."""
+        self.log.warning("%s: killed; stopping the connector run", self.task_id)
+        self._stop.set()
 
     def _progress(self, kind: str, name: str):  # type: ignore[no-untyped-def]
         def progress(records: int, seconds: float) -> None:
@@ -94,7 +161,13 @@ class _ConnectorOperator(BaseOperator):
 
         from connect_runtime.api.errors import ConfigError
 
-        self.log.error("%s failed: %s: %s", what, type(exc).__name__, exc)
+        message = str(exc)
+        config = self.connector_config if isinstance(self.connector_config, MaskedConfig) else None
+        if config is not None:
+            from connect_runtime.secrets import scrub, secret_values
+
+            message = scrub(message, secret_values({k: config[k] for k in config.secret}, {}))
+        self.log.error("%s failed: %s: %s", what, type(exc).__name__, message)
         if isinstance(exc, ConfigError):
-            raise AirflowFailException(str(exc)) from exc
-        raise AirflowException(str(exc)) from exc
+            raise AirflowFailException(message) from exc
+        raise AirflowException(message) from exc

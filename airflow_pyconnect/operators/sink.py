@@ -6,12 +6,13 @@ The operator renders ``connector_config`` and ``until_offsets``, opens the backe
     {"connector": "archive", "records": 1000, "committed": {"orders": {"0": 1000}},
      "dead_lettered": 0, "retries": 0, "seconds": 0.3}
 
-``until_offsets`` bounds the run to what an upstream source run committed. Pass that run's XCom,
-e.g. ``until_offsets="{{ ti.xcom_pull(task_ids='ingest') }}"``: without
-``render_template_as_native_obj`` the template renders to the dict's text, which the operator
-parses back (JSON or a Python literal); with it, the dict arrives as is. A
-``{topic: {partition: offset}}`` mapping (next offset not to read) works too. As in the runtime, a
-partition the target does not name has nothing to read in this run.
+``until_offsets`` bounds the run to what an upstream source run committed. Pass that task's output,
+``until_offsets=ingest.output`` (the XCom is resolved when the sink runs, and the dependency
+``ingest >> sink`` is set by itself): the target is the end of the interval's ranges
+(``interval_ranges``, so a rerun of the interval targets the same records). ``ingest.output["ranges"]``
+(a ranges mapping), a ``{topic: {partition: next offset}}`` mapping, or a template rendering to one
+of these (JSON) work too. As in the runtime, a partition the target does not name has nothing to
+read in this run. ``on_kill`` stops the run (when the runtime accepts a stop event).
 """
 
 from __future__ import annotations
@@ -20,12 +21,21 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_pyconnect._offsets import structured, topic_targets
+from airflow_pyconnect._offsets import check_target_type, structured, topic_targets
 from airflow_pyconnect.hooks.pyconnect import DEFAULT_CONN_ID
 from airflow_pyconnect.operators._base import _ConnectorOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+
+def _run_sink_parameters() -> set[str]:
+    """The keyword parameters of ``connect_runtime.run_sink`` (``stop`` is passed once it has one)."""
+    import inspect
+
+    from connect_runtime import run_sink
+
+    return set(inspect.signature(run_sink).parameters)
 
 
 class PyConnectSinkOperator(_ConnectorOperator):
@@ -36,10 +46,10 @@ class PyConnectSinkOperator(_ConnectorOperator):
         as JSON or a Python literal after rendering. Secret-looking fields are masked.
     :param pyconnect_conn_id: the ``pyconnect`` connection naming the backend (default
         ``pyconnect_default``; the embedded ``$AIRFLOW_HOME/pyconnect/pyconnect.db`` when undefined).
-    :param until_offsets: where the run stops (templated): an upstream source run's result dict
-        (the ends of its ``ranges``), or ``{topic: {partition: next offset}}``, or their text (JSON
-        or a Python literal, as a rendered ``xcom_pull`` gives). ``None``: the ends of the topics
-        when the run starts.
+    :param until_offsets: where the run stops (templated): an ``XComArg`` of an upstream source task
+        (``ingest.output``: the ends of its interval's ranges; ``ingest.output["ranges"]``), a
+        ``{topic: {partition: next offset}}`` or ranges mapping, or a template rendering to one of
+        them (JSON). ``None``: the ends of the topics when the run starts.
     :param max_records: stop after this many records consumed; ``None``: no bound.
     :param max_seconds: stop after this many seconds (the final commit still happens); ``None``:
         no bound.
@@ -54,15 +64,14 @@ class PyConnectSinkOperator(_ConnectorOperator):
         *,
         connector_config: Mapping[str, Any] | str,
         pyconnect_conn_id: str = DEFAULT_CONN_ID,
-        until_offsets: Mapping[str, Any] | str | None = None,
+        until_offsets: Any = None,
         max_records: int | None = None,
         max_seconds: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(connector_config=connector_config, pyconnect_conn_id=pyconnect_conn_id,
                          max_records=max_records, max_seconds=max_seconds, **kwargs)
-        if until_offsets is not None and not isinstance(until_offsets, (Mapping, str)):
-            raise TypeError(f"until_offsets must be a mapping, a template or None, got {type(until_offsets).__name__}")
+        check_target_type(until_offsets, "until_offsets")
         self.until_offsets = until_offsets
 
     def _until(self) -> dict[str, dict[str, int]] | None:
@@ -85,8 +94,9 @@ class PyConnectSinkOperator(_ConnectorOperator):
                       self._masked(config))
         try:
             with self.hook.get_backend() as backend:
+                stop = {"stop": self._stop} if "stop" in _run_sink_parameters() else {}
                 result = run_sink(config, backend, until_offsets=until, max_records=self.max_records,
-                                  max_seconds=self.max_seconds, progress=self._progress("sink", name))
+                                  max_seconds=self.max_seconds, progress=self._progress("sink", name), **stop)
         except ConnectError as exc:
             self._fail(exc, f"sink connector {name!r}")
         data = result.to_dict()

@@ -2,34 +2,45 @@
 
 The operator renders ``connector_config`` (Jinja: ``{{ ds }}``, ``{{ data_interval_start }}``, ...),
 opens the backend of its ``pyconnect`` connection, calls ``connect_runtime.run_source`` and returns
-``SourceRunResult.to_dict()``::
+(XCom ``return_value``)::
 
-    {"connector": "orders", "records": 1000, "ranges": {"orders": {"0": [0, 1000]}},
-     "source_offsets": [{"partition": {...}, "offset": {...}}], "transactions": 1,
-     "filtered": 0, "skipped": 0, "seconds": 0.4}
+    {"connector": "orders",
+     "records": 1000,                                  # records THIS attempt committed (0 on a rerun)
+     "ranges": {"orders": {"0": [0, 1000]}},           # what THIS attempt committed (may be {})
+     "interval_ranges": {"orders": {"0": [0, 1000]}},  # what the data interval holds, every attempt
+     "interval_records": 1000,                          # offsets interval_ranges spans
+     "source_offsets": [{"partition": {...}, "offset": {...}}],   # this attempt's, at most 100
+     "source_offsets_total": 1, "source_offsets_truncated": false,
+     "generation": 3, "transactions": 1, "filtered": 0, "skipped": 0, "seconds": 0.4}
 
-It also emits one Asset event per topic written (see :mod:`airflow_pyconnect.assets`), with the
-committed ranges in the event's ``extra``.
+Ranges use the shared format of :mod:`connect_runtime.ranges` (a ``[from, to]`` pair or exact spans
+per partition). ``ranges`` and ``interval_ranges`` are also pushed under their own XCom keys, so
+``ingest.output["interval_ranges"]`` is the interval's ranges as a mapping. ``source_offsets`` lists
+the latest source offset this attempt committed per source partition, bounded to
+``max_source_offsets`` entries (sorted by partition); ``source_offsets_truncated`` says when some were
+left out (a sensor target then needs the full list, e.g. from the connector's own planning task).
 
 Reruns (retries, clears, backfills)
 -----------------------------------
-A run resumes from the connector's committed source offsets, so a rerun of a finished slice of data
-writes nothing. Its own result would then have empty ``ranges``, and the downstream tasks of a
-cleared run would lose the ranges they need. So, with ``remember_ranges=True`` (default), the
-operator records what each run committed in the backend, in the offset store
-``pyconnect-airflow-ranges`` (Kafka Connect's key/value format, key ``["<connector>", {"dag_id",
-"task_id", "map_index", "interval"}]`` where ``interval`` is the data interval, or the run id when
-the run has none), merged over the runs of the same task and interval. The returned ``ranges`` are
-that merge: a rerun that wrote nothing returns exactly the ranges its interval committed before
-(its ``records`` stays 0), one that finished an interrupted slice returns the whole slice.
-The ranges are written right after the run committed, not in the same transaction: a worker that
-dies in between leaves that interval unrecorded (the next rerun logs a warning and returns the
-empty ranges).
+A run resumes from the connector's committed source offsets, so a rerun of a finished slice writes
+nothing: ``records`` 0, ``ranges`` ``{}``. What the interval holds is recorded by the runtime in its
+ranges record under ``ledger_key`` = ``{"dag_id", "task_id", "map_index", "interval"}`` (``interval``
+is the data interval, or ``run:<run id>`` without one), **in the same transaction as each commit**,
+so no interval is ever committed but unrecorded; ``interval_ranges`` is that record after the run.
+Downstream tasks (the sink's ``until_offsets``, Spark) use ``interval_ranges``: a rerun reads the
+same records. ``connect_runtime.admin.run_ranges`` (and the ``pyconnect`` CLI) read the record.
 
-Exactly-once and retries: each connector task has its own transactional producer with id
-``<cluster>-<connector>-<task>``; a retry's producer init fences the previous attempt, whose next
-commit then fails with ``ProducerFencedError`` and writes nothing. A failed or fenced run fails the
-task with the runtime's message (an ``AirflowException`` chained to the runtime error).
+Asset events: only an attempt that committed new records (``records`` > 0) emits events, one per
+topic written, with ``extra`` ``{"connector", "topic", "ranges", "records"}`` (this attempt's). A
+rerun that wrote nothing emits none, so an asset-scheduled DAG never processes an interval twice.
+
+Exactly-once, retries and parallel intervals: each connector task has its own transactional
+producer, id ``<cluster>-<connector>[-<identity>]-<task>``; a retry fences the previous attempt,
+whose next commit then fails and writes nothing. With ``identity`` (e.g. :data:`INTERVAL_IDENTITY`,
+for a connector whose source partitions are keyed by the interval) runs of different intervals do
+not fence each other and may run at the same time (``max_active_runs`` > 1); retries of the same
+interval still do. A failed or fenced run fails the task with the runtime's message (an
+``AirflowException`` chained to the runtime error). ``on_kill`` stops the run.
 """
 
 from __future__ import annotations
@@ -45,24 +56,42 @@ from airflow_pyconnect.operators._base import _ConnectorOperator
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from connect_runtime.backends.base import Backend
+INTERVAL_IDENTITY = "{{ data_interval_start.isoformat() }}/{{ data_interval_end.isoformat() }}"
+"""A task identity per data interval (pass as ``identity=``): intervals of one connector do not fence
+each other; retries of one interval do."""
 
-RANGES_STORE = "pyconnect-airflow-ranges"
-"""The offset store where the operator remembers the ranges each task and interval committed."""
+MAX_SOURCE_OFFSETS = 100
+"""Default bound on the ``source_offsets`` entries of the XCom result."""
 
 
-def merge_ranges(*all_ranges: Mapping[str, Mapping[str, Sequence[int]]]) -> dict[str, dict[str, list[int]]]:
-    """Per topic partition ``[min from, max to]`` over several ``ranges`` dicts."""
-    out: dict[str, dict[str, list[int]]] = {}
-    for ranges in all_ranges:
-        for topic, parts in ranges.items():
-            for p, (first, nxt) in parts.items():
-                have = out.setdefault(topic, {}).get(str(p))
-                if have is None:
-                    out[topic][str(p)] = [int(first), int(nxt)]
-                else:
-                    have[0], have[1] = min(have[0], int(first)), max(have[1], int(nxt))
-    return {t: dict(sorted(parts.items(), key=lambda kv: int(kv[0]))) for t, parts in sorted(out.items())}
+def ledger_key(context: Context) -> dict[str, Any]:
+    """The ranges-record label of this task instance and data interval."""
+    start, end = context.get("data_interval_start"), context.get("data_interval_end")
+    ti = context["ti"]
+    interval = f"{start.isoformat()}/{end.isoformat()}" if start is not None and end is not None else None
+    map_index = getattr(ti, "map_index", -1)
+    return {
+        "dag_id": ti.dag_id,
+        "task_id": ti.task_id,
+        "map_index": -1 if map_index is None else int(map_index),
+        "interval": interval if interval is not None else f"run:{ti.run_id}",
+    }
+
+
+def xcom_result(data: Mapping[str, Any], max_source_offsets: int = MAX_SOURCE_OFFSETS) -> dict[str, Any]:
+    """The operator's XCom from ``SourceRunResult.to_dict()`` (see the module docstring)."""
+    from connect_runtime import ranges as ranges_mod
+
+    out = dict(data)
+    offsets = sorted(data.get("source_offsets") or [],
+                     key=lambda e: json.dumps(e.get("partition"), sort_keys=True))
+    out["source_offsets"] = offsets[:max_source_offsets]
+    out["source_offsets_total"] = len(offsets)
+    out["source_offsets_truncated"] = len(offsets) > max_source_offsets
+    interval = data.get("interval_ranges") or {}
+    out["interval_ranges"] = interval
+    out["interval_records"] = ranges_mod.count(interval) if interval else 0
+    return out
 
 
 class PyConnectSourceOperator(_ConnectorOperator):
@@ -78,14 +107,15 @@ class PyConnectSourceOperator(_ConnectorOperator):
     :param max_records: stop after this many records (never more are written); ``None``: no bound.
     :param max_seconds: stop after this many seconds (the last boundary is still committed);
         ``None``: no bound. Without either bound the run ends when the source is idle.
-    :param remember_ranges: record the committed ranges per task and data interval in the backend
-        and return their merge, so a rerun that writes nothing still returns the interval's ranges.
-    :param emit_asset_events: attach the committed ranges of each topic written to its outlet's
-        Asset event. A literal ``topic`` in ``connector_config`` adds its asset
-        (``pyconnect://<conn id>/<topic>``) to ``outlets`` by itself.
+    :param identity: task identity scope (templated), e.g. :data:`INTERVAL_IDENTITY`: runs with
+        different identities do not fence each other (parallel intervals); ``None``: one identity.
+    :param max_source_offsets: bound on the ``source_offsets`` entries of the XCom result.
+    :param emit_asset_events: when this attempt committed new records, attach its ranges of each
+        topic written to its outlet's Asset event. A literal ``topic`` in ``connector_config`` adds
+        its asset (``pyconnect://<conn id>/<topic>``) to ``outlets`` by itself.
     """
 
-    template_fields: Sequence[str] = ("connector_config",)
+    template_fields: Sequence[str] = ("connector_config", "identity")
     ui_color = "#e8f4d9"
 
     def __init__(
@@ -96,7 +126,8 @@ class PyConnectSourceOperator(_ConnectorOperator):
         exactly_once: bool = True,
         max_records: int | None = None,
         max_seconds: float | None = None,
-        remember_ranges: bool = True,
+        identity: str | None = None,
+        max_source_offsets: int = MAX_SOURCE_OFFSETS,
         emit_asset_events: bool = True,
         **kwargs: Any,
     ) -> None:
@@ -111,7 +142,13 @@ class PyConnectSourceOperator(_ConnectorOperator):
         super().__init__(connector_config=connector_config, pyconnect_conn_id=pyconnect_conn_id,
                          max_records=max_records, max_seconds=max_seconds, **kwargs)
         self.exactly_once = bool(exactly_once)
-        self.remember_ranges = bool(remember_ranges)
+        if identity is not None and not isinstance(identity, str):
+            raise TypeError(f"identity must be a string (a template such as INTERVAL_IDENTITY) or None, "
+                            f"got {type(identity).__name__}")
+        if isinstance(max_source_offsets, bool) or not isinstance(max_source_offsets, int) or max_source_offsets < 0:
+            raise ValueError(f"max_source_offsets must be an int >= 0, got {max_source_offsets!r}")
+        self.identity = identity
+        self.max_source_offsets = max_source_offsets
         self.emit_asset_events = bool(emit_asset_events)
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -120,76 +157,66 @@ class PyConnectSourceOperator(_ConnectorOperator):
 
         config = self._config()
         name = str(config.get("name", ""))
-        self.log.info("Source connector %s on %s (%s): %s", name or "?", self.hook.describe()["url"],
-                      "exactly-once" if self.exactly_once else "at-least-once", self._masked(config))
+        identity = self.identity or None
+        key = ledger_key(context)
+        self.log.info("Source connector %s on %s (%s%s): %s", name or "?", self.hook.describe()["url"],
+                      "exactly-once" if self.exactly_once else "at-least-once",
+                      f", identity {identity}" if identity else "", self._masked(config))
         try:
             with self.hook.get_backend() as backend:
                 result = run_source(config, backend, exactly_once=self.exactly_once, max_records=self.max_records,
-                                    max_seconds=self.max_seconds, progress=self._progress("source", name))
-                data = result.to_dict()
-                if self.remember_ranges:
-                    data["ranges"] = self._remembered_ranges(backend, data, context)
+                                    max_seconds=self.max_seconds, progress=self._progress("source", name),
+                                    ledger_key=key, identity=identity, stop=self._stop)
         except ConnectError as exc:
             self._fail(exc, f"source connector {name!r}")
+        return self._finish(context, xcom_result(result.to_dict(), self.max_source_offsets), key)
+
+    def _finish(self, context: Context, data: dict[str, Any], key: Mapping[str, Any]) -> dict[str, Any]:
+        """Log, push the ``ranges`` / ``interval_ranges`` XCom keys, emit asset events; the XCom result."""
         self.log.info(
             "Source connector %s committed %d records in %d transactions (%d filtered, %d skipped) in %.2f s; "
-            "ranges %s", data["connector"], data["records"], data["transactions"], data["filtered"],
-            data["skipped"], data["seconds"], json.dumps(data["ranges"]))
+            "this attempt's ranges %s; the interval %s holds %s", data["connector"], data["records"],
+            data["transactions"], data["filtered"], data["skipped"], data["seconds"], json.dumps(data["ranges"]),
+            key["interval"], json.dumps(data["interval_ranges"]))
+        if not data["records"]:
+            self.log.info("This attempt wrote nothing new (the interval was committed before)")
+        ti = context["ti"]
+        ti.xcom_push(key="ranges", value=data["ranges"])
+        ti.xcom_push(key="interval_ranges", value=data["interval_ranges"])
         if self.emit_asset_events:
             self._emit_asset_events(context, data)
         return data
 
-    # -- remembered ranges ---------------------------------------------------------------------------
-    def _ledger_partition(self, context: Context) -> dict[str, Any]:
-        start, end = context.get("data_interval_start"), context.get("data_interval_end")
-        interval = f"{start.isoformat()}/{end.isoformat()}" if start is not None and end is not None else None
-        ti = context["ti"]
-        return {
-            "dag_id": ti.dag_id,
-            "task_id": ti.task_id,
-            "map_index": getattr(ti, "map_index", -1),
-            "interval": interval if interval is not None else f"run:{ti.run_id}",
-        }
-
-    def _remembered_ranges(self, backend: Backend, data: dict[str, Any], context: Context) -> dict[str, Any]:
-        from connect_runtime.runtime.offsets import offset_key, offset_value
-
-        partition = self._ledger_partition(context)
-        key = offset_key(data["connector"], partition)
-        store = backend.offset_store(RANGES_STORE)
-        try:
-            found = store.get([key]).get(key)
-            before = json.loads(found)["ranges"] if found else {}
-            merged = merge_ranges(before, data["ranges"])
-            if data["ranges"] and merged != before:
-                store.put([(key, offset_value({"ranges": merged, "run_id": context["ti"].run_id}))], 30.0)
-        finally:
-            store.close()
-        if not data["ranges"]:
-            if before:
-                self.log.info("This run wrote nothing new (the slice was committed before); returning the ranges "
-                              "this task committed for %s: %s", partition["interval"], json.dumps(before))
-            else:
-                self.log.warning("This run wrote nothing and no earlier ranges are recorded for %s",
-                                 partition["interval"])
-        return merged
-
     # -- asset events --------------------------------------------------------------------------------
     def _emit_asset_events(self, context: Context, data: dict[str, Any]) -> None:
+        """One event per topic this attempt wrote; none for a topic it did not write.
+
+        Airflow records an event for every ``Asset`` in a successful task's ``outlets``: so, for this
+        attempt only (the worker's copy of the task), the pyconnect assets of topics it did not write
+        are taken out of ``outlets``. Asset events through an ``AssetAlias`` are only added for the
+        topics written."""
         from airflow.sdk import Asset, AssetAlias
 
+        written = {t for t, parts in data["ranges"].items() if parts} if data["records"] else set()
         events = context["outlet_events"]
         by_topic = {}
         aliases = []
+        kept = []
         for outlet in self.outlets or []:
-            if isinstance(outlet, Asset):
-                topic = topic_of(outlet, self.pyconnect_conn_id)
-                if topic is not None:
-                    by_topic[topic] = outlet
+            topic = topic_of(outlet, self.pyconnect_conn_id) if isinstance(outlet, Asset) else None
+            if topic is not None:
+                by_topic[topic] = outlet
+                if topic not in written:
+                    self.log.info("Topic %s: this attempt committed nothing new to it: no asset event", topic)
+                    continue
             elif isinstance(outlet, AssetAlias):
                 aliases.append(outlet)
-        for topic, parts in data["ranges"].items():
-            extra = {"connector": data["connector"], "topic": topic, "ranges": parts, "records": data["records"]}
+            kept.append(outlet)
+        self.outlets = kept
+        for topic in sorted(written):
+            parts = data["ranges"][topic]
+            extra = {"connector": data["connector"], "topic": topic, "ranges": parts,
+                     "records": self._topic_records(parts)}
             if topic in by_topic:
                 events[by_topic[topic]].extra.update(extra)
             elif aliases:
@@ -198,5 +225,11 @@ class PyConnectSourceOperator(_ConnectorOperator):
             else:
                 self.log.info("Topic %s has no outlet asset or alias on this task: no asset event for it", topic)
 
+    @staticmethod
+    def _topic_records(parts: Mapping[str, Any]) -> int:
+        from connect_runtime import ranges as ranges_mod
 
-__all__ = ["RANGES_STORE", "PyConnectSourceOperator", "merge_ranges"]
+        return ranges_mod.count({"t": parts})
+
+
+__all__ = ["INTERVAL_IDENTITY", "MAX_SOURCE_OFFSETS", "PyConnectSourceOperator", "ledger_key", "xcom_result"]

@@ -1,15 +1,20 @@
 """PyConnectCommittedOffsetsSensor: wait until a connector's committed offsets reach a target.
 
-Typical use: a downstream task waits until a sink connector (group ``connect-<name>``) committed
-everything an upstream source run wrote, passing that run's XCom as the target::
+Typical uses: wait until a source connector committed given source offsets (``connector_kind=
+"source"``), e.g. every input file of the day read to its end, the target coming from an upstream
+task's output::
 
     PyConnectCommittedOffsetsSensor(
-        task_id="archived",
-        connector_name="orders-archive",
-        target_offsets="{{ ti.xcom_pull(task_ids='ingest') }}",
+        task_id="input_complete",
+        connector_name="orders-files",
+        connector_kind="source",
+        target_offsets=day_files_task.output,   # [{"partition": {...}, "offset": {...}}]
     )
 
-or until a source connector committed given source offsets (``connector_kind="source"``). The
+or until a sink connector that commits to its consumer group (``connect-<name>``) consumed
+everything an upstream source run wrote (``target_offsets=ingest.output``). A sink that keeps its
+offsets in its destination (``FileSink``, ``SqlSink``) never commits to its group: the sensor fails at
+once for it, with a message saying so, instead of waiting until its timeout. The
 sensor returns (XCom ``return_value``) the committed offsets it saw when the target was reached.
 
 Deferrable mode (default from ``[operators] default_deferrable``): the sensor checks once and, if
@@ -30,7 +35,14 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.configuration import conf
 
-from airflow_pyconnect._offsets import KINDS, missing, normalise_target, read_committed
+from airflow_pyconnect._offsets import (
+    KINDS,
+    UnreachableTargetError,
+    check_target_type,
+    missing,
+    normalise_target,
+    read_committed,
+)
 from airflow_pyconnect.hooks.pyconnect import DEFAULT_CONN_ID, PyConnectHook
 
 if TYPE_CHECKING:
@@ -45,8 +57,8 @@ class PyConnectCommittedOffsetsSensor(BaseSensorOperator):
     :param target_offsets: what must be committed (templated). For a sink: ``{topic: {partition:
         offset}}`` (next offset to read), an upstream source run's result dict (its ``ranges``' ends)
         or a sink run's result dict. For a source: ``[{"partition": {...}, "offset": {...}}]`` or a
-        source run's result dict (its ``source_offsets``). A string is parsed as JSON or a Python
-        literal, so ``"{{ ti.xcom_pull(task_ids='ingest') }}"`` works without native rendering.
+        source run's result dict (its ``source_offsets``). An ``XComArg`` (``task.output``,
+        ``task.output["key"]``) is resolved when the sensor runs; a template string is parsed as JSON.
     :param connector_kind: ``"sink"`` (default) or ``"source"``.
     :param pyconnect_conn_id: the ``pyconnect`` connection naming the backend.
     :param offsets_storage_topic: a source connector's own offsets store (``offsets.storage.topic``).
@@ -72,6 +84,7 @@ class PyConnectCommittedOffsetsSensor(BaseSensorOperator):
         super().__init__(**kwargs)
         if connector_kind not in KINDS:
             raise ValueError(f"connector_kind must be one of {', '.join(KINDS)}, got {connector_kind!r}")
+        check_target_type(target_offsets, "target_offsets")
         self.connector_name = connector_name
         self.target_offsets = target_offsets
         self.connector_kind = connector_kind
@@ -91,9 +104,14 @@ class PyConnectCommittedOffsetsSensor(BaseSensorOperator):
         return f"{self.connector_kind} connector {self.connector_name!r}"
 
     def _read(self) -> Any:
-        with self.hook.get_backend() as backend:
-            return read_committed(backend, self.connector_kind, self.connector_name, self._target,
-                                  self.offsets_storage_topic)
+        try:
+            with self.hook.get_backend() as backend:
+                return read_committed(backend, self.connector_kind, self.connector_name, self._target,
+                                      self.offsets_storage_topic)
+        except UnreachableTargetError as exc:
+            from airflow.sdk.exceptions import AirflowFailException
+
+            raise AirflowFailException(f"{self._what()}: {exc}") from None
 
     def poke(self, context: Context) -> PokeReturnValue:
         seen = self._read()
@@ -152,6 +170,10 @@ class PyConnectCommittedOffsetsSensor(BaseSensorOperator):
             self.log.info("%s reached its target after %s trigger poll(s): %s", self._what(),
                           event.get("polls"), event.get("committed"))
             return event["committed"]
+        if status == "unreachable":
+            from airflow.sdk.exceptions import AirflowFailException
+
+            raise AirflowFailException(event["message"])
         if status == "timeout":
             if self.soft_fail:
                 raise AirflowSkipException(event["message"])

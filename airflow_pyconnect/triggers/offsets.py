@@ -9,6 +9,9 @@ or Kafka. The trigger yields exactly one event:
 - ``{"status": "timeout", "message": ..., "committed": ..., "target": ...}`` when ``deadline`` (a UNIX
   time, so a triggerer restart does not extend the wait) passed first; the message names every
   partition still short of its target with the offset reached and the target;
+- ``{"status": "unreachable", "message": ...}`` when the target can never be reached this way (a
+  sink that keeps its offsets in its destination never commits to its group): the sensor fails
+  without retries;
 - ``{"status": "error", "message": ...}`` when reading failed for another reason than the backend
   being unreachable (which is retried until the deadline).
 
@@ -24,7 +27,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_pyconnect._offsets import missing, normalise_target, read_committed
+from airflow_pyconnect._offsets import UnreachableTargetError, missing, normalise_target, read_committed
 
 
 class CommittedOffsetsTrigger(BaseTrigger):
@@ -93,6 +96,9 @@ class CommittedOffsetsTrigger(BaseTrigger):
             polls += 1
             try:
                 seen = await asyncio.to_thread(self._read)
+            except UnreachableTargetError as exc:
+                yield TriggerEvent({"status": "unreachable", "polls": polls, "message": f"{what}: {exc}"})
+                return
             except BackendUnavailableError as exc:
                 self.log.warning("%s: backend unavailable (%s); polling again", what, exc)
             except Exception as exc:

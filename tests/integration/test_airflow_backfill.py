@@ -1,7 +1,7 @@
 """The backfill pattern of ``dags/example_pyconnect_backfill.py`` under real Airflow: three daily
 intervals, then one cleared and run again. Every record is in the topic exactly once, the rerun
-writes nothing and returns the ranges its interval committed the first time, and the archive sink
-holds every record once.
+writes nothing, emits no asset event and still says what its interval holds (``interval_ranges``),
+and the archive sink holds every record once.
 
 Two ways, both real:
 
@@ -33,7 +33,8 @@ pytestmark = pytest.mark.airflow
 
 DAG_ID = "example_pyconnect_backfill"
 DAYS = ["2026-01-01", "2026-01-02", "2026-01-03"]
-COMMITTED = re.compile(r"Source connector backfill-orders committed (\d+) records .*?; ranges (\{.*?\}\}) ")
+COMMITTED = re.compile(r"Source connector backfill-orders committed (\d+) records .*?; this attempt's ranges "
+                       r"(\{.*?\}|\{\}); the interval \S+ holds (\{.*?\}\})")
 
 
 @pytest.fixture(scope="module")
@@ -53,11 +54,12 @@ def _topic_values(url: str, topic: str) -> list[dict]:
     return values
 
 
-def _run_day(af: AirflowEnv, day: str, env: dict[str, str]) -> tuple[int, dict]:
+def _run_day(af: AirflowEnv, day: str, env: dict[str, str]) -> tuple[int, dict, dict]:
+    """(records, this attempt's ranges, the interval's ranges) of the day's ingest, from its log."""
     out = af.airflow("dags", "test", DAG_ID, day, extra_env=env)
     found = COMMITTED.findall(out.stdout + out.stderr)
     assert len(found) == 1, (out.stdout + out.stderr)[-5000:]
-    return int(found[0][0]), json.loads(found[0][1])
+    return int(found[0][0]), json.loads(found[0][1]), json.loads(found[0][2])
 
 
 def test_three_intervals_then_a_cleared_rerun_leave_every_record_once(af: AirflowEnv, tmp_path: Path) -> None:
@@ -66,13 +68,14 @@ def test_three_intervals_then_a_cleared_rerun_leave_every_record_once(af: Airflo
     env = {**conn_env("pyconnect_default", url), "PYCONNECT_EXAMPLE_DIR": str(data)}
 
     first = {day: _run_day(af, day, env) for day in DAYS}
-    assert [n for n, _ in first.values()] == [50, 50, 50]
-    assert [r["backfill-orders"]["0"] for _, r in first.values()] == [[0, 50], [50, 100], [100, 150]]
+    assert [n for n, _, _ in first.values()] == [50, 50, 50]
+    assert [r["backfill-orders"]["0"] for _, r, _ in first.values()] == [[0, 50], [50, 100], [100, 150]]
+    assert all(attempt == interval for _, attempt, interval in first.values())
 
     af.airflow("tasks", "clear", DAG_ID, "-s", DAYS[1], "-e", DAYS[1], "-y", extra_env=env)
-    records, ranges = _run_day(af, DAYS[1], env)
-    assert records == 0, "the rerun of a finished interval wrote records"
-    assert ranges == first[DAYS[1]][1], "the rerun must return the ranges its interval committed before"
+    records, ranges, interval = _run_day(af, DAYS[1], env)
+    assert records == 0 and ranges == {}, "the rerun of a finished interval wrote records"
+    assert interval == first[DAYS[1]][2], "the rerun must say what its interval committed before"
 
     values = _topic_values(url, "backfill-orders")
     ids = [v["order_id"] for v in values]
@@ -194,17 +197,17 @@ def test_backfill_create_with_a_scheduler_then_a_cleared_interval(tmp_path: Path
     first = [e for e in _task_log_events(home, DAYS[1], 1) if e.startswith("Source connector backfill-orders committed")]
     again = [e for e in _task_log_events(home, DAYS[1], 2) if e.startswith("Source connector backfill-orders committed")]
     assert len(first) == 1 and first[0].startswith("Source connector backfill-orders committed 50 records")
-    assert first[0].endswith('ranges {"backfill-orders": {"0": [50, 100]}}')
+    assert first[0].endswith('holds {"backfill-orders": {"0": [50, 100]}}')
     assert again and again[0].startswith("Source connector backfill-orders committed 0 records")
-    assert again[0].endswith('ranges {"backfill-orders": {"0": [50, 100]}}')
+    assert "this attempt's ranges {};" in again[0]
+    assert again[0].endswith('holds {"backfill-orders": {"0": [50, 100]}}')
 
-    # one asset event per run of `ingest` (the rerun's too), its extra holding the interval's ranges
+    # one asset event per interval; the rerun that wrote nothing emits none
     events = _query(home, "SELECT a.uri, e.extra, e.source_run_id FROM asset_event e JOIN asset a ON a.id = e.asset_id "
                           "ORDER BY e.id")
     assert {uri for uri, _, _ in events} == {"pyconnect://pyconnect_default/backfill-orders"}
     ranges = [(run_id[len("backfill__"):][:10], json.loads(extra)["ranges"]) for _, extra, run_id in events]
-    assert ranges == [(DAYS[0], {"0": [0, 50]}), (DAYS[1], {"0": [50, 100]}), (DAYS[2], {"0": [100, 150]}),
-                      (DAYS[1], {"0": [50, 100]})]
+    assert ranges == [(DAYS[0], {"0": [0, 50]}), (DAYS[1], {"0": [50, 100]}), (DAYS[2], {"0": [100, 150]})]
 
     ids = [v["order_id"] for v in _topic_values(url, "backfill-orders")]
     assert sorted(ids) == sorted(f"{d}-{i:04d}" for d in DAYS for i in range(50))

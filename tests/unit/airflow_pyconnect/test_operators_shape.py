@@ -9,7 +9,7 @@ from airflow.sdk import DAG, Asset, AssetAlias
 
 from airflow_pyconnect.assets import pyconnect_asset
 from airflow_pyconnect.operators.sink import PyConnectSinkOperator
-from airflow_pyconnect.operators.source import PyConnectSourceOperator, merge_ranges
+from airflow_pyconnect.operators.source import PyConnectSourceOperator, xcom_result
 from airflow_pyconnect.sensors.offsets import PyConnectCommittedOffsetsSensor
 from airflow_pyconnect.triggers.offsets import CommittedOffsetsTrigger
 
@@ -32,7 +32,7 @@ def test_template_fields_name_real_attributes() -> None:
         for name in op.template_fields:
             assert hasattr(op, name), (type(op).__name__, name)
     assert PyConnectSinkOperator.template_fields == ("connector_config", "until_offsets")
-    assert PyConnectSourceOperator.template_fields == ("connector_config",)
+    assert PyConnectSourceOperator.template_fields == ("connector_config", "identity")
 
 
 def test_every_init_argument_is_documented() -> None:
@@ -91,10 +91,15 @@ def test_sink_until_offsets_parses_rendered_text() -> None:
     assert none._until() is None
 
 
-def test_merge_ranges() -> None:
-    assert merge_ranges({"e": {"0": [0, 5]}}, {"e": {"0": [5, 9], "1": [2, 3]}, "f": {"0": [1, 2]}}) == {
-        "e": {"0": [0, 9], "1": [2, 3]}, "f": {"0": [1, 2]}}
-    assert merge_ranges({}, {}) == {}
+def test_xcom_result_says_what_this_attempt_wrote_and_bounds_source_offsets() -> None:
+    offsets = [{"partition": {"file": f"f{i:03d}"}, "offset": {"position": i}} for i in range(150, 0, -1)]
+    data = {"connector": "g", "records": 0, "ranges": {}, "interval_ranges": {"e": {"0": [[0, 4], [6, 9]]}},
+            "source_offsets": offsets, "transactions": 0, "filtered": 0, "skipped": 0, "seconds": 0.1}
+    out = xcom_result(data, max_source_offsets=100)
+    assert out["records"] == 0 and out["ranges"] == {} and out["interval_records"] == 7
+    assert out["source_offsets_total"] == 150 and out["source_offsets_truncated"] is True
+    assert [e["partition"]["file"] for e in out["source_offsets"]] == [f"f{i:03d}" for i in range(1, 101)]
+    assert xcom_result({**data, "source_offsets": offsets[:3]})["source_offsets_truncated"] is False
 
 
 def test_runtime_errors_become_airflow_exceptions_with_the_same_message_chained() -> None:

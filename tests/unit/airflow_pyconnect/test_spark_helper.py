@@ -46,7 +46,7 @@ def test_spark_submit_kwargs_layout() -> None:
     assert set(kwargs) == {"application_args", "conf", "env_vars"}
     assert kwargs["application_args"] == [
         "--backend", "{{ (ti.xcom_pull(task_ids='handoff', key='return_value') or {}).get('backend', '') }}",
-        "--ranges", "{{ (ti.xcom_pull(task_ids='handoff', key='return_value') or {}).get('ranges', {}) | tojson }}",
+        "--ranges", committed_ranges_arg("handoff"),
         "--date", "{{ ds }}",
     ]
     assert kwargs["conf"] == {"spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable,
@@ -57,6 +57,37 @@ def test_spark_submit_kwargs_layout() -> None:
     assert explicit["application_args"][3] == committed_ranges_arg("ingest", "k")
     assert backend_arg("x") == "{{ (ti.xcom_pull(task_ids='x', key='return_value') or {}).get('backend', '') }}"
     assert spark_conf({"a": 1})["a"] == 1
+
+
+class _Pulls:
+    """Stands in for the task instance in a plain Jinja render: returns XComs from a dict."""
+
+    def __init__(self, xcoms: dict) -> None:
+        self.xcoms = xcoms
+
+    def xcom_pull(self, task_ids: str, key: str) -> object:
+        return self.xcoms.get((task_ids, key))
+
+
+@pytest.mark.parametrize(("value", "rendered"), [
+    ({"backend": "sqlite:///x", "ranges": {"o": {"0": [1, 2]}}}, {"o": {"0": [1, 2]}}),  # a handoff
+    ({"connector": "c", "ranges": {}, "interval_ranges": {"o": {"0": [[0, 3], [5, 6]]}}},
+     {"o": {"0": [[0, 3], [5, 6]]}}),  # a source run result: its interval's ranges, also on a rerun
+    ({"o": {"1": [4, 9]}}, {"o": {"1": [4, 9]}}),  # a bare ranges mapping (ingest.output["ranges"])
+    (None, {}),
+])
+def test_committed_ranges_arg_renders_every_accepted_xcom_shape(value: object, rendered: object) -> None:
+    import jinja2
+    from airflow.sdk import DAG
+    from airflow.sdk.bases.operator import BaseOperator
+
+    env = jinja2.Environment()
+    env.filters["tojson"] = lambda v: json.dumps(v)
+    with DAG(dag_id="arg", schedule=None):
+        op = BaseOperator(task_id="ingest")
+    for ref, key in (("ingest", "return_value"), (op.output, "return_value"), (op.output["ranges"], "ranges")):
+        text = env.from_string(committed_ranges_arg(ref)).render(ti=_Pulls({("ingest", key): value}))
+        assert json.loads(text) == rendered, (ref, text)
 
 
 def test_ranges_span_counts_offsets_of_single_and_multiple_spans() -> None:

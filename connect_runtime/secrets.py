@@ -1,0 +1,137 @@
+"""Which fields of a connector config are secret, by type and by name: one rule for every front end.
+
+A field is secret when
+
+- the connector's ``ConfigDef`` (or that of a converter, transform or predicate it names) declares
+  it ``Type.PASSWORD``, whatever it is called (``signing.key``, ``api.key``);
+- its value is a :class:`~connect_runtime.api.config.Password`;
+- its name looks secret (``*password*``, ``*secret*``, ``*token*``, ``*credential*``,
+  ``sasl.jaas.config``, ``ssl.key*``), the runtime's own name rule;
+- or a caller's extra name rule says so (the Airflow provider passes Airflow's
+  ``should_hide_value_for_key``, so its ``[core] sensitive_var_conn_names`` apply too).
+
+Plugin fields are prefixed as in Kafka Connect: ``key.converter.<field>``, ``value.converter.<field>``,
+``header.converter.<field>``, ``transforms.<alias>.<field>``, ``predicates.<alias>.<field>``.
+
+:func:`config_defs` imports the plugin classes a config names (their constructors do no I/O); a class
+that cannot be imported is skipped (the name rules still apply; the run itself reports the bad class).
+The CLI, the Airflow provider and the UI use :func:`mask_config` / :func:`secret_keys` so that a
+``Type.PASSWORD`` value never reaches a log line, a rendered template, XCom, CLI output or an error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from connect_runtime.api.config import HIDDEN, ConfigDef, Password
+
+NameRule = Callable[[str], bool]
+
+_SECRET_NAME = re.compile(r"(password|secret|sasl\.jaas\.config|ssl\.key|token|credential)", re.I)
+_CONVERTERS = ("key.converter", "value.converter", "header.converter")
+
+
+def _plugin_def(path: Any) -> ConfigDef | None:
+    """The ``ConfigDef`` of the plugin class at ``path`` (``None`` when it cannot be loaded)."""
+    if not isinstance(path, str) or not path.strip():
+        return None
+    from connect_runtime.runtime.plugins import load_class
+
+    try:
+        cls = load_class(path.strip(), "class")
+        definition = cls().config_def()
+    except Exception:  # a bad class is the run's error to report; here only the name rules apply
+        return None
+    return definition if isinstance(definition, ConfigDef) else None
+
+
+def _aliases(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [a.strip() for a in value.split(",") if a.strip()]
+    if isinstance(value, Iterable):
+        return [str(a).strip() for a in value if str(a).strip()]
+    return []
+
+
+def config_defs(props: Mapping[str, Any]) -> dict[str, ConfigDef]:
+    """``{field prefix: ConfigDef}`` of every plugin ``props`` names: ``""`` for the connector
+    (``connector.class``), ``"key.converter."`` ..., ``"transforms.<alias>."``, ``"predicates.<alias>."``."""
+    out: dict[str, ConfigDef] = {}
+    found = _plugin_def(props.get("connector.class"))
+    if found is not None:
+        out[""] = found
+    for field in _CONVERTERS:
+        found = _plugin_def(props.get(field))
+        if found is not None:
+            out[field + "."] = found
+    for group in ("transforms", "predicates"):
+        for alias in _aliases(props.get(group)):
+            found = _plugin_def(props.get(f"{group}.{alias}.type"))
+            if found is not None:
+                out[f"{group}.{alias}."] = found
+    return out
+
+
+def password_fields(defs: Mapping[str, ConfigDef]) -> set[str]:
+    """Full config names of every ``Type.PASSWORD`` field of ``defs`` (as :func:`config_defs` returns)."""
+    return {prefix + name for prefix, definition in defs.items() for name in definition.password_fields()}
+
+
+def looks_secret(name: str) -> bool:
+    """The runtime's name rule (``*password*``, ``*secret*``, ``*token*``, ...)."""
+    return bool(_SECRET_NAME.search(name))
+
+
+def secret_keys(props: Mapping[str, Any], defs: Mapping[str, ConfigDef] | None = None, *,
+                name_rule: NameRule | None = None) -> set[str]:
+    """The fields of ``props`` whose values are secret (see the module docstring).
+
+    :param defs: the plugins' ``ConfigDef`` by prefix; ``None`` loads them with :func:`config_defs`.
+    :param name_rule: an extra name rule (e.g. Airflow's ``should_hide_value_for_key``).
+    """
+    typed = password_fields(config_defs(props) if defs is None else defs)
+    out = set()
+    for name, value in props.items():
+        if value is None:
+            continue
+        key = str(name)
+        if (key in typed or isinstance(value, Password) or looks_secret(key)
+                or (name_rule is not None and name_rule(key))):
+            out.add(key)
+    return out
+
+
+def secret_values(props: Mapping[str, Any], defs: Mapping[str, ConfigDef] | None = None, *,
+                  name_rule: NameRule | None = None) -> list[str]:
+    """The secret values of ``props`` as strings (to register with a log masker)."""
+    out = []
+    for key in sorted(secret_keys(props, defs, name_rule=name_rule)):
+        value = props[key]
+        text = value.value if isinstance(value, Password) else value
+        if text not in (None, ""):
+            out.append(text if isinstance(text, str) else str(text))
+    return out
+
+
+def mask_config(props: Mapping[str, Any], defs: Mapping[str, ConfigDef] | None = None, *,
+                name_rule: NameRule | None = None, hidden: str = HIDDEN) -> dict[str, Any]:
+    """A copy of ``props`` safe to print, log or return: every secret field's value is ``hidden``.
+
+    :param defs: the plugins' ``ConfigDef`` by prefix; ``None`` loads them with :func:`config_defs`.
+    :param name_rule: an extra name rule (e.g. Airflow's ``should_hide_value_for_key``).
+    """
+    secret = secret_keys(props, defs, name_rule=name_rule)
+    return {str(k): (hidden if str(k) in secret else v) for k, v in props.items()}
+
+
+def scrub(text: str, values: Iterable[str], hidden: str = HIDDEN) -> str:
+    """``text`` with every occurrence of each secret value replaced by ``hidden`` (for error messages)."""
+    for value in sorted({v for v in values if v}, key=len, reverse=True):
+        text = text.replace(value, hidden)
+    return text
+
+
+__all__ = ["config_defs", "looks_secret", "mask_config", "password_fields", "scrub", "secret_keys",
+           "secret_values"]
