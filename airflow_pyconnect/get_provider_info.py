@@ -53,7 +53,8 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [
             {
                 "integration-name": _INTEGRATION,
-                "python-modules": ["airflow_pyconnect.operators.source", "airflow_pyconnect.operators.sink"],
+                "python-modules": ["airflow_pyconnect.operators.source", "airflow_pyconnect.operators.sink",
+                                   "airflow_pyconnect.operators.fanout"],
             }
         ],
         "sensors": [{"integration-name": _INTEGRATION, "python-modules": ["airflow_pyconnect.sensors.offsets"]}],
