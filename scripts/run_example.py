@@ -59,6 +59,18 @@ def example_env(home: Path) -> dict[str, str]:
     return env
 
 
+def ui_env(port: int) -> dict[str, str]:
+    """Settings for ``airflow standalone`` on ``port``: the API server listens there and task execution
+    calls it there (``[core] execution_api_server_url`` defaults to port 8080 otherwise, and every
+    triggered task would fail at once)."""
+    base = f"http://localhost:{port}"
+    return {
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__BASE_URL": base,
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{base}/execution/",
+    }
+
+
 def airflow(env: dict[str, str], *args: str, log: Path | None = None, timeout: float = STEP_TIMEOUT_S) -> float:
     """Run ``airflow <args>`` (bounded); output to ``log``; raises with the log's tail on failure."""
     cmd = [str(Path(sys.executable).parent / "airflow"), *args]
@@ -227,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     ui_cmd = f"{Path(sys.executable).relative_to(REPO) if Path(sys.executable).is_relative_to(REPO) else sys.executable} scripts/run_example.py --ui" + (
         f" --home {args.home}" if args.home != REPO / "var" / "example" else "")
     if args.ui:
-        env["AIRFLOW__API__PORT"] = str(args.port)
+        env.update(ui_env(args.port))
         return run_ui(home, env)
 
     t_all = time.monotonic()

@@ -1,0 +1,88 @@
+"""Secrets by type, under real Airflow, with a field named without any secret-looking word.
+
+``signing.key`` is declared ``Type.PASSWORD`` by the test connector
+(``tests/unit/airflow_pyconnect/signed_connector.py``) and rendered from the Variable
+``pc_plain_value`` (a name Airflow does not treat as secret). Its value must appear nowhere: not in
+the task logs of ``airflow dags test``, not in the stored Rendered Templates, not in any XCom (the
+fan-out plan included), not in ``airflow tasks render``. The same DAG run shows the idioms: a sink
+bounded by ``src.output["ranges"]`` and a sensor on that FileSink's group failing at once with a
+clear message (the sink keeps its offsets in its destination).
+
+The last test: a missing ``pyconnect_default`` under an executor that may span machines is an error
+naming the connection; an explicit setting allows the embedded default.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.unit.airflow_pyconnect.airflow_env import AirflowEnv, conn_env, shared_airflow_env
+
+pytestmark = pytest.mark.airflow
+
+SECRET = "k7Qz-plain-looking-signature-material"
+DAG_ID = "pyconnect_test_secrets"
+
+
+@pytest.fixture(scope="module")
+def af(tmp_path_factory: pytest.TempPathFactory) -> AirflowEnv:
+    return shared_airflow_env(tmp_path_factory)
+
+
+def _rows(home: Path, sql: str, *args: object) -> list[tuple]:
+    db = sqlite3.connect(f"file:{home / 'airflow.db'}?mode=ro", uri=True, timeout=10)
+    try:
+        return db.execute(sql, args).fetchall()
+    finally:
+        db.close()
+
+
+def test_a_password_field_with_a_harmless_name_never_shows(af: AirflowEnv, tmp_path: Path) -> None:
+    env = {**conn_env("pyconnect_test", f"sqlite:///{tmp_path / 'pc.db'}"),
+           "AIRFLOW_VAR_PC_PLAIN_VALUE": SECRET, "PYCONNECT_TEST_OUT": str(tmp_path / "out")}
+    out = af.airflow("dags", "test", DAG_ID, extra_env=env, check=False)
+    text = out.stdout + out.stderr
+    assert SECRET not in text, "the signing key reached the task logs"
+    assert "'signing.key': '[hidden]'" in text, text[-4000:]
+    # the idioms: the sink ran up to src.output["ranges"]; the sensor on its group failed at once
+    assert "Sink connector signed-archive delivered 40 records" in text, text[-4000:]
+    assert "keeps its offsets in its destination" in text and "never commits" in text, text[-4000:]
+    states = dict(_rows(af.home, "SELECT task_id || ':' || map_index, state FROM task_instance WHERE dag_id = ? "
+                                  "AND run_id = (SELECT max(run_id) FROM dag_run WHERE dag_id = ?)", DAG_ID, DAG_ID))
+    assert states == {"src:-1": "success", "fan_plan:-1": "success", "fan:0": "success", "fan:1": "success",
+                      "fan_merge:-1": "success", "sink:-1": "success", "never:-1": "failed"}, states
+
+    rendered = _rows(af.home, "SELECT task_id, rendered_fields FROM rendered_task_instance_fields WHERE dag_id = ?",
+                     DAG_ID)
+    assert {t for t, _ in rendered} >= {"src", "fan_plan", "fan"}
+    assert all(SECRET not in str(fields) for _, fields in rendered), "the key reached the Rendered Templates"
+    xcoms = _rows(af.home, "SELECT task_id, key, value FROM xcom WHERE dag_id = ?", DAG_ID)
+    assert xcoms and all(SECRET not in str(value) for _, _, value in xcoms), "the key reached XCom"
+    plan = next(json.loads(v) for t, k, v in xcoms if t == "fan_plan" and k == "plan")
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    assert all(task["config"]["signing.key"] == "[hidden:signing.key]" for task in plan["tasks"]), plan
+    merged = next(json.loads(v) for t, k, v in xcoms if t == "fan_merge" and k == "return_value")
+    merged = json.loads(merged) if isinstance(merged, str) else merged
+    assert merged["tasks"] == 2 and merged["records"] == 40, merged
+
+    shown = af.airflow("tasks", "render", DAG_ID, "src", "2026-01-01", extra_env=env)
+    assert SECRET not in shown.stdout + shown.stderr, "airflow tasks render printed the key"
+    assert "'signing.key': '[hidden]'" in shown.stdout, shown.stdout[-2000:]
+
+
+def test_missing_default_connection_outside_one_machine_names_the_connection(af: AirflowEnv) -> None:
+    code = ("from airflow_pyconnect.hooks.pyconnect import PyConnectHook\n"
+            "try:\n    print('URL', PyConnectHook().backend_config()[0])\n"
+            "except Exception as exc:\n    print('ERROR', type(exc).__name__, exc)\n")
+    celery = af.python(code, extra_env={"AIRFLOW__CORE__EXECUTOR": "CeleryExecutor"}).stdout
+    assert "ERROR AirflowNotFoundException The pyconnect connection 'pyconnect_default' is not defined" in celery
+    assert "CeleryExecutor" in celery and "allow_embedded_default" in celery
+    allowed = af.python(code, extra_env={"AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+                                         "AIRFLOW__PYCONNECT__ALLOW_EMBEDDED_DEFAULT": "True"}).stdout
+    local = af.python(code, extra_env={"AIRFLOW__CORE__EXECUTOR": "LocalExecutor"}).stdout
+    for shown in (allowed, local):
+        assert shown.startswith("URL sqlite:///") and shown.strip().endswith("pyconnect/pyconnect.db"), shown
