@@ -129,10 +129,10 @@ def test_large_ranges_are_split_into_input_partitions(spark: object, filled_sqli
     df = (spark.read.format("pyconnect").option("backend", filled_sqlite)  # type: ignore[attr-defined]
           .option("ranges", '{"t": {"0": [10, 255], "1": [0, 100]}}')
           .option("max.records.per.partition", "50").load())
-    # p0: 245 offsets in 5 pieces of 49; p1: 100 offsets in 2 pieces of 50
+    # 345 offsets in 7 even pieces of at most 50 (never across topic partitions): p0 5, p1 2
     assert df.rdd.getNumPartitions() == 7
     per_split = df.rdd.mapPartitions(lambda it: [sum(1 for _ in it)]).collect()
-    assert sorted(per_split) == [49, 49, 49, 49, 49, 50, 50]
+    assert sorted(per_split) == [45, 50, 50, 50, 50, 50, 50]
     assert [o for _, p, o, _, _ in _rows(df) if p == 0] == list(range(10, 255))
 
 
@@ -212,15 +212,25 @@ def test_reads_from_the_kafka_backend_too(spark: object, fresh_kafka_url: str) -
 def test_parse_ranges_shapes_merge_and_errors() -> None:
     assert parse_ranges('{"a": {"1": [5, 9], "0": [[0, 3], [2, 4], [4, 6], [8, 8]]}}') == {
         TopicPartition("a", 0): [(0, 6)], TopicPartition("a", 1): [(5, 9)]}
-    assert parse_ranges({"ranges": {"a": {"0": [0, 1]}}, "records": 1}) == {TopicPartition("a", 0): [(0, 1)]}
-    with pytest.raises(ConfigError) as info:
-        parse_ranges({"a": {"x": [0, 1], "0": [3, "9"], "1": [-1, 2]}})
-    assert "partition 'x'" in str(info.value) and "a-0" in str(info.value) and "a-1" in str(info.value)
+    assert parse_ranges({"connector": "c", "ranges": {"a": {"0": [0, 1]}}, "records": 1}) == {
+        TopicPartition("a", 0): [(0, 1)]}
+    for bad, named in (({"a": {"x": [0, 1]}}, "partition 'x'"), ({"a": {"0": [3, "9"]}}, "partition 0"),
+                       ({"a": {"1": [5, 2]}}, "[5, 2]"), ("[1", "expected JSON")):
+        with pytest.raises(ConfigError) as info:
+            parse_ranges(bad)  # type: ignore[arg-type]
+        assert named in str(info.value)
 
 
 def test_plan_partitions_splits_evenly() -> None:
     parts = plan_partitions({TopicPartition("a", 0): [(0, 10), (20, 21)]}, max_records=4)
-    assert [(p.start, p.end) for p in parts] == [(0, 4), (4, 8), (8, 10), (20, 21)]
-    assert parts[0] == OffsetRangePartition("a", 0, 0, 4)
+    assert [p.spans for p in parts] == [[(0, 4)], [(4, 8)], [(8, 10), (20, 21)]]
+    assert parts[0] == OffsetRangePartition("a", 0, [(0, 4)])
+    # min.partitions: 2 cores share one small range; exact span lists stay few partitions
+    two = plan_partitions({TopicPartition("a", 0): [(0, 10)]}, max_records=100, min_partitions=2)
+    assert [p.spans for p in two] == [[(0, 5)], [(5, 10)]]
+    many = plan_partitions({TopicPartition("a", 0): [(i * 10, i * 10 + 2) for i in range(100)]}, 1000, 2)
+    assert [p.size for p in many] == [100, 100] and many[1].spans[0] == (500, 502)
+    assert plan_partitions({TopicPartition("a", 0): [(0, 3)]}, 100, 8) == [
+        OffsetRangePartition("a", 0, [(i, i + 1)]) for i in range(3)]
     with pytest.raises(ConfigError):
         plan_partitions({}, max_records=0)
