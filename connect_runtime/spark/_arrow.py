@@ -1,0 +1,250 @@
+"""Arrow record batches of committed records: metadata columns next to raw or typed (parsed JSON) values.
+
+Columns are built from a backend's column batches (:meth:`Backend.read_range_batches`), never record by
+record: metadata arrays straight from the column lists, typed values by pyarrow's JSON reader over the
+batch's values joined by newlines. A batch that does not parse as a whole is bisected until the records
+that do not match the schema are found, so one bad record costs a few extra parses, not a slow path.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructField, StructType
+
+from connect_runtime.api.errors import ConfigError, DataError
+
+METADATA_COLUMNS = ("topic", "partition", "offset", "key", "value", "timestamp", "headers")
+"""Every metadata column, in the order they appear."""
+DEFAULT_TYPED_METADATA = ("topic", "partition", "offset", "key", "timestamp", "headers")
+"""The metadata columns next to typed columns unless ``metadata.columns`` says otherwise."""
+MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
+DEFAULT_CORRUPT_COLUMN = "_corrupt_record"
+
+_TS_MS = pa.timestamp("ms", tz="UTC")
+_PARSE_ERRORS = (ValueError, TypeError, ArithmeticError, pa.ArrowException)
+_ROW_IN = re.compile(r" in row \d+$")
+
+
+def metadata_ddl(columns: Sequence[str], key_kind: str, value_kind: str) -> str:
+    """The DDL of the chosen metadata columns (in :data:`METADATA_COLUMNS` order)."""
+    types = {
+        "topic": "string", "partition": "int", "offset": "long",
+        "key": "binary" if key_kind == "bytes" else "string",
+        "value": "binary" if value_kind == "bytes" else "string",
+        "timestamp": "timestamp", "headers": "array<struct<key: string, value: string>>",
+    }
+    return ", ".join(f"`{c}` {types[c]}" for c in METADATA_COLUMNS if c in columns)
+
+
+def check_typed_schema(typed: StructType, corrupt: str) -> None:
+    """Refuse what the typed path cannot read faithfully, naming the column."""
+    def has_map(t: DataType) -> bool:
+        if isinstance(t, MapType):
+            return True
+        if isinstance(t, StructType):
+            return any(has_map(f.dataType) for f in t.fields)
+        if isinstance(t, ArrayType):
+            return has_map(t.elementType)
+        return False
+
+    bad = {}
+    for f in typed.fields:
+        if has_map(f.dataType):
+            bad[f"schema.{f.name}"] = ("map types are not supported by the typed path: declare a struct, or read "
+                                       "the value as text and use from_json")
+        if f.name == corrupt and not isinstance(f.dataType, StringType):
+            bad[f"schema.{f.name}"] = f"the corrupt record column {corrupt!r} must be a string, got {f.dataType.simpleString()}"
+    if bad:
+        raise ConfigError(errors=bad)
+
+
+def _read_type(t: pa.DataType, top: bool) -> pa.DataType:
+    """What pyarrow's JSON reader is asked for, to be cast to ``t`` afterwards."""
+    if pa.types.is_date32(t):
+        return pa.string()
+    if pa.types.is_decimal(t) and top:
+        return pa.decimal128(38, max(t.scale, 18))  # round to the declared scale afterwards (HALF_UP)
+    if pa.types.is_binary(t) and top:
+        return pa.string()  # base64 text, decoded afterwards
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _read_type(f.type, False), f.nullable) for f in t])
+    if pa.types.is_list(t):
+        v = t.value_field
+        return pa.list_(pa.field(v.name, _read_type(v.type, False), v.nullable))
+    return t
+
+
+class JsonParser:
+    """JSON object values into typed Arrow columns (one per schema field), in batches."""
+
+    def __init__(self, target: pa.Schema) -> None:
+        self.target = target
+        self.read_schema = pa.schema([pa.field(f.name, _read_type(f.type, True), True) for f in target])
+        self.read_options = pj.ReadOptions(use_threads=False, block_size=1 << 20)
+        self.parse_options = pj.ParseOptions(explicit_schema=self.read_schema, unexpected_field_behavior="ignore")
+        self.single_options = pj.ParseOptions(explicit_schema=self.read_schema, unexpected_field_behavior="ignore",
+                                              newlines_in_values=True)
+
+    def parse(self, values: Sequence[bytes | None]) -> tuple[list[pa.Array], list[tuple[int, str]]]:
+        """Columns of ``len(values)`` rows and the records that do not match (index, reason); their rows are
+        null. A null value (a tombstone) is an empty object: every column null, not malformed."""
+        chunks: list[list[pa.Array]] = []
+        bad: list[tuple[int, str]] = []
+        if values:
+            self._parse(values, 0, chunks, bad)
+        if len(chunks) == 1:
+            return chunks[0], bad
+        return [pa.concat_arrays([c[i] for c in chunks]) for i in range(len(self.target))], bad
+
+    def _parse(self, values: Sequence[bytes | None], base: int, chunks: list[list[pa.Array]],
+               bad: list[tuple[int, str]]) -> None:
+        try:
+            chunks.append(self._parse_block(values))
+            return
+        except _PARSE_ERRORS as exc:
+            if len(values) == 1:
+                chunks.append([pa.nulls(1, f.type) for f in self.target])
+                bad.append((base, _ROW_IN.sub("", str(exc)) or type(exc).__name__))
+                return
+        mid = len(values) // 2
+        self._parse(values[:mid], base, chunks, bad)
+        self._parse(values[mid:], base + mid, chunks, bad)
+
+    def _parse_block(self, values: Sequence[bytes | None]) -> list[pa.Array]:
+        n = len(values)
+        if None in values:
+            values = [b"{}" if v is None else v for v in values]
+        buf = b"\n".join(values)  # type: ignore[arg-type]
+        options = self.single_options if n == 1 else self.parse_options
+        read_options = self.read_options
+        if len(buf) >= (1 << 20):
+            read_options = pj.ReadOptions(use_threads=False, block_size=min(len(buf) + 1, (1 << 31) - 1))
+        table = pj.read_json(pa.BufferReader(buf), read_options=read_options, parse_options=options)
+        if table.num_rows != n:
+            raise ValueError(f"expected one JSON object per record, found {table.num_rows} in {n} record(s)")
+        out = []
+        for field, column in zip(self.target, table.columns, strict=True):
+            arr = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+            out.append(_finish(arr, field.type))
+        return out
+
+
+def _finish(arr: pa.Array, t: pa.DataType) -> pa.Array:
+    if arr.type == t:
+        return arr
+    if pa.types.is_decimal(t) and pa.types.is_decimal(arr.type):
+        arr = pc.round(arr, t.scale, round_mode="half_towards_infinity")
+    elif pa.types.is_binary(t) and pa.types.is_string(arr.type):
+        return pa.array([None if s is None else base64.b64decode(s, validate=True) for s in arr.to_pylist()],
+                        pa.binary())
+    return arr.cast(t)
+
+
+def _text(v: Any) -> str | None:
+    if v is None or isinstance(v, str):
+        return v
+    return bytes(v).decode("utf-8", errors="replace")
+
+
+class BatchBuilder:
+    """Builds the output record batches of one reader: the full output schema (metadata then typed)."""
+
+    def __init__(self, schema: StructType, metadata: Sequence[str], key_kind: str, value_kind: str,
+                 typed: bool, mode: str, corrupt: str) -> None:
+        self.schema = to_arrow_schema(schema, timezone="UTC")
+        self.metadata = [c for c in METADATA_COLUMNS if c in metadata]
+        self.key_kind = key_kind
+        self.value_kind = value_kind
+        self.mode = mode
+        self.headers = "headers" in self.metadata
+        self.parser: JsonParser | None = None
+        self.corrupt_index: int | None = None
+        if typed:
+            fields = [f for f in self.schema if f.name not in self.metadata and f.name != corrupt]
+            self.parser = JsonParser(pa.schema(fields))
+            if corrupt in self.schema.names[len(self.metadata):]:
+                self.corrupt_index = self.schema.get_field_index(corrupt)
+
+    def build(self, topic: str, partition: int, cols: tuple[Any, ...]) -> pa.RecordBatch | None:
+        offsets, keys, values, stamps, headers = cols
+        n = len(offsets)
+        if n == 0:
+            return None
+        arrays: list[pa.Array] = []
+        for name in self.metadata:
+            if name == "topic":
+                arrays.append(pa.array([topic] * n, pa.string()))
+            elif name == "partition":
+                arrays.append(pa.array([partition] * n, pa.int32()))
+            elif name == "offset":
+                arrays.append(pa.array(offsets, pa.int64()))
+            elif name == "key":
+                arrays.append(self._bytes(keys, self.key_kind, "key", topic, partition, offsets))
+            elif name == "value":
+                arrays.append(self._bytes(values, self.value_kind, "value", topic, partition, offsets))
+            elif name == "timestamp":
+                arrays.append(pa.array(stamps, pa.int64()).view(_TS_MS).cast(self.schema.field("timestamp").type))
+            else:
+                arrays.append(pa.array(
+                    [None if h is None else [{"key": k, "value": _text(v)} for k, v in h] for h in headers],
+                    self.schema.field("headers").type))
+        keep = None
+        if self.parser is not None:
+            typed, bad = self.parser.parse(values)
+            if bad and self.mode == "FAILFAST":
+                i, reason = bad[0]
+                raise DataError(
+                    f"record {topic}[{partition}] offset {offsets[i]}: the value does not match the schema "
+                    f"({reason}); mode FAILFAST stops at the first malformed record (PERMISSIVE keeps it with "
+                    f"null columns, DROPMALFORMED leaves it out)")
+            if self.corrupt_index is not None:
+                texts: list[str | None] = [None] * n
+                for i, _reason in bad:
+                    texts[i] = _text(values[i])
+                typed.insert(self.corrupt_index - len(self.metadata), pa.array(texts, pa.string()))
+            arrays.extend(typed)
+            if bad and self.mode == "DROPMALFORMED":
+                mask = [True] * n
+                for i, _reason in bad:
+                    mask[i] = False
+                keep = pa.array(mask, pa.bool_())
+        batch = pa.RecordBatch.from_arrays(
+            [a if a.type == f.type else a.cast(f.type) for a, f in zip(arrays, self.schema, strict=True)],
+            schema=self.schema)
+        if keep is not None:
+            batch = batch.filter(keep)
+        return batch if batch.num_rows else None
+
+    def _bytes(self, data: Sequence[bytes | None], kind: str, what: str, topic: str, partition: int,
+               offsets: Sequence[int]) -> pa.Array:
+        arr = pa.array(data, pa.binary())
+        if kind == "bytes":
+            return arr
+        try:
+            return arr.cast(pa.string())
+        except pa.ArrowInvalid:
+            for off, v in zip(offsets, data, strict=True):
+                if v is not None:
+                    try:
+                        bytes(v).decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        raise DataError(f"record {topic}[{partition}] offset {off}: the {what} is not UTF-8 text "
+                                        f"({exc}); read it with {what}.converter=bytes") from exc
+            raise
+
+
+def typed_fields(schema: StructType, metadata: Sequence[str]) -> StructType:
+    """The user's columns of a full output schema (everything after the metadata columns)."""
+    return StructType([StructField(f.name, f.dataType, True) for f in schema.fields[len(metadata):]])
+
+
+__all__ = ["DEFAULT_CORRUPT_COLUMN", "DEFAULT_TYPED_METADATA", "METADATA_COLUMNS", "MODES", "BatchBuilder",
+           "JsonParser", "check_typed_schema", "metadata_ddl", "typed_fields"]
