@@ -44,6 +44,10 @@ class MaskedConfig(dict):  # type: ignore[type-arg]
         super().__init__(data)
         self.secret = frozenset(secret)
 
+    def secret_values(self) -> list[str]:
+        """The values of the secret fields, as text (to register with the masker, to scrub)."""
+        return [str(self[k]) for k in sorted(self.secret) if self.get(k) not in (None, "")]
+
     def masked(self) -> dict[str, Any]:
         from connect_runtime.api.config import HIDDEN
 
@@ -117,12 +121,12 @@ class _ConnectorOperator(BaseOperator):
         config = structured(self.connector_config, "connector_config")
         if not isinstance(config, Mapping):
             raise TypeError(f"connector_config must render to a mapping, got {type(config).__name__}")
-        from connect_runtime.secrets import secret_keys, secret_values
+        from connect_runtime.secrets import secret_keys
 
         plain = {str(k): v for k, v in config.items()}
-        secret = secret_keys(plain, name_rule=airflow_name_rule)
-        register_secrets(*secret_values({k: plain[k] for k in secret}, {}))
-        return MaskedConfig(plain, secret)
+        masked = MaskedConfig(plain, secret_keys(plain, name_rule=airflow_name_rule))
+        register_secrets(*masked.secret_values())
+        return masked
 
     def _masked(self, config: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(config, MaskedConfig):
@@ -164,9 +168,9 @@ class _ConnectorOperator(BaseOperator):
         message = str(exc)
         config = self.connector_config if isinstance(self.connector_config, MaskedConfig) else None
         if config is not None:
-            from connect_runtime.secrets import scrub, secret_values
+            from connect_runtime.secrets import scrub
 
-            message = scrub(message, secret_values({k: config[k] for k in config.secret}, {}))
+            message = scrub(message, config.secret_values())
         self.log.error("%s failed: %s: %s", what, type(exc).__name__, message)
         if isinstance(exc, ConfigError):
             raise AirflowFailException(message) from exc

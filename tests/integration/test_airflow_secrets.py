@@ -85,4 +85,6 @@ def test_missing_default_connection_outside_one_machine_names_the_connection(af:
                                          "AIRFLOW__PYCONNECT__ALLOW_EMBEDDED_DEFAULT": "True"}).stdout
     local = af.python(code, extra_env={"AIRFLOW__CORE__EXECUTOR": "LocalExecutor"}).stdout
     for shown in (allowed, local):
-        assert shown.startswith("URL sqlite:///") and shown.strip().endswith("pyconnect/pyconnect.db"), shown
+        urls = [line for line in shown.splitlines() if line.startswith("URL ")]
+        assert len(urls) == 1 and urls[0].startswith("URL sqlite:///"), shown
+        assert urls[0].endswith("pyconnect/pyconnect.db"), shown
