@@ -1,0 +1,91 @@
+"""SQL connectors on SQLAlchemy 2: :class:`SqlSource` (tables or a query into topics) and :class:`SqlSink`
+(topics into tables, exactly once). Any database SQLAlchemy speaks; PostgreSQL (psycopg 3) and SQLite are
+tested. SQLAlchemy and psycopg are imported when a connector starts, never when this package is imported.
+
+Connection (both): ``connection.url`` (a SQLAlchemy URL; ``postgresql://`` means psycopg 3),
+``connection.user`` / ``connection.password`` (``PASSWORD`` fields, masked everywhere; prefer them to
+credentials inside the URL), ``connection.attempts`` times (``connection.timeout.ms`` +
+``connection.backoff.ms``) bound the wait for an unreachable database; the error names the URL with its
+password hidden. PostgreSQL sessions run with ``timezone=UTC``.
+
+SqlSource
+---------
+Kafka Connect JDBC's names: ``table.include.list`` / ``table.exclude.list`` (``name`` or ``schema.name``;
+default every table of the default schema) or ``query`` (wrapped as a subquery, the mode's conditions
+added), ``mode`` = ``bulk`` | ``incrementing`` | ``timestamp`` | ``timestamp+incrementing``,
+``incrementing.column.name``, ``timestamp.column.name``, ``topic.prefix`` (topic = prefix + table; in
+query mode the prefix is the topic), ``batch.max.rows``, ``timestamp.delay.interval.ms``,
+``poll.interval.ms`` and ``tasks.max`` (tables dealt round-robin over the tasks).
+
+- **Queries** (one streaming cursor per pass, the look-ahead of one row): incrementing ``inc > last``;
+  timestamp ``ts > last AND ts < now - delay``; timestamp+incrementing
+  ``ts < now - delay AND ((ts = last AND inc > last_inc) OR ts > last)``; ordered by ``ts[, inc]`` / ``inc``.
+  ``bulk`` reads the whole table once per run (no offsets, like Kafka Connect's bulk mode).
+- **Interval mode** (Airflow): ``interval.start`` / ``interval.end`` (ISO 8601, e.g.
+  ``{{ data_interval_start }}``) add ``ts >= start AND ts < end``; the source partition carries the
+  interval, so each interval has its own committed offsets: a backfill reads each interval's rows, a
+  rerun of an interval resumes after what it committed and writes nothing new (the run's
+  ``interval_ranges`` still names the interval's records).
+- **Offsets**, Kafka Connect JDBC's shapes: partition ``{"protocol": "1", "table": "<name>"}`` (query mode
+  ``{"query": "query"}``), plus ``interval.start`` / ``interval.end`` in interval mode; offset
+  ``{"incrementing": n}``, ``{"timestamp": epoch ms, "timestamp_nanos": ns within the second}`` or both.
+- **Rows sharing a timestamp are never split across a committed offset** (mode ``timestamp``, where the
+  JDBC connector loses rows): a poll ends where a timestamp group ends; with
+  ``transaction.boundary=connector`` the task commits only after a group's last row (a group larger than
+  ``batch.max.rows`` spans polls inside one transaction); and a row inside a group carries the offset
+  just before its group, so even a commit inside a group (another boundary cut by ``max_records``)
+  re-reads the group instead of losing its rest. Modes with an incrementing column commit after any row.
+  Rows committed late with an older timestamp are what ``timestamp.delay.interval.ms`` is for.
+- **Records**: key = the primary key columns as a JSON object (none without a primary key); value = the
+  row as a JSON object, column names as keys; record timestamp = the timestamp column (epoch ms).
+
+Value forms (lossless, and what the sink turns back into column values):
+
+================================  ========================================================
+column type                       JSON form
+================================  ========================================================
+integer, boolean, text            number, ``true``/``false``, string
+float / double                    number; ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` as strings
+numeric / decimal                 string of the exact decimal, e.g. ``"12.30"``
+timestamp with time zone          ISO 8601 in UTC with offset: ``"2026-01-02T03:04:05.123456+00:00"``
+timestamp (no zone)               ISO 8601 without offset: ``"2026-01-02T03:04:05.123456"``
+date / time                       ``"2026-01-02"`` / ``"03:04:05.123456"``
+bytes (bytea, blob)               standard base64, padded
+json / jsonb                      the JSON value itself (object, array, ...)
+uuid                              canonical string
+interval                          ISO 8601 duration in days and seconds: ``"P1DT3723.5S"``
+array                             JSON array of the element forms
+================================  ========================================================
+
+SqlSink
+-------
+``topics``, ``table.name.format`` (``${topic}``), ``insert.mode`` = ``insert`` | ``upsert`` | ``update``,
+``pk.mode`` = ``none`` | ``record_key`` | ``record_value``, ``pk.fields``, ``auto.create``,
+``auto.evolve`` (adds nullable columns), ``delete.enabled`` (a null value deletes the key's row; needs
+``record_key``), ``batch.size`` (rows per statement), ``offsets.table.name``.
+
+- **Exactly once**: the task writes rows inside one database transaction per commit point and, in the
+  same transaction, the next offset of each partition into the offsets table
+  (``pyconnect_sink_offsets``: connector, topic, kafka_partition, next_offset, generation). ``pre_commit``
+  returns ``{}`` (the consumer group commits nothing); ``open()`` rewinds every partition to its stored
+  offset with ``context.offset(...)``. A run killed at any instant leaves either the whole transaction
+  or none of it, so a restarted run writes every record exactly once, also in ``insert`` mode without a key.
+- **Fencing**: ``open()`` claims its partitions' rows for ``context.generation`` (a newer run's claim);
+  every commit locks those rows and refuses (:class:`ProducerFencedError`, the transaction rolled back)
+  when a newer generation claimed them: a zombie run cannot commit after its successor started.
+- **Writing**: PostgreSQL ``insert`` uses ``COPY ... FROM STDIN`` (psycopg 3) inside the transaction;
+  ``upsert`` is ``INSERT ... ON CONFLICT (key) DO UPDATE`` (SQLite the same, MySQL ``ON DUPLICATE KEY``,
+  other dialects update-then-insert); ``update`` updates by key; other dialects use executemany. Values
+  in the forms above are turned back by column type (decimal strings, ISO timestamps, base64 bytes,
+  JSON); an object or array into a text column is written as its JSON text.
+- **Bad input**: a record that does not fit (wrong type, too long, NOT NULL, invalid base64, not a JSON
+  object) is a :class:`DataError` naming the record (``topic-partition@offset``) and the table, found by
+  retrying the failed batch row by row in savepoints; with ``errors.tolerance=all`` it goes to the dead
+  letter queue and the other rows are written. A missing table (without ``auto.create``) and a field the
+  table has no column for (without ``auto.evolve``) fail the run naming the table and field.
+"""
+
+from connect_runtime.connectors.sql._sink import OFFSETS_TABLE, SqlSink, SqlSinkTask
+from connect_runtime.connectors.sql._source import SqlSource, SqlSourceTask
+
+__all__ = ["OFFSETS_TABLE", "SqlSink", "SqlSinkTask", "SqlSource", "SqlSourceTask"]

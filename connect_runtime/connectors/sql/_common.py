@@ -1,0 +1,269 @@
+"""What the SQL source and sink share: connection fields, engines, bounded connects, value forms.
+
+SQLAlchemy (and psycopg, through it) is imported inside the functions here, never at module import:
+the provider and DAG files may import ``connect_runtime.connectors`` names at parse time.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, date, datetime, timedelta
+from datetime import time as dtime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from connect_runtime.api.config import ConfigDef, Importance, Password, Range, Type, non_empty_string
+from connect_runtime.api.errors import ConfigError, ConnectError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL, Connection, Engine
+
+log = logging.getLogger("connect_runtime.connectors.sql")
+
+VERSION = "0.1.0"
+
+
+def connection_fields(config: ConfigDef) -> ConfigDef:
+    """The connection fields of both connectors (Kafka Connect JDBC names)."""
+    return (
+        config
+        .define("connection.url", Type.STRING, validator=_sqlalchemy_url, importance=Importance.HIGH,
+                doc="SQLAlchemy URL, e.g. postgresql+psycopg://host:5432/db or sqlite:///path/file.db. Put the "
+                    "credentials in connection.user / connection.password (they are masked everywhere).")
+        .define("connection.user", Type.PASSWORD, default=None, importance=Importance.HIGH,
+                doc="Database user (overrides the URL's).")
+        .define("connection.password", Type.PASSWORD, default=None, importance=Importance.HIGH,
+                doc="Database password (overrides the URL's).")
+        .define("connection.attempts", Type.INT, default=3, validator=Range.at_least(1),
+                doc="Attempts to connect before the run fails.")
+        .define("connection.backoff.ms", Type.LONG, default=1000, validator=Range.at_least(0),
+                doc="Milliseconds between connection attempts.")
+        .define("connection.timeout.ms", Type.LONG, default=10000, validator=Range.at_least(1),
+                doc="Bound on one connection attempt (PostgreSQL connect_timeout, SQLite busy timeout).")
+    )
+
+
+def _sqlalchemy_url(name: str, value: Any) -> None:
+    non_empty_string(name, value)
+    if value is None:
+        return
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        make_url(str(value))
+    except ArgumentError:
+        raise ValueError("a SQLAlchemy URL like postgresql+psycopg://host:5432/db or sqlite:///file.db") from None
+
+
+def _secret(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.value if isinstance(value, Password) else str(value)
+
+
+def build_url(cfg: Mapping[str, Any]) -> URL:
+    from sqlalchemy.engine import make_url
+
+    url = make_url(str(cfg["connection.url"]))
+    user, password = _secret(cfg.get("connection.user")), _secret(cfg.get("connection.password"))
+    if url.drivername in ("postgresql", "postgres"):
+        url = url.set(drivername="postgresql+psycopg")  # psycopg 3, not SQLAlchemy's psycopg2 default
+    if user:
+        url = url.set(username=user)
+    if password:
+        url = url.set(password=password)
+    return url
+
+
+def safe_url(url: URL) -> str:
+    """The URL with its password hidden (for messages and logs)."""
+    return url.render_as_string(hide_password=True)
+
+
+def scrub(message: str, url: URL) -> str:
+    """A driver message with the password removed wherever it appears."""
+    if url.password:
+        message = message.replace(str(url.password), "***")
+    return message
+
+
+def create_engine(cfg: Mapping[str, Any], *, serializable_sqlite: bool = False) -> Engine:
+    """An engine for one task (or the connector). PostgreSQL sessions run in UTC, so naive timestamps
+    compare as UTC; SQLite waits for the write lock up to ``connection.timeout.ms`` and, for the sink,
+    begins every transaction with ``BEGIN IMMEDIATE`` (one writer, no lost updates)."""
+    import sqlalchemy as sa
+    from sqlalchemy.pool import NullPool
+
+    url = build_url(cfg)
+    timeout_ms = int(cfg.get("connection.timeout.ms") or 10000)
+    kwargs: dict[str, Any] = {"poolclass": NullPool}
+    backend = url.get_backend_name()
+    if backend == "postgresql":
+        kwargs["connect_args"] = {"connect_timeout": max(1, math.ceil(timeout_ms / 1000)),
+                                  "options": "-c timezone=UTC"}
+    elif backend == "sqlite":
+        kwargs["connect_args"] = {"timeout": timeout_ms / 1000}
+    try:
+        engine = sa.create_engine(url, **kwargs)
+    except Exception as exc:  # a dialect or driver that is not installed
+        raise ConfigError(errors={"connection.url": f"cannot use {safe_url(url)}: {scrub(str(exc), url)}"}) from None
+    if backend == "sqlite" and serializable_sqlite:
+        from sqlalchemy import event
+
+        @event.listens_for(engine, "connect")
+        def _autocommit_driver(dbapi_connection: Any, record: Any) -> None:
+            dbapi_connection.isolation_level = None  # SQLAlchemy emits BEGIN itself (below)
+
+        @event.listens_for(engine, "begin")
+        def _begin_immediate(conn: Connection) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def connect(engine: Engine, cfg: Mapping[str, Any], what: str) -> Connection:
+    """A connection, bounded by ``connection.attempts`` times (timeout + backoff); the error names the
+    database (password hidden) and what the connection was for."""
+    from sqlalchemy.exc import DBAPIError
+
+    attempts = int(cfg.get("connection.attempts") or 3)
+    backoff = int(cfg.get("connection.backoff.ms") or 0) / 1000
+    t0 = time.monotonic()
+    last: BaseException | None = None
+    for attempt in range(1, attempts + 1):
+        try:
+            return engine.connect()
+        except DBAPIError as exc:
+            last = exc
+            log.warning("SQL connector: connecting to %s for %s failed (attempt %d of %d): %s",
+                        safe_url(engine.url), what, attempt, attempts, scrub(str(exc.orig), engine.url))
+            if attempt < attempts:
+                time.sleep(backoff)
+    assert last is not None
+    orig = getattr(last, "orig", last)
+    raise ConnectError(
+        f"cannot connect to {safe_url(engine.url)} (host {engine.url.host or 'local file'}) for {what}: "
+        f"{attempts} attempts over {time.monotonic() - t0:.1f} s (connection.attempts, connection.backoff.ms, "
+        f"connection.timeout.ms); last error: {scrub(str(orig).strip(), engine.url)}") from None
+
+
+# ------------------------------------------------------------------------------------------------
+# Value forms (documented in the package docstring): how a column value becomes JSON, and back
+
+
+def _iso_datetime(v: datetime) -> str:
+    if v.tzinfo is not None:
+        v = v.astimezone(UTC)
+    return v.isoformat()
+
+
+def _float(v: float) -> float | str:
+    if math.isfinite(v):
+        return v
+    return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")
+
+
+def _duration(v: timedelta) -> str:
+    """ISO 8601 duration, days and (fractional) seconds: ``P1DT3723.5S``; negative: ``-P...``."""
+    us = (v.days * 86400 + v.seconds) * 1_000_000 + v.microseconds
+    sign = "-" if us < 0 else ""
+    us = abs(us)
+    days, rest = divmod(us, 86_400_000_000)
+    secs = Decimal(rest) / Decimal(1_000_000)
+    return f"{sign}P{days}DT{secs.normalize():f}S"
+
+
+def _bytes(v: Any) -> str:
+    return base64.b64encode(bytes(v)).decode("ascii")
+
+
+def _list(v: list[Any] | tuple[Any, ...]) -> list[Any]:
+    return [to_json(x) for x in v]
+
+
+_TO_JSON: dict[type, Callable[[Any], Any]] = {
+    Decimal: lambda v: str(v),
+    datetime: _iso_datetime,
+    date: lambda v: v.isoformat(),
+    dtime: lambda v: v.isoformat(),
+    timedelta: _duration,
+    bytes: _bytes,
+    bytearray: _bytes,
+    memoryview: _bytes,
+    UUID: str,
+    float: _float,
+    list: _list,
+    tuple: _list,
+}
+_PLAIN = frozenset({int, str, bool, type(None), dict})
+
+
+def to_json(v: Any) -> Any:
+    """One column value in its documented JSON form (see the package docstring)."""
+    t = type(v)
+    if t in _PLAIN:
+        return v
+    conv = _TO_JSON.get(t)
+    if conv is not None:
+        return conv(v)
+    for base, c in _TO_JSON.items():  # subclasses (e.g. pendulum DateTime, psycopg Range types fall through)
+        if isinstance(v, base):
+            return c(v)
+    return str(v)
+
+
+def utc_naive(v: datetime) -> datetime:
+    """A datetime as naive UTC (aware values converted; naive values are taken as UTC)."""
+    if v.tzinfo is not None:
+        return v.astimezone(UTC).replace(tzinfo=None)
+    return v
+
+
+def epoch_offset(v: datetime) -> tuple[int, int]:
+    """Kafka Connect JDBC's timestamp offset: ``(timestamp, timestamp_nanos)``: epoch milliseconds, and the
+    nanoseconds within the second (``java.sql.Timestamp.getTime()`` / ``getNanos()``)."""
+    n = utc_naive(v)
+    delta = n - datetime(1970, 1, 1)
+    micros = (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return micros // 1000, n.microsecond * 1000
+
+
+def from_epoch_offset(ms: int, nanos: int | None) -> datetime:
+    """The naive UTC datetime of a JDBC timestamp offset (microsecond precision)."""
+    seconds = ms // 1000
+    micros = (nanos // 1000) if nanos is not None else (ms % 1000) * 1000
+    return datetime(1970, 1, 1) + timedelta(seconds=seconds, microseconds=micros)
+
+
+def parse_instant(name: str, text: str) -> datetime:
+    """An ISO 8601 instant (``2026-01-02T00:00:00+00:00``, ``2026-01-02 00:00:00``, ``...Z``) as naive UTC."""
+    s = str(text).strip()
+    if s.endswith(("Z", "z")):
+        s = s[:-1] + "+00:00"
+    try:
+        return utc_naive(datetime.fromisoformat(s))
+    except ValueError:
+        raise ConfigError(errors={name: f"expected an ISO 8601 timestamp like 2026-01-02T00:00:00+00:00, "
+                                        f"got {text!r}"}) from None
+
+
+__all__ = [
+    "VERSION",
+    "build_url",
+    "connect",
+    "connection_fields",
+    "create_engine",
+    "epoch_offset",
+    "from_epoch_offset",
+    "parse_instant",
+    "safe_url",
+    "scrub",
+    "to_json",
+    "utc_naive",
+]

@@ -1,0 +1,720 @@
+"""SqlSink: topics into tables of any SQLAlchemy database, exactly once. See the package docstring."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, date, datetime
+from datetime import time as dtime
+from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING, Any, cast
+
+from connect_runtime.api.config import (
+    ConfigDef,
+    ConfigValue,
+    Importance,
+    Range,
+    Type,
+    ValidString,
+    non_empty_string,
+)
+from connect_runtime.api.connector import SinkConnector
+from connect_runtime.api.errors import ConfigError, ConnectError, DataError, ProducerFencedError
+from connect_runtime.api.records import SinkRecord, TopicPartition
+from connect_runtime.api.sink import SinkTask
+from connect_runtime.connectors.sql._common import (
+    VERSION,
+    connect,
+    connection_fields,
+    create_engine,
+    log,
+    safe_url,
+    scrub,
+)
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection, Engine, Table
+    from sqlalchemy.engine import RootTransaction
+
+OFFSETS_TABLE = "pyconnect_sink_offsets"
+
+SINK_CONFIG = (
+    connection_fields(ConfigDef())
+    .define("table.name.format", Type.STRING, default="${topic}", validator=non_empty_string,
+            doc="Destination table per topic; ${topic} is replaced by the record's topic.")
+    .define("insert.mode", Type.STRING, default="insert", validator=ValidString.in_("insert", "upsert", "update"),
+            importance=Importance.HIGH,
+            doc="insert: INSERT (COPY on PostgreSQL); upsert: insert or update by key; update: update by key.")
+    .define("pk.mode", Type.STRING, default="none", validator=ValidString.in_("none", "record_key", "record_value"),
+            importance=Importance.HIGH, doc="Where the primary key comes from.")
+    .define("pk.fields", Type.LIST, default=[],
+            doc="Key columns: for record_key, the key's fields (a primitive key needs exactly one name; default all "
+                "fields of an object key); for record_value, the value's fields (default all).")
+    .define("auto.create", Type.BOOLEAN, default=False, doc="Create a missing table from the first records.")
+    .define("auto.evolve", Type.BOOLEAN, default=False, doc="Add a nullable column for a field the table lacks.")
+    .define("delete.enabled", Type.BOOLEAN, default=False,
+            doc="A record with a null value deletes the row of its key (needs pk.mode=record_key).")
+    .define("batch.size", Type.INT, default=3000, validator=Range.at_least(1),
+            doc="Rows written per statement (or COPY) at most; commits happen at the runtime's commit points.")
+    .define("offsets.table.name", Type.STRING, default=OFFSETS_TABLE, validator=non_empty_string,
+            doc="Table (in the destination) holding the sink's consumed offsets and generation.")
+)
+
+_DATA_ERRORS: tuple[type[BaseException], ...] = ()
+
+
+def _data_errors() -> tuple[type[BaseException], ...]:
+    """Driver errors that mean "this row does not fit" (not "the database is gone")."""
+    global _DATA_ERRORS
+    if not _DATA_ERRORS:
+        from sqlalchemy import exc as sa_exc
+
+        found: list[type[BaseException]] = [sa_exc.DataError, sa_exc.IntegrityError, sa_exc.ProgrammingError,
+                                            sa_exc.StatementError, DataError]
+        try:
+            import psycopg
+
+            found += [psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError]
+        except ImportError:  # pragma: no cover - psycopg is what the sql extra installs
+            pass
+        _DATA_ERRORS = tuple(found)
+    return _DATA_ERRORS
+
+
+def _cross_check(cfg: Mapping[str, Any]) -> dict[str, str]:
+    errors: dict[str, str] = {}
+    mode, pk = str(cfg["insert.mode"]).lower(), str(cfg["pk.mode"]).lower()
+    if mode in ("upsert", "update") and pk == "none":
+        errors["pk.mode"] = f"record_key or record_value (insert.mode={mode} needs a key)"
+    if cfg["delete.enabled"] and pk != "record_key":
+        errors["delete.enabled"] = "false, or pk.mode=record_key (a delete is found by the record key)"
+    return errors
+
+
+class SqlSink(SinkConnector):
+    """Writes topics into tables; every task keeps its offsets in the destination's offsets table."""
+
+    VERSION = VERSION
+
+    def config_def(self) -> ConfigDef:
+        return SINK_CONFIG
+
+    def validate(self, props: Mapping[str, Any]) -> list[ConfigValue]:
+        values = super().validate(props)
+        if any(cv.errors for cv in values):
+            return values
+        errors = _cross_check({cv.name: cv.value for cv in values})
+        for cv in values:
+            if cv.name in errors:
+                cv.errors.append(f"expected {errors[cv.name]}")
+        return values
+
+    def start(self, props: Mapping[str, str]) -> None:
+        cfg = SINK_CONFIG.parse(props)
+        errors = _cross_check(cfg)
+        if errors:
+            raise ConfigError(errors=errors)
+        self._props = {k: v for k, v in props.items() if k in SINK_CONFIG.keys or k == "name"}
+        engine = create_engine(cfg)
+        try:
+            connect(engine, cfg, "checking the destination").close()  # fail fast, bounded
+        finally:
+            engine.dispose()
+
+    def task_class(self) -> type:
+        return SqlSinkTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        # PASSWORD values stay Password objects (the runtime hands them over as they are)
+        return [cast("dict[str, str]", dict(self._props)) for _ in range(max_tasks)]
+
+
+# ------------------------------------------------------------------------------------------------
+# Column coercion: the documented JSON forms back into what each column type takes
+
+
+def _b64(v: Any) -> Any:
+    if isinstance(v, str):
+        try:
+            return base64.b64decode(v.encode("ascii"), validate=True)
+        except (binascii.Error, UnicodeEncodeError) as exc:
+            raise ValueError(f"base64 text for a binary column ({exc})") from None
+    return v
+
+
+def _decimal(v: Any) -> Any:
+    if isinstance(v, str):
+        try:
+            return Decimal(v)
+        except InvalidOperation:
+            raise ValueError(f"a decimal number, got {v!r}") from None
+    return v
+
+
+def _iso(kind: type) -> Callable[[Any], Any]:
+    def conv(v: Any) -> Any:
+        if isinstance(v, str):
+            s = v[:-1] + "+00:00" if v.endswith(("Z", "z")) else v
+            return kind.fromisoformat(s)  # type: ignore[attr-defined]
+        if kind is datetime and isinstance(v, (int, float)) and not isinstance(v, bool):
+
+            return datetime.fromtimestamp(v / 1000, UTC)  # epoch milliseconds
+        return v
+    return conv
+
+
+def _coercer(col_type: Any, copy_json: bool) -> Callable[[Any], Any] | None:
+    import sqlalchemy as sa
+
+    if isinstance(col_type, sa.JSON):
+        return (lambda v: v if v is None else json.dumps(v)) if copy_json else None
+    if isinstance(col_type, sa.LargeBinary):
+        return _b64
+    if isinstance(col_type, sa.Numeric) and not isinstance(col_type, sa.Float):
+        return _decimal
+    if isinstance(col_type, sa.DateTime):
+        return _iso(datetime)
+    if isinstance(col_type, sa.Date):
+        return _iso(date)
+    if isinstance(col_type, sa.Time):
+        return _iso(dtime)
+    if isinstance(col_type, (sa.String, sa.Text)) and not isinstance(col_type, sa.Enum):
+        # an object or array into a text column: its JSON text (a number or bool stays as the driver writes it)
+        return lambda v: json.dumps(v) if isinstance(v, (dict, list)) else v
+    return None
+
+
+def _sql_type(values: list[Any], dialect: str, key: bool) -> Any:
+    """A column type for auto.create / auto.evolve from the JSON values seen."""
+    import sqlalchemy as sa
+
+    kinds = {type(v) for v in values if v is not None}
+    if kinds and kinds <= {bool}:
+        return sa.Boolean()
+    if kinds and kinds <= {int}:
+        return sa.BigInteger()
+    if kinds and kinds <= {int, float}:
+        return sa.Float(53)
+    if kinds and kinds <= {dict, list}:
+        if dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import JSONB
+
+            return JSONB()
+        return sa.JSON()
+    return sa.String(255) if key else sa.Text()
+
+
+class _Tables:
+    """The destination tables a task writes, reflected once (again after a rollback of DDL)."""
+
+    def __init__(self, task: SqlSinkTask) -> None:
+        self.task = task
+        self.tables: dict[str, Table] = {}
+        self.coercers: dict[str, dict[str, Callable[[Any], Any] | None]] = {}
+
+    def forget(self) -> None:
+        self.tables.clear()
+        self.coercers.clear()
+
+    def get(self, conn: Connection, name: str, rows: list[dict[str, Any]], pk: list[str],
+            first: SinkRecord) -> Table:
+        import sqlalchemy as sa
+
+        table = self.tables.get(name)
+        if table is None:
+            table_name, schema = (name.split(".", 1)[::-1] if "." in name else (name, None))
+            if sa.inspect(conn).has_table(table_name, schema=schema):
+                table = sa.Table(table_name, sa.MetaData(), schema=schema, autoload_with=conn)
+            elif self.task.cfg["auto.create"]:
+                table = self._create(conn, table_name, schema, rows, pk)
+            else:
+                raise ConnectError(f"SqlSink: table {name!r} does not exist in {safe_url(conn.engine.url)} (record "
+                                   f"{_where(first)}); create it or set auto.create=true")
+            self.tables[name] = table
+            self.coercers[name] = {c.name: _coercer(c.type, self.task.copy_json) for c in table.columns}
+        fields: dict[str, list[Any]] = {}
+        for row in rows:
+            for k, v in row.items():
+                if k not in table.c:
+                    fields.setdefault(k, []).append(v)
+        if fields:
+            table = self._evolve(conn, table, fields, rows)
+        return table
+
+    def _create(self, conn: Connection, table_name: str, schema: str | None, rows: list[dict[str, Any]],
+                pk: list[str]) -> Table:
+        import sqlalchemy as sa
+
+        dialect = conn.dialect.name
+        names: dict[str, list[Any]] = {}
+        for row in rows:
+            for k, v in row.items():
+                names.setdefault(k, []).append(v)
+        cols = [sa.Column(k, _sql_type(v, dialect, k in pk), primary_key=k in pk, nullable=k not in pk,
+                          autoincrement=False)
+                for k, v in names.items()]
+        table = sa.Table(table_name, sa.MetaData(), *cols, schema=schema)
+        log.info("SqlSink: auto.create: creating table %s (%s)", table_name,
+                 ", ".join(f"{c.name} {c.type.compile(conn.dialect)}" for c in cols))
+        table.create(conn)
+        return table
+
+    def _evolve(self, conn: Connection, table: Table, fields: dict[str, list[Any]], rows: list[dict[str, Any]]) -> Table:
+        import sqlalchemy as sa
+
+        name = table.fullname
+        if not self.task.cfg["auto.evolve"]:
+            first = next(r for r in rows if any(k in r for k in fields))
+            raise DataError(f"SqlSink: table {name!r} has no column {sorted(fields)[0]!r} for field(s) "
+                            f"{sorted(fields)} of row {_short(first)}; set auto.evolve=true or add the column(s)")
+        prep = conn.dialect.identifier_preparer
+        for col, values in fields.items():
+            typ = _sql_type(values, conn.dialect.name, False)
+            log.info("SqlSink: auto.evolve: adding column %s.%s %s", name, col, typ.compile(conn.dialect))
+            conn.exec_driver_sql(f"ALTER TABLE {prep.format_table(table)} ADD COLUMN {prep.quote(col)} "
+                                 f"{typ.compile(conn.dialect)} NULL")
+        table_name, schema = table.name, table.schema
+        fresh = sa.Table(table_name, sa.MetaData(), schema=schema, autoload_with=conn)
+        self.tables[name] = fresh
+        self.coercers[name] = {c.name: _coercer(c.type, self.task.copy_json) for c in fresh.columns}
+        return fresh
+
+
+def _where(r: SinkRecord) -> str:
+    return f"{r.topic}-{r.partition}@{r.offset}"
+
+
+def _short(v: Any) -> str:
+    s = repr(v)
+    return s if len(s) <= 300 else s[:300] + "..."
+
+
+class SqlSinkTask(SinkTask):
+    """See the package docstring: rows and offsets in one transaction per commit point, ``pre_commit`` → {}."""
+
+    VERSION = VERSION
+
+    def start(self, props: Mapping[str, str]) -> None:
+        self.cfg = SINK_CONFIG.parse(props)
+        self.connector = str(props.get("name") or "sql-sink")
+        self.engine: Engine = create_engine(self.cfg, serializable_sqlite=True)
+        self.mode = str(self.cfg["insert.mode"]).lower()
+        self.pk_mode = str(self.cfg["pk.mode"]).lower()
+        self.pk_fields: list[str] = list(self.cfg["pk.fields"])
+        self.delete = bool(self.cfg["delete.enabled"])
+        self.batch_size: int = self.cfg["batch.size"]
+        self.fmt: str = self.cfg["table.name.format"]
+        self.conn: Connection | None = None
+        self.txn: RootTransaction | None = None
+        self.copy = self.copy_json = False
+        self.tables = _Tables(self)
+        self.committed: dict[TopicPartition, int] = {}  # next offset stored in the destination
+        self.written: dict[TopicPartition, int] = {}    # next offset after what the open transaction holds
+        self.buffer: list[tuple[SinkRecord, str, dict[str, Any] | None, dict[str, Any]]] = []
+        self.fenced: ProducerFencedError | None = None
+        self.offsets_table = self._offsets_table()
+
+    # -- the offsets table ----------------------------------------------------------------------------
+
+    def _offsets_table(self) -> Table:
+        import sqlalchemy as sa
+
+        name = str(self.cfg["offsets.table.name"])
+        table_name, schema = (name.split(".", 1)[::-1] if "." in name else (name, None))
+        return sa.Table(
+            table_name, sa.MetaData(),
+            sa.Column("connector", sa.String(255), primary_key=True),
+            sa.Column("topic", sa.String(255), primary_key=True),
+            sa.Column("kafka_partition", sa.Integer, primary_key=True, autoincrement=False),
+            sa.Column("next_offset", sa.BigInteger, nullable=True),
+            sa.Column("generation", sa.BigInteger, nullable=False),
+            sa.Column("updated_ms", sa.BigInteger, nullable=False),
+            schema=schema,
+        )
+
+    def _connection(self) -> Connection:
+        if self.conn is None:
+            self.conn = connect(self.engine, self.cfg, "writing rows")
+            self.copy = self.conn.dialect.name == "postgresql" and self.conn.dialect.driver == "psycopg"
+            self.copy_json = self.copy and self.mode == "insert"  # COPY takes JSON columns as JSON text
+        return self.conn
+
+    def _lock_offsets(self, conn: Connection, partitions: list[TopicPartition]) -> dict[TopicPartition, tuple[
+            int | None, int]]:
+        """The stored ``(next_offset, generation)`` of these partitions, rows locked for this transaction;
+        refuses (ProducerFencedError) when a newer generation of the connector already wrote one."""
+        import sqlalchemy as sa
+
+        t = self.offsets_table
+        stmt = sa.select(t.c.topic, t.c.kafka_partition, t.c.next_offset, t.c.generation).where(
+            t.c.connector == self.connector, t.c.topic.in_(sorted({tp.topic for tp in partitions})))
+        if conn.dialect.name != "sqlite":
+            stmt = stmt.with_for_update()
+        out: dict[TopicPartition, tuple[int | None, int]] = {}
+        mine = self.context.generation
+        for topic, partition, nxt, gen in conn.execute(stmt):
+            tp = TopicPartition(topic, int(partition))
+            if tp not in partitions:
+                continue
+            if int(gen) > mine:
+                raise ProducerFencedError(
+                    f"SqlSink {self.connector!r}: generation {gen} of this connector already wrote offsets for "
+                    f"{tp.topic}-{tp.partition} in {t.fullname}; this run is generation {mine} (a zombie), so it "
+                    "writes nothing")
+            out[tp] = (None if nxt is None else int(nxt), int(gen))
+        return out
+
+    def _store_offsets(self, conn: Connection, offsets: Mapping[TopicPartition, int | None],
+                       known: Mapping[TopicPartition, Any]) -> None:
+        import sqlalchemy as sa
+
+        t = self.offsets_table
+        now = int(time.time() * 1000)
+        gen = self.context.generation
+        new = [{"connector": self.connector, "topic": tp.topic, "kafka_partition": tp.partition, "next_offset": off,
+                "generation": gen, "updated_ms": now} for tp, off in offsets.items() if tp not in known]
+        old = [{"b_topic": tp.topic, "b_partition": tp.partition, "next_offset": off, "generation": gen,
+                "updated_ms": now} for tp, off in offsets.items() if tp in known]
+        if new:
+            conn.execute(t.insert(), new)
+        if old:
+            conn.execute(t.update().where(t.c.connector == self.connector, t.c.topic == sa.bindparam("b_topic"),
+                                          t.c.kafka_partition == sa.bindparam("b_partition")), old)
+
+    def open(self, partitions: list[TopicPartition]) -> None:
+        """Claim the partitions for this generation (fencing older runs) and rewind to the stored offsets."""
+        parts = [TopicPartition(*tp) for tp in partitions]
+        if not parts:
+            return
+        conn = self._connection()
+        try:
+            self.offsets_table.create(conn, checkfirst=True)
+            conn.commit()
+        except Exception as exc:
+            conn.rollback()
+            # another task created it at the same moment
+            if not conn.dialect.has_table(conn, self.offsets_table.name, schema=self.offsets_table.schema):
+                raise self._db_error("creating the offsets table", exc) from exc
+            conn.rollback()
+        try:
+            with conn.begin():
+                stored = self._lock_offsets(conn, parts)
+                self._store_offsets(conn, {tp: stored.get(tp, (None, 0))[0] for tp in parts}, stored)
+        except ProducerFencedError:
+            raise
+        except Exception as exc:
+            raise self._db_error("claiming the offsets rows", exc) from exc
+        rewind = {}
+        for tp in parts:
+            nxt = stored.get(tp, (None, 0))[0]
+            if nxt is not None:
+                rewind[tp] = nxt
+                self.committed[tp] = self.written[tp] = nxt
+        if rewind:
+            log.info("SqlSink %s (generation %d): resuming at %s", self.connector, self.context.generation,
+                     {f"{tp.topic}-{tp.partition}": o for tp, o in rewind.items()})
+            self.context.offset(rewind)
+
+    # -- put ------------------------------------------------------------------------------------------
+
+    def put(self, records: list[SinkRecord]) -> None:
+        if self.fenced is not None:
+            raise self.fenced
+        if not records:
+            return
+        written = self.written
+        buf = self.buffer
+        for r in records:
+            tp = TopicPartition(r.topic, r.partition)
+            nxt = written.get(tp)
+            if nxt is not None and r.offset < nxt:
+                continue  # already written (delivered again before the rewind took effect)
+            written[tp] = r.offset + 1
+            table = self.fmt.replace("${topic}", r.topic)
+            if r.value is None and not self.delete:
+                continue  # a tombstone without delete.enabled: nothing to write (as Kafka Connect JDBC)
+            try:
+                key = self._key(r) if self.pk_mode != "none" else None
+                if r.value is None:
+                    buf.append((r, table, key, {}))
+                    continue
+                buf.append((r, table, key, self._row(r, key)))
+            except DataError as exc:
+                self._report(r, exc)
+        if len(buf) >= self.batch_size:
+            self._write()
+
+    def _key(self, r: SinkRecord) -> dict[str, Any]:
+        if self.pk_mode == "record_key":
+            k = r.key
+            if isinstance(k, dict):
+                fields = self.pk_fields or list(k)
+                missing = [f for f in fields if f not in k]
+                if missing:
+                    raise DataError(f"SqlSink: record {_where(r)} key {_short(k)} lacks pk.fields {missing}")
+                return {f: k[f] for f in fields}
+            if k is None:
+                raise DataError(f"SqlSink: record {_where(r)} has no key; pk.mode=record_key needs one")
+            if len(self.pk_fields) != 1:
+                raise DataError(f"SqlSink: record {_where(r)} has a primitive key {k!r}; pk.fields must name exactly "
+                                f"one column for it, got {self.pk_fields}")
+            return {self.pk_fields[0]: k}
+        v = r.value
+        if not isinstance(v, dict):
+            raise DataError(f"SqlSink: record {_where(r)} has a {type(v).__name__} value {_short(v)}; expected a "
+                            "JSON object (pk.mode=record_value takes the key from its fields)")
+        fields = self.pk_fields or list(v)
+        missing = [f for f in fields if f not in v]
+        if missing:
+            raise DataError(f"SqlSink: record {_where(r)} value lacks pk.fields {missing}")
+        return {f: v[f] for f in fields}
+
+    def _row(self, r: SinkRecord, key: dict[str, Any] | None) -> dict[str, Any]:
+        v = r.value
+        if not isinstance(v, dict):
+            raise DataError(f"SqlSink: record {_where(r)} has a {type(v).__name__} value {_short(v)}; expected a "
+                            "JSON object (one field per column)")
+        if key is not None and self.pk_mode == "record_key":
+            return {**v, **key}
+        return v
+
+    def _report(self, r: SinkRecord, err: Exception) -> None:
+        reporter = self.context.errant_record_reporter
+        if reporter is None:
+            raise err
+        reporter.report(r, err)
+
+    # -- writing --------------------------------------------------------------------------------------
+
+    def _begin(self) -> Connection:
+        conn = self._connection()
+        if self.txn is None:
+            self.txn = conn.begin()
+        return conn
+
+    def _write(self) -> None:
+        """Write the buffer inside the open transaction: runs of same-table, same-kind rows, in order."""
+        buf, self.buffer = self.buffer, []
+        if not buf:
+            return
+        conn = self._begin()
+        i = 0
+        while i < len(buf):
+            _, table, _, row = buf[i]
+            is_delete = not row
+            j = i + 1
+            while j < len(buf) and buf[j][1] == table and (not buf[j][3]) == is_delete and j - i < self.batch_size:
+                j += 1
+            self._write_run(conn, table, buf[i:j], is_delete)
+            i = j
+
+    def _write_run(self, conn: Connection, name: str,
+                   run: list[tuple[SinkRecord, str, dict[str, Any] | None, dict[str, Any]]], is_delete: bool) -> None:
+        pk = list(run[0][2] or {}) if run[0][2] is not None else list(self.pk_fields)
+        rows = [row for _, _, _, row in run] if not is_delete else [k or {} for _, _, k, _ in run]
+        table = self.tables.get(conn, name, rows, pk if self.pk_mode != "none" else [], run[0][0])
+        coerce = self.tables.coercers[table.fullname]
+        records = [r for r, _, _, _ in run]
+        try:
+            prepared = [self._coerce(row, coerce) for row in rows]
+        except (ValueError, TypeError):
+            prepared = []
+        if len(prepared) == len(rows):
+            try:
+                with conn.begin_nested():
+                    self._execute(conn, table, prepared, pk, is_delete)
+                return
+            except _data_errors() as exc:
+                log.info("SqlSink: writing %d rows into %s failed (%s); finding the bad record(s) row by row",
+                         len(rows), table.fullname, type(exc).__name__)
+        # slow path: one savepoint per row, so the bad record is named (and dead-lettered when tolerated)
+        for r, row in zip(records, rows, strict=True):
+            try:
+                one = self._coerce(row, coerce)
+            except (ValueError, TypeError) as exc:
+                self._report(r, DataError(f"SqlSink: record {_where(r)} does not fit table {table.fullname}: {exc}"))
+                continue
+            try:
+                with conn.begin_nested():
+                    self._execute(conn, table, [one], pk, is_delete)
+            except _data_errors() as exc:
+                orig = getattr(exc, "orig", None) or exc
+                msg = scrub(str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__,
+                            self.engine.url)
+                self._report(r, DataError(f"SqlSink: record {_where(r)} does not fit table {table.fullname}: "
+                                          f"{type(orig).__name__}: {msg}; row {_short(row)}"))
+
+    def _coerce(self, row: dict[str, Any], coerce: Mapping[str, Callable[[Any], Any] | None]) -> dict[str, Any]:
+        out = dict(row)
+        for k, v in row.items():
+            c = coerce.get(k)
+            if c is not None and v is not None:
+                try:
+                    out[k] = c(v)
+                except (ValueError, TypeError) as exc:
+                    raise ValueError(f"column {k!r}: {exc}") from None
+        return out
+
+    def _execute(self, conn: Connection, table: Table, rows: list[dict[str, Any]], pk: list[str],
+                 is_delete: bool) -> None:
+        import sqlalchemy as sa
+
+        if is_delete:
+            stmt = table.delete().where(*[table.c[k] == sa.bindparam(f"b_{k}") for k in pk])
+            conn.execute(stmt, [{f"b_{k}": row[k] for k in pk} for row in rows])
+            return
+        if self.mode == "insert":
+            if self.copy:
+                self._copy(conn, table, rows)
+            else:
+                conn.execute(table.insert(), rows)
+            return
+        if self.mode == "update":
+            groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+            for row in rows:
+                groups.setdefault(tuple(row), []).append(row)
+            for cols, group in groups.items():
+                sets: dict[str, Any] = {c: sa.bindparam(f"v_{c}") for c in cols if c not in pk}
+                if not sets:
+                    continue
+                upd = table.update().where(*[table.c[k] == sa.bindparam(f"b_{k}") for k in pk]).values(sets)
+                conn.execute(upd, [{**{f"b_{k}": row[k] for k in pk}, **{f"v_{c}": row[c] for c in sets}}
+                                    for row in group])
+            return
+        # upsert: the last row of a key wins (one statement may not touch a row twice)
+        latest: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for row in rows:
+            latest[tuple(json.dumps(row.get(k), default=str) for k in pk)] = row
+        by_cols: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for row in latest.values():
+            by_cols.setdefault(tuple(row), []).append(row)
+        for cols, group in by_cols.items():
+            self._upsert(conn, table, list(cols), group, pk)
+
+    def _upsert(self, conn: Connection, table: Table, cols: list[str], rows: list[dict[str, Any]],
+                pk: list[str]) -> None:
+        dialect = conn.dialect.name
+        updates = [c for c in cols if c not in pk]
+        if dialect in ("postgresql", "sqlite"):
+            if dialect == "postgresql":
+                from sqlalchemy.dialects.postgresql import insert as pg_insert
+                stmt: Any = pg_insert(table)
+            else:
+                from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+                stmt = sqlite_insert(table)
+            if updates:
+                stmt = stmt.on_conflict_do_update(index_elements=[table.c[k] for k in pk],
+                                                  set_={c: stmt.excluded[c] for c in updates})
+            else:
+                stmt = stmt.on_conflict_do_nothing(index_elements=[table.c[k] for k in pk])
+            conn.execute(stmt, rows)
+            return
+        if dialect in ("mysql", "mariadb"):
+            from sqlalchemy.dialects.mysql import insert as my_insert
+
+            mstmt = my_insert(table)
+            mstmt = mstmt.on_duplicate_key_update({c: mstmt.inserted[c] for c in (updates or pk[:1])})
+            conn.execute(mstmt, rows)
+            return
+        import sqlalchemy as sa  # any other dialect: update, then insert what matched nothing
+
+        for row in rows:
+            where = [table.c[k] == row[k] for k in pk]
+            done = conn.execute(table.update().where(*where).values({c: row[c] for c in updates})).rowcount \
+                if updates else conn.execute(sa.select(sa.func.count()).select_from(table).where(*where)).scalar()
+            if not done:
+                conn.execute(table.insert(), [row])
+
+    def _copy(self, conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+        """PostgreSQL: ``COPY ... FROM STDIN`` through psycopg 3, inside the open transaction."""
+        raw = conn.connection.driver_connection
+        assert raw is not None
+        prep = conn.dialect.identifier_preparer
+        by_cols: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for row in rows:
+            by_cols.setdefault(tuple(row), []).append(row)
+        for cols, group in by_cols.items():
+            sql = f"COPY {prep.format_table(table)} ({', '.join(prep.quote(c) for c in cols)}) FROM STDIN"
+            with raw.cursor() as cur, cur.copy(sql) as copy:
+                write = copy.write_row
+                for row in group:
+                    write(tuple(row.values()))
+
+    # -- commit points --------------------------------------------------------------------------------
+
+    def pre_commit(self, current_offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Write what is buffered, store the offsets in the same transaction, commit. Returns ``{}``: the
+        offsets table is the only truth, the consumer group commits nothing."""
+        if self.fenced is not None:
+            raise self.fenced
+        target = {TopicPartition(*tp): off for tp, off in current_offsets.items()}
+        changed = {tp: off for tp, off in target.items() if self.committed.get(tp) != off}
+        if not changed and not self.buffer and self.txn is None:
+            return {}
+        try:
+            self._write()
+            conn = self._begin()
+            stored = self._lock_offsets(conn, list(target))
+            self._store_offsets(conn, changed, stored)
+            assert self.txn is not None
+            self.txn.commit()
+            self.txn = None
+        except BaseException as exc:
+            self._rollback()
+            if isinstance(exc, ProducerFencedError):
+                self.fenced = exc
+                raise
+            if isinstance(exc, (DataError, ConnectError)):
+                raise
+            raise self._db_error("committing rows and offsets", exc) from exc
+        self.committed.update(changed)
+        for tp, off in changed.items():
+            if self.written.get(tp, -1) < off:
+                self.written[tp] = off
+        return {}
+
+    def _rollback(self) -> None:
+        """Forget the open transaction: nothing of it was committed; redelivered records are written again."""
+        txn, self.txn = self.txn, None
+        self.buffer = []
+        if txn is not None:
+            try:
+                txn.rollback()
+            except Exception as exc:
+                log.warning("SqlSink: rollback raised %r; dropping the connection", exc)
+                self._drop_connection()
+        self.tables.forget()  # DDL of the transaction (auto.create/evolve) was rolled back too
+        self.written = dict(self.committed)
+
+    def _drop_connection(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception as exc:
+                log.debug("SqlSink: closing the connection raised %r", exc)
+
+    def _db_error(self, what: str, exc: BaseException) -> ConnectError:
+        orig = getattr(exc, "orig", None) or exc
+        return ConnectError(f"SqlSink {self.connector!r}: {what} on {safe_url(self.engine.url)} failed: "
+                            f"{type(orig).__name__}: {scrub(str(orig).strip(), self.engine.url)}")
+
+    def close(self, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            tp = TopicPartition(*tp)
+            self.written.pop(tp, None)
+            self.committed.pop(tp, None)
+        if self.txn is not None and not self.written:
+            self._rollback()
+
+    def stop(self) -> None:
+        if self.txn is not None:
+            self._rollback()
+        self._drop_connection()
+        self.engine.dispose()
+
+
+__all__ = ["OFFSETS_TABLE", "SINK_CONFIG", "SqlSink", "SqlSinkTask"]

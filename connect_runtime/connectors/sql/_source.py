@@ -1,0 +1,522 @@
+"""SqlSource: tables (or one query) of any SQLAlchemy database into topics. See the package docstring."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, cast
+
+from connect_runtime.api.config import (
+    ConfigDef,
+    ConfigValue,
+    Importance,
+    Range,
+    Type,
+    ValidString,
+)
+from connect_runtime.api.connector import ConnectorTransactionBoundaries, ExactlyOnceSupport, SourceConnector
+from connect_runtime.api.errors import ConfigError, ConnectError, DataError
+from connect_runtime.api.records import SourceRecord
+from connect_runtime.api.source import SourceTask
+from connect_runtime.connectors.sql._common import (
+    VERSION,
+    connect,
+    connection_fields,
+    create_engine,
+    epoch_offset,
+    from_epoch_offset,
+    log,
+    parse_instant,
+    safe_url,
+    scrub,
+    to_json,
+    utc_naive,
+)
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection, CursorResult, Engine, Select, Table
+
+MODES = ("bulk", "incrementing", "timestamp", "timestamp+incrementing")
+
+SOURCE_CONFIG = (
+    connection_fields(ConfigDef())
+    .define("mode", Type.STRING, default="bulk", validator=ValidString.in_(*MODES), importance=Importance.HIGH,
+            doc="bulk: the whole table every run; incrementing: new rows by a strictly increasing column; "
+                "timestamp: new or changed rows by a timestamp column; timestamp+incrementing: both (exact).")
+    .define("table.include.list", Type.LIST, default=[],
+            doc="Tables to read (name or schema.name); default: every table of the default schema.")
+    .define("table.exclude.list", Type.LIST, default=[], doc="Tables not to read.")
+    .define("query", Type.STRING, default=None,
+            doc="Read this SELECT instead of tables (wrapped as a subquery; mode conditions are added).")
+    .define("incrementing.column.name", Type.STRING, default=None, doc="Strictly increasing integer column.")
+    .define("timestamp.column.name", Type.STRING, default=None, doc="Timestamp column (modification time).")
+    .define("topic.prefix", Type.STRING, default="", importance=Importance.HIGH,
+            doc="Topic = prefix + table name (query mode: the prefix is the topic).")
+    .define("batch.max.rows", Type.INT, default=100, validator=Range.at_least(1),
+            doc="Rows per poll at most (a group of rows sharing a timestamp may span polls).")
+    .define("timestamp.delay.interval.ms", Type.LONG, default=0, validator=Range.at_least(0),
+            doc="Read only rows whose timestamp is at least this old (lets slow transactions commit first).")
+    .define("poll.interval.ms", Type.LONG, default=5000, validator=Range.at_least(0),
+            doc="How often a table is queried again for new rows while the run goes on.")
+    .define("interval.start", Type.STRING, default=None,
+            doc="Interval mode (Airflow data interval): read only rows with timestamp >= this instant.")
+    .define("interval.end", Type.STRING, default=None,
+            doc="Interval mode: read only rows with timestamp < this instant.")
+)
+
+_TASK_CONFIG = SOURCE_CONFIG.merge(ConfigDef().define("tables", Type.STRING, doc="JSON list of this task's tables."))
+
+
+def _needs_ts(mode: str) -> bool:
+    return mode.startswith("timestamp")
+
+
+def _needs_inc(mode: str) -> bool:
+    return mode.endswith("incrementing")
+
+
+def _cross_check(cfg: Mapping[str, Any]) -> dict[str, str]:
+    """Errors between fields (each named), beyond what each field's validator checks."""
+    errors: dict[str, str] = {}
+    mode = str(cfg["mode"]).lower()
+    if _needs_ts(mode) and not cfg.get("timestamp.column.name"):
+        errors["timestamp.column.name"] = f"a column name (mode={mode} needs one)"
+    if _needs_inc(mode) and not cfg.get("incrementing.column.name"):
+        errors["incrementing.column.name"] = f"a column name (mode={mode} needs one)"
+    if cfg.get("query") and (cfg.get("table.include.list") or cfg.get("table.exclude.list")):
+        errors["query"] = "either query or table.include.list/table.exclude.list, not both"
+    start, end = cfg.get("interval.start"), cfg.get("interval.end")
+    if (start is None) != (end is None):
+        errors["interval.start" if start is None else "interval.end"] = "both interval.start and interval.end, or neither"
+    elif start is not None:
+        if not _needs_ts(mode):
+            errors["mode"] = "timestamp or timestamp+incrementing (interval.start/end select rows by the timestamp column)"
+        try:
+            if parse_instant("interval.start", str(start)) >= parse_instant("interval.end", str(end)):
+                errors["interval.end"] = f"an instant after interval.start ({start}), got {end!r}"
+        except ConfigError as exc:
+            errors.update(exc.errors)
+    return errors
+
+
+class SqlSource(SourceConnector):
+    """Plans the tables of a database over at most ``tasks.max`` tasks (round-robin, name order)."""
+
+    VERSION = VERSION
+
+    def config_def(self) -> ConfigDef:
+        return SOURCE_CONFIG
+
+    def validate(self, props: Mapping[str, Any]) -> list[ConfigValue]:
+        values = super().validate(props)
+        if any(cv.errors for cv in values):
+            return values
+        errors = _cross_check({cv.name: cv.value for cv in values})
+        for cv in values:
+            if cv.name in errors:
+                cv.errors.append(f"expected {errors[cv.name]}")
+        return values
+
+    def exactly_once_support(self, props: Mapping[str, str]) -> ExactlyOnceSupport | None:
+        return ExactlyOnceSupport.SUPPORTED
+
+    def can_define_transaction_boundaries(self, props: Mapping[str, str]) -> ConnectorTransactionBoundaries:
+        return ConnectorTransactionBoundaries.SUPPORTED
+
+    def task_class(self) -> type:
+        return SqlSourceTask
+
+    def start(self, props: Mapping[str, str]) -> None:
+        self._props = dict(props)
+        cfg = SOURCE_CONFIG.parse(props)
+        errors = _cross_check(cfg)
+        if errors:
+            raise ConfigError(errors=errors)
+        self._cfg = cfg
+        engine = create_engine(cfg)
+        try:
+            conn = connect(engine, cfg, "discovering tables")
+            try:
+                self._tables = _discover(conn, cfg)
+            finally:
+                conn.close()
+        finally:
+            engine.dispose()
+        log.info("SqlSource: %d table(s) to read from %s: %s", len(self._tables), safe_url(engine.url),
+                 ", ".join(self._tables)[:500])
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        n = min(max_tasks, len(self._tables))
+        groups: list[list[str]] = [[] for _ in range(n)]
+        for i, t in enumerate(self._tables):
+            groups[i % n].append(t)
+        # PASSWORD values stay Password objects (the runtime hands them over as they are)
+        base = {k: v for k, v in self._props.items() if k in SOURCE_CONFIG.keys}
+        return [cast("dict[str, str]", {**base, "tables": json.dumps(g)}) for g in groups]
+
+
+def _discover(conn: Connection, cfg: Mapping[str, Any]) -> list[str]:
+    """The tables to read (``"query"`` for query mode), checking that tables and columns exist."""
+    import sqlalchemy as sa
+
+    if cfg.get("query"):
+        return ["query"]
+    insp = sa.inspect(conn)
+    include: list[str] = list(cfg["table.include.list"])
+    exclude = set(cfg["table.exclude.list"])
+    if include:
+        missing = [t for t in include if not insp.has_table(_split(t)[0], schema=_split(t)[1])]
+        if missing:
+            raise ConfigError(errors={"table.include.list": f"existing tables; {', '.join(map(repr, missing))} "
+                                                            f"not found in {safe_url(conn.engine.url)}"})
+        tables = [t for t in include if t not in exclude]
+    else:
+        tables = sorted(t for t in insp.get_table_names() if t not in exclude)
+    for t in tables:
+        name, schema = _split(t)
+        columns = {c["name"] for c in insp.get_columns(name, schema=schema)}
+        for field in ("timestamp.column.name", "incrementing.column.name"):
+            col = cfg.get(field)
+            mode = str(cfg["mode"]).lower()
+            wanted = _needs_ts(mode) if field.startswith("timestamp") else _needs_inc(mode)
+            if wanted and col not in columns:
+                raise ConfigError(errors={field: f"a column of table {t!r}; it has {sorted(columns)}, not {col!r}"})
+    return tables
+
+
+def _split(qualified: str) -> tuple[str, str | None]:
+    """``schema.name`` → ``(name, schema)``; ``name`` → ``(name, None)``."""
+    if "." in qualified:
+        schema, name = qualified.split(".", 1)
+        return name, schema
+    return qualified, None
+
+
+class _Reader:
+    """One table (or the query) of a task: its committed position, its open pass and its look-ahead."""
+
+    def __init__(self, task: SqlSourceTask, name: str, conn: Connection) -> None:
+        import sqlalchemy as sa
+
+        cfg = task.cfg
+        self.task = task
+        self.name = name
+        self.mode = str(cfg["mode"]).lower()
+        self.topic = cfg["topic.prefix"] + ("" if name == "query" else name)
+        self.ts_name: str | None = cfg["timestamp.column.name"] if _needs_ts(self.mode) else None
+        self.inc_name: str | None = cfg["incrementing.column.name"] if _needs_inc(self.mode) else None
+        self.group_atomic = self.mode == "timestamp"  # rows sharing a timestamp must commit together
+        self.interval: tuple[datetime, datetime] | None = None
+        partition: dict[str, Any]
+        if name == "query":
+            partition = {"query": "query"}
+            self.table: Table | None = None
+            self.ts_aware = False
+            self.key_names: list[str] = []
+        else:
+            table_name, schema = _split(name)
+            self.table = sa.Table(table_name, sa.MetaData(), schema=schema, autoload_with=conn)
+            partition = {"protocol": "1", "table": name}
+            ts_col = self.table.c[self.ts_name] if self.ts_name else None
+            self.ts_aware = bool(getattr(ts_col.type, "timezone", False)) if ts_col is not None else False
+            self.key_names = [c.name for c in self.table.primary_key.columns]
+        if cfg.get("interval.start") is not None:
+            self.interval = (parse_instant("interval.start", cfg["interval.start"]),
+                             parse_instant("interval.end", cfg["interval.end"]))
+            partition["interval.start"] = self.interval[0].isoformat() + "+00:00"
+            partition["interval.end"] = self.interval[1].isoformat() + "+00:00"
+        self.partition = partition
+        self.last_ts: datetime | None = None
+        self.last_inc: int | None = None
+        self.result: CursorResult[Any] | None = None
+        self.names: list[str] = []
+        self.ts_idx = self.inc_idx = -1
+        self.key_idx: list[int] = []
+        self.peek: Sequence[Any] | None = None
+        self.buf: deque[tuple[Sequence[Any], bool]] = deque()
+        self.next_query = 0.0
+        self.last_end_index = -1
+        self.done = False  # bulk: read once per run
+
+    def resume(self, offset: Mapping[str, Any] | None) -> None:
+        if not offset:
+            return
+        try:
+            if "timestamp" in offset and self.ts_name:
+                self.last_ts = from_epoch_offset(int(offset["timestamp"]), offset.get("timestamp_nanos"))
+            if "incrementing" in offset and self.inc_name:
+                self.last_inc = int(offset["incrementing"])
+        except (TypeError, ValueError) as exc:
+            raise ConnectError(f"SqlSource: committed offset {offset!r} of {self.partition} is not a Kafka Connect "
+                               f"JDBC offset ({exc})") from exc
+        log.info("SqlSource: %s resumes after %s", self.name, offset)
+
+    # -- queries ------------------------------------------------------------------------------------
+
+    def _param(self, v: datetime) -> Any:
+        """A naive-UTC instant as the column compares it."""
+        if self.task.sqlite_text_ts:
+            return v.strftime("%Y-%m-%d %H:%M:%S.%f")  # SQLAlchemy's storage form of DateTime on SQLite
+        return v.replace(tzinfo=UTC) if self.ts_aware else v
+
+    def query(self) -> Select[Any]:
+        import sqlalchemy as sa
+
+        cfg = self.task.cfg
+        table = self.table
+
+        def col(name: str) -> Any:
+            return table.c[name] if table is not None else sa.column(name)
+
+        stmt: Any
+        if table is not None:
+            stmt = sa.select(table)
+        else:
+            stmt = sa.select(sa.literal_column("*")).select_from(sa.text(f"({cfg['query']}) AS pyconnect_q"))
+        conds: list[Any] = []
+        order: list[Any] = []
+        if self.ts_name:
+            ts = col(self.ts_name)
+            upper = utc_naive(datetime.now(UTC)) - timedelta(milliseconds=cfg["timestamp.delay.interval.ms"])
+            if self.interval is not None:
+                upper = min(upper, self.interval[1])
+                conds.append(ts >= self._param(self.interval[0]))
+            conds.append(ts < self._param(upper))
+            if self.last_ts is not None:
+                last = self._param(self.last_ts)
+                if self.inc_name and self.last_inc is not None:
+                    inc = col(self.inc_name)
+                    conds.append(sa.or_(sa.and_(ts == last, inc > self.last_inc), ts > last))
+                else:
+                    conds.append(ts > last)
+            order.append(ts)
+            if self.inc_name:
+                order.append(col(self.inc_name))
+        elif self.inc_name:
+            inc = col(self.inc_name)
+            if self.last_inc is not None:
+                conds.append(inc > self.last_inc)
+            order.append(inc)
+        if conds:
+            stmt = stmt.where(*conds)
+        if order:
+            stmt = stmt.order_by(*order)
+        return cast("Select[Any]", stmt)
+
+    def open_pass(self) -> None:
+        conn = self.task.conn
+        stmt = self.query()
+        try:
+            self.result = conn.execution_options(stream_results=True, max_row_buffer=self.task.batch).execute(stmt)
+        except Exception as exc:
+            self.task.reset_connection()
+            raise _db_error(f"SqlSource: querying {self.name}", exc, self.task.engine) from None
+        self.names = list(self.result.keys())
+        idx = {n: i for i, n in enumerate(self.names)}
+        for what, wanted in (("timestamp.column.name", self.ts_name), ("incrementing.column.name", self.inc_name)):
+            if wanted is not None and wanted not in idx:
+                self.close_pass()
+                raise ConfigError(errors={what: f"a column of {self.name}; its columns are {self.names}"})
+        self.ts_idx = idx[self.ts_name] if self.ts_name else -1
+        self.inc_idx = idx[self.inc_name] if self.inc_name else -1
+        self.key_idx = [idx[k] for k in self.key_names if k in idx]
+
+    def close_pass(self) -> None:
+        result, self.result = self.result, None
+        if result is not None:
+            result.close()
+        self.task.end_read()
+
+    def fill(self, want: int) -> bool:
+        """Fetch rows into the buffer until it holds ``want`` (or the pass ends). Returns False once the
+        pass is over and nothing is buffered."""
+        now = time.monotonic()
+        if self.result is None and not self.buf:
+            if self.done or now < self.next_query:
+                return False
+            self.open_pass()
+        while self.result is not None and len(self.buf) < want:
+            try:
+                rows: list[Sequence[Any]] = list(self.result.fetchmany(self.task.batch))
+            except Exception as exc:
+                self.result = None
+                self.task.reset_connection()
+                raise _db_error(f"SqlSource: reading {self.name}", exc, self.task.engine) from None
+            ended = len(rows) < self.task.batch
+            if self.peek is not None:
+                rows = [self.peek, *rows]
+                self.peek = None
+            if not ended and rows:
+                self.peek = rows.pop()  # one row of look-ahead: does the last row end its timestamp group?
+            if self.group_atomic:
+                ts = self.ts_idx
+                if rows:
+                    nxt = [r[ts] for r in rows[1:]]
+                    nxt.append(self.peek[ts] if self.peek is not None else object())
+                    self.buf.extend((r, r[ts] != n) for r, n in zip(rows, nxt, strict=True))
+            else:
+                self.buf.extend((r, True) for r in rows)
+            if ended:
+                self.close_pass()
+                if self.mode == "bulk":
+                    self.done = True
+                self.next_query = time.monotonic() + self.task.cfg["poll.interval.ms"] / 1000
+        return bool(self.buf)
+
+    # -- records ------------------------------------------------------------------------------------
+
+    def take(self) -> list[SourceRecord]:
+        n = self.task.batch
+        if not self.fill(n + 1):
+            return []
+        buf = self.buf
+        k = min(n, len(buf))
+        rows = [buf.popleft() for _ in range(k)]
+        if self.group_atomic and not rows[-1][1]:
+            last_end = max((i for i, (_, ends) in enumerate(rows) if ends), default=-1)
+            if last_end >= 0:  # keep the unfinished group for the next poll: a poll ends where a group ends
+                buf.extendleft(reversed(rows[last_end + 1:]))
+                rows = rows[:last_end + 1]
+        return self.records(rows)
+
+    def records(self, rows: list[tuple[Sequence[Any], bool]]) -> list[SourceRecord]:
+        names, topic, partition = self.names, self.topic, self.partition
+        ts_i, inc_i, key_idx = self.ts_idx, self.inc_idx, self.key_idx
+        conv = to_json
+        out: list[SourceRecord] = []
+        append = out.append
+        self.last_end_index = -1
+        for row, ends in rows:
+            value = {n: conv(v) for n, v in zip(names, row, strict=True)}
+            key = {names[i]: value[names[i]] for i in key_idx} if key_idx else None
+            offset: dict[str, Any] | None
+            timestamp = None
+            if ts_i >= 0:
+                tsv = row[ts_i]
+                if isinstance(tsv, str):
+                    tsv = datetime.fromisoformat(tsv)
+                if not isinstance(tsv, datetime):
+                    raise DataError(f"SqlSource: {self.name} row {value!r}: timestamp column {self.ts_name!r} holds "
+                                    f"{type(tsv).__name__} {tsv!r}; expected a timestamp")
+                ms, nanos = epoch_offset(tsv)
+                timestamp = ms
+                if ends:
+                    self.last_ts = utc_naive(tsv)
+                    self.last_end_index = len(out)
+                else:  # inside a group: the committed position stays before the group (no loss if cut)
+                    ms, nanos = epoch_offset(utc_naive(tsv) - timedelta(microseconds=1))
+                offset = {"timestamp": ms, "timestamp_nanos": nanos}
+                if inc_i >= 0:
+                    self.last_inc = int(row[inc_i])
+                    offset["incrementing"] = self.last_inc
+            elif inc_i >= 0:
+                self.last_inc = int(row[inc_i])
+                offset = {"incrementing": self.last_inc}
+            else:
+                offset = None
+            append(SourceRecord(source_partition=partition, source_offset=offset, topic=topic, value=value,
+                                key=key, timestamp=timestamp))
+        return out
+
+
+def _db_error(what: str, exc: BaseException, engine: Engine) -> ConnectError:
+    orig = getattr(exc, "orig", None) or exc
+    return ConnectError(f"{what} on {safe_url(engine.url)} failed: {type(orig).__name__}: "
+                        f"{scrub(str(orig).strip(), engine.url)}")
+
+
+class SqlSourceTask(SourceTask):
+    """Reads its tables in turn, ``batch.max.rows`` rows per poll, each table's rows in cursor order."""
+
+    VERSION = VERSION
+
+    def start(self, props: Mapping[str, str]) -> None:
+        self.cfg = _TASK_CONFIG.parse(props)
+        self.batch: int = self.cfg["batch.max.rows"]
+        self.engine = create_engine(self.cfg)
+        self.sqlite_text_ts = False
+        self._conn: Connection | None = None
+        tables: list[str] = json.loads(self.cfg["tables"])
+        conn = self.conn
+        self.sqlite_text_ts = conn.dialect.name == "sqlite" and bool(self.cfg.get("query"))
+        self.readers = [_Reader(self, t, conn) for t in tables]
+        self.end_read()
+        committed = self.context.offset_storage_reader.offsets([r.partition for r in self.readers])
+        for reader, (_, offset) in zip(self.readers, committed, strict=True):
+            reader.resume(offset)
+        self._next = 0
+
+    @property
+    def conn(self) -> Connection:
+        if self._conn is None:
+            self._conn = connect(self.engine, self.cfg, "reading tables")
+        return self._conn
+
+    def end_read(self) -> None:
+        """End the read transaction (the next pass sees rows committed since)."""
+        if self._conn is not None:
+            try:
+                self._conn.rollback()
+            except Exception as exc:
+                log.warning("SqlSource: ending a read transaction raised %r; reconnecting", exc)
+                self.reset_connection()
+
+    def reset_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        for r in getattr(self, "readers", []):
+            r.result = None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception as exc:
+                log.debug("SqlSource: closing a broken connection raised %r", exc)
+
+    def poll(self) -> list[SourceRecord] | None:
+        readers = self.readers
+        for _ in range(len(readers)):
+            reader = readers[self._next]
+            records = reader.take()
+            if not records:
+                self._next = (self._next + 1) % len(readers)
+                continue
+            if not reader.buf and reader.result is None:
+                self._next = (self._next + 1) % len(readers)
+            self._boundary(reader, records)
+            return records
+        time.sleep(0.05)
+        return None
+
+    def _boundary(self, reader: _Reader, records: list[SourceRecord]) -> None:
+        """Connector-defined transactions: commit after a record that ends its timestamp group (mode
+        ``timestamp``), else after the batch; rows of one timestamp are never split across a commit."""
+        txn = self.context.transaction_context
+        if txn is None:
+            return
+        if not reader.group_atomic:
+            txn.commit_transaction()
+            return
+        i = reader.last_end_index  # the last record that ends its group in this batch
+        if i < 0:
+            return  # the whole batch is inside one unfinished group: commit once the group ends
+        if i == len(records) - 1:
+            txn.commit_transaction()
+        else:
+            txn.commit_transaction(records[i])
+
+    def stop(self) -> None:
+        for r in getattr(self, "readers", []):
+            try:
+                if r.result is not None:
+                    r.result.close()
+            except Exception as exc:
+                log.debug("SqlSource: closing a result raised %r", exc)
+        self.reset_connection()
+        engine = getattr(self, "engine", None)
+        if engine is not None:
+            engine.dispose()
+
+
+__all__ = ["SOURCE_CONFIG", "SqlSource", "SqlSourceTask"]
