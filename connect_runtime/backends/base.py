@@ -302,24 +302,25 @@ class Backend(abc.ABC):
 
     def read_range_batches(
         self, partition: TopicPartition, start: int, end: int, *, batch_size: int = 10_000,
-        timeout: float = 30.0, headers: bool = True,
-    ) -> Iterator[tuple[Sequence[int], Sequence[bytes | None], Sequence[bytes | None], Sequence[int | None],
-                        Sequence[WireHeaders | None] | None]]:
+        timeout: float = 30.0, keys: bool = True, timestamps: bool = True, headers: bool = True,
+    ) -> Iterator[tuple[Sequence[int], Sequence[bytes | None] | None, Sequence[bytes | None],
+                        Sequence[int | None] | None, Sequence[WireHeaders | None] | None]]:
         """The records of :meth:`read_range` as columns, at most ``batch_size`` records per batch: each batch
-        is ``(offsets, keys, values, timestamps, headers)``, one entry per record in offset order
-        (``headers`` is ``None`` when not asked for). For readers that build columnar data (the Spark
-        data source); backends override it to skip per-record objects."""
+        is ``(offsets, keys, values, timestamps, headers)``, one entry per record in offset order (a column
+        not asked for with ``keys``/``timestamps``/``headers`` is ``None``). For readers that build columnar
+        data (the Spark data source); backends override it to skip per-record objects."""
         batch: list[ConsumedRecord] = []
         size = max(1, batch_size)
         for rec in self.read_range(partition, start, end, batch_size=size, timeout=timeout):
             batch.append(rec)
             if len(batch) >= size:
-                _t, _p, offs, keys, values, stamps, hdrs = zip(*batch, strict=True)
-                yield offs, keys, values, stamps, hdrs if headers else None
+                _t, _p, offs, ks, values, stamps, hdrs = zip(*batch, strict=True)
+                yield (offs, ks if keys else None, values, stamps if timestamps else None,
+                       hdrs if headers else None)
                 batch = []
         if batch:
-            _t, _p, offs, keys, values, stamps, hdrs = zip(*batch, strict=True)
-            yield offs, keys, values, stamps, hdrs if headers else None
+            _t, _p, offs, ks, values, stamps, hdrs = zip(*batch, strict=True)
+            yield offs, ks if keys else None, values, stamps if timestamps else None, hdrs if headers else None
 
     def close(self) -> None:
         """Release connections."""

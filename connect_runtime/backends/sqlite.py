@@ -1234,11 +1234,11 @@ class SQLiteBackend(Backend):
 
     def read_range_batches(
         self, partition: TopicPartition, start: int, end: int, *, batch_size: int = 10_000,
-        timeout: float = 30.0, headers: bool = True,
-    ) -> Iterator[tuple[Sequence[int], Sequence[bytes | None], Sequence[bytes | None], Sequence[int | None],
-                        Sequence[WireHeaders | None] | None]]:
-        """:meth:`read_range` as columns: one range query on a connection of its own, ``batch_size`` rows at
-        a time, transposed without a per-record object (headers decoded only when asked for)."""
+        timeout: float = 30.0, keys: bool = True, timestamps: bool = True, headers: bool = True,
+    ) -> Iterator[tuple[Sequence[int], Sequence[bytes | None] | None, Sequence[bytes | None],
+                        Sequence[int | None] | None, Sequence[WireHeaders | None] | None]]:
+        """:meth:`read_range` as columns: one range query on a connection of its own selecting only the
+        columns asked for, ``batch_size`` rows at a time, transposed without a per-record object."""
         self._check_open()
         topic, p = TopicPartition(*partition)
         start, end = max(0, start), min(end, OFFSET_LIMIT)
@@ -1251,18 +1251,20 @@ class SQLiteBackend(Backend):
                 if pids is None or not 0 <= p < len(pids):
                     return
                 shift = pids[p] << OFFSET_BITS
+                wanted = [c for c, on in (("key", keys), ("ts", timestamps), ("headers", headers)) if on]
                 cur = conn.execute(
-                    "SELECT id - ?, key, value, ts" + (", headers" if headers else "")
-                    + " FROM records WHERE id >= ? AND id < ? ORDER BY id", (shift, shift + start, shift + end))
+                    f"SELECT id - ?, value{''.join(', ' + c for c in wanted)} FROM records"
+                    " WHERE id >= ? AND id < ? ORDER BY id", (shift, shift + start, shift + end))
                 dec = decode_headers
                 size = max(1, batch_size)
                 while True:
                     rows = cur.fetchmany(size)
                     if not rows:
                         break
-                    cols = list(zip(*rows, strict=True))
-                    yield (cols[0], cols[1], cols[2], cols[3],
-                           [None if h is None else dec(h) for h in cols[4]] if headers else None)
+                    cols = dict(zip(["offset", "value", *wanted], zip(*rows, strict=True), strict=True))
+                    hdrs = cols.get("headers")
+                    yield (cols["offset"], cols.get("key"), cols["value"], cols.get("ts"),
+                           None if hdrs is None else [None if h is None else dec(h) for h in hdrs])
         finally:
             conn.close()
 

@@ -154,6 +154,31 @@ def _text(v: Any) -> str | None:
     return bytes(v).decode("utf-8", errors="replace")
 
 
+def _headers(headers: Sequence[Any], t: pa.DataType) -> pa.Array:
+    """``list<struct<key, value>>`` from per-record header lists, built from flat columns."""
+    names: list[str] = []
+    values: list[Any] = []
+    ends = [0]
+    valid = []
+    for h in headers:
+        if h is None:
+            valid.append(False)
+        else:
+            valid.append(True)
+            for k, v in h:
+                names.append(k)
+                values.append(v)
+        ends.append(len(names))
+    raw = pa.array(values, pa.binary())
+    try:
+        text = raw.cast(pa.string())
+    except pa.ArrowInvalid:  # undecodable header bytes are replaced, never fatal
+        text = pa.array([_text(v) for v in values], pa.string())
+    struct = pa.StructArray.from_arrays([pa.array(names, pa.string()), text], fields=list(t.value_type))
+    mask = None if all(valid) else pa.array([not v for v in valid], pa.bool_())
+    return pa.ListArray.from_arrays(pa.array(ends, pa.int32()), struct, type=t, mask=mask)
+
+
 class BatchBuilder:
     """Builds the output record batches of one reader: the full output schema (metadata then typed)."""
 
@@ -165,6 +190,8 @@ class BatchBuilder:
         self.value_kind = value_kind
         self.mode = mode
         self.headers = "headers" in self.metadata
+        self.keys = "key" in self.metadata
+        self.timestamps = "timestamp" in self.metadata
         self.parser: JsonParser | None = None
         self.corrupt_index: int | None = None
         if typed:
@@ -193,9 +220,7 @@ class BatchBuilder:
             elif name == "timestamp":
                 arrays.append(pa.array(stamps, pa.int64()).view(_TS_MS).cast(self.schema.field("timestamp").type))
             else:
-                arrays.append(pa.array(
-                    [None if h is None else [{"key": k, "value": _text(v)} for k, v in h] for h in headers],
-                    self.schema.field("headers").type))
+                arrays.append(_headers(headers, self.schema.field("headers").type))
         keep = None
         if self.parser is not None:
             typed, bad = self.parser.parse(values)

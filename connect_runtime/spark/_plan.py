@@ -82,7 +82,8 @@ def plan_partitions(ranges: Mapping[TopicPartition, Sequence[tuple[int, int]]],
     total = sum(b - a for spans in ranges.values() for a, b in spans)
     if total <= 0:
         return []
-    pieces = max(min(min_partitions, total), -(-total // max_records))
+    pieces = -(-total // max_records)
+    pieces = min(total, -(-pieces // min_partitions) * min_partitions)  # a multiple of the cores: no stragglers
     size = -(-total // pieces)
     out: list[OffsetRangePartition] = []
     for tp, spans in sorted(ranges.items()):

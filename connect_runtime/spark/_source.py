@@ -109,7 +109,8 @@ def read_partition(conf: ReadConf, schema: StructType, partition: InputPartition
     try:
         for start, end in partition.spans:
             for batch_cols in backend.read_range_batches(tp, start, end, batch_size=conf.batch_size,
-                                                         timeout=conf.timeout, headers=builder.headers):
+                                                         timeout=conf.timeout, keys=builder.keys,
+                                                         timestamps=builder.timestamps, headers=builder.headers):
                 cols: tuple[Any, ...] = batch_cols
                 offsets = cols[0]
                 if offsets and not (start <= offsets[0] and offsets[-1] < end):

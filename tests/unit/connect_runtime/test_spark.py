@@ -234,3 +234,207 @@ def test_plan_partitions_splits_evenly() -> None:
         OffsetRangePartition("a", 0, [(i, i + 1)]) for i in range(3)]
     with pytest.raises(ConfigError):
         plan_partitions({}, max_records=0)
+
+
+# ------------------------------------------------------------------ typed columns (schema option)
+
+ORDER_SCHEMA = ("n int, tag string, amount double, price decimal(10,2), day date, at timestamp, "
+                "item struct<sku: string, qty: long>, tags array<string>")
+
+
+def _order(i: int) -> dict[str, object]:
+    return {"n": i, "tag": f"t{i % 3}", "amount": i * 1.5, "price": f"{i}.{i % 100:02d}", "day": "2026-01-02",
+            "at": f"2026-01-01T00:00:{i % 60:02d}Z", "item": {"sku": f"s{i}", "qty": i * 10},
+            "tags": [f"a{i}", "b"], "ignored": {"x": 1}}
+
+
+def _send(url: str, topic: str, partition: int, values: list[bytes | None], tid: str = "typed-writer") -> tuple[int, int]:
+    """Commit ``values`` to one partition in one transaction; returns the committed [from, to)."""
+    with open_backend(url) as backend:
+        backend.create_topics({topic: 2})
+        producer = backend.transactional_producer(tid)
+        producer.init_transactions(10)
+        producer.begin_transaction()
+        producer.send([ProducerRecord(topic, partition, f"k{i}".encode(), v, TS0 + i, [("h", f"{i}".encode())])
+                       for i, v in enumerate(values)])
+        written = producer.commit_transaction([], 10)
+        producer.close()
+    return written.ranges[TopicPartition(topic, partition)]
+
+
+def test_typed_columns_equal_the_input(spark: object, sqlite_url: str) -> None:
+    from decimal import Decimal
+
+    a, b = _send(sqlite_url, "orders", 0, [json.dumps(_order(i)).encode() for i in range(300)])
+    df = read_ranges(spark, sqlite_url, {"orders": {"0": [a, b]}}, schema=ORDER_SCHEMA, read_batch_size=64)
+    assert df.columns == ["topic", "partition", "offset", "key", "timestamp", "headers", "n", "tag", "amount",
+                          "price", "day", "at", "item", "tags"]
+    rows = sorted(df.collect(), key=lambda r: r.n)
+    assert len(rows) == 300
+    for i, r in enumerate(rows):
+        want = _order(i)
+        assert (r.n, r.tag, r.amount, r.item.sku, r.item.qty, r.tags) == (
+            i, want["tag"], i * 1.5, f"s{i}", i * 10, [f"a{i}", "b"])
+        assert r.price == Decimal(str(want["price"])) and str(r.day) == "2026-01-02"
+        assert r.at.replace(tzinfo=UTC) == datetime(2026, 1, 1, 0, 0, i % 60, tzinfo=UTC)
+        assert (r.topic, r.partition, r.offset, r.key) == ("orders", 0, a + i, f"k{i}")
+        assert [(h.key, h.value) for h in r.headers] == [("h", str(i))]
+    # the StructType JSON form of the schema gives the same columns; metadata columns can be dropped
+    as_json = read_ranges(spark, sqlite_url, {"orders": {"0": [a, b]}}, schema=df.select("n", "tag").schema,
+                          metadata_columns="offset")
+    assert as_json.columns == ["offset", "n", "tag"]
+    assert sorted(tuple(r) for r in as_json.collect()) == [(a + i, i, f"t{i % 3}") for i in range(300)]
+
+
+MIXED: list[bytes | None] = [
+    b'{"n": 1, "tag": "a"}',
+    b"not json",
+    b'{"n": "two", "tag": "b"}',        # a string where an int is declared
+    b'{"n": 3, "tag": "c"}',
+    b"[1, 2]",                          # not an object
+    None,                               # a tombstone: all null, not malformed
+    b'{"n": 1.5}',                      # a fraction where an int is declared
+    b"",                                # empty
+    b'{"n": 7,\n "tag": "g"}',          # pretty-printed: valid
+    b'{"n": 8, "tag": 8}',              # a number where a string is declared
+    b'{"n": 9, "tag": "i", "extra": [1]}',
+]
+GOOD = {0: (1, "a"), 3: (3, "c"), 5: (None, None), 8: (7, "g"), 10: (9, "i")}
+
+
+def _mode_df(spark: object, url: str, span: tuple[int, int], mode: str, schema: str) -> object:
+    return read_ranges(spark, url, {"m": {"1": list(span)}}, schema=schema, mode=mode, metadata_columns="offset",
+                       read_batch_size=4)
+
+
+def test_malformed_records_follow_the_mode(spark: object, sqlite_url: str) -> None:
+    a, b = _send(sqlite_url, "m", 1, MIXED * 3)
+    span = (a, b)
+    bad = [i for i in range(len(MIXED)) if i not in GOOD]
+    permissive = _mode_df(spark, sqlite_url, span, "PERMISSIVE", "n int, tag string, _corrupt_record string")
+    rows = {r.offset - a: (r.n, r.tag, r._corrupt_record) for r in permissive.collect()}
+    assert len(rows) == 3 * len(MIXED)
+    for k in range(3):
+        for i, v in enumerate(MIXED):
+            got = rows[k * len(MIXED) + i]
+            if i in GOOD:
+                assert got == (*GOOD[i], None), (i, got)
+            else:
+                assert got == (None, None, (v or b"").decode()), (i, got)
+    # PERMISSIVE without the corrupt record column: the records stay, with null columns
+    no_col = _mode_df(spark, sqlite_url, span, "PERMISSIVE", "n int, tag string")
+    assert no_col.count() == 3 * len(MIXED) and no_col.where("n is null").count() == 3 * (len(bad) + 1)
+    dropped = _mode_df(spark, sqlite_url, span, "DROPMALFORMED", "n int, tag string")
+    assert sorted((r.offset - a) % len(MIXED) for r in dropped.collect()) == sorted(list(GOOD) * 3)
+    with pytest.raises(Exception) as info:
+        _mode_df(spark, sqlite_url, span, "FAILFAST", "n int, tag string").collect()  # type: ignore[attr-defined]
+    text = str(info.value)
+    assert f"record m[1] offset {a + 1}" in text and "FAILFAST" in text
+    # a valid record set reads the same under FAILFAST
+    assert _mode_df(spark, sqlite_url, (a, a + 1), "FAILFAST", "n int, tag string").count() == 1
+
+
+def test_bad_schema_options_are_named(spark: object, sqlite_url: str) -> None:
+    _send(sqlite_url, "m", 0, [b"{}"])
+    for options, named in (({"mode": "LENIENT"}, "mode"), ({"metadata_columns": "offset,nope"}, "metadata.columns"),
+                           ({"schema": "m map<string, int>"}, "schema.m"),
+                           ({"schema": "offset long"}, "also metadata columns"),
+                           ({"schema": "x int, _corrupt_record int"}, "must be a string")):
+        opts = {"schema": "x int", **options}
+        with pytest.raises(Exception) as info:
+            read_ranges(spark, sqlite_url, {"m": {"0": [0, 1]}}, **opts).collect()  # type: ignore[attr-defined]
+        assert named in str(info.value), (options, str(info.value)[:2000])
+
+
+def test_ranges_split_across_input_partitions_read_each_record_once(spark: object, sqlite_url: str) -> None:
+    a, b = _send(sqlite_url, "s", 0, [json.dumps({"n": i}).encode() for i in range(1000)])
+    df = read_ranges(spark, sqlite_url, {"s": {"0": [a, b]}}, schema="n int", metadata_columns="partition",
+                     min_partitions=2, max_records_per_partition=300, read_batch_size=100)
+    assert df.rdd.getNumPartitions() == 4  # 1000 offsets: 4 pieces of 250 (a multiple of the 2 cores)
+    assert sorted(df.rdd.mapPartitions(lambda it: [sum(1 for _ in it)]).collect()) == [250] * 4
+    assert sorted(r.n for r in df.collect()) == list(range(1000))
+
+
+@pytest.mark.parametrize("backend_kind", ["sqlite", pytest.param("kafka", marks=pytest.mark.kafka)])
+def test_exact_span_lists_skip_other_writers_records(spark: object, backend_kind: str, sqlite_url: str,
+                                                     request: pytest.FixtureRequest) -> None:
+    url = sqlite_url if backend_kind == "sqlite" else request.getfixturevalue("fresh_kafka_url")
+    ours: list[list[int]] = []
+    for k in range(3):
+        ours.append(list(_send(url, "x", 0, [json.dumps({"who": "us", "n": k * 10 + i}).encode() for i in range(10)],
+                               tid="us")))
+        _send(url, "x", 0, [json.dumps({"who": "them", "n": i}).encode() for i in range(5)], tid="them")
+    df = read_ranges(spark, url, {"x": {"0": ours}}, schema="who string, n int", metadata_columns="offset")
+    rows = sorted((r.n, r.who) for r in df.collect())
+    assert rows == [(n, "us") for n in range(30)]
+
+
+# ------------------------------------------------------------------ streaming reader
+
+
+def _stream_once(spark: object, url: str, out: Path, checkpoint: Path) -> None:
+    query = (spark.readStream.format("pyconnect")  # type: ignore[attr-defined]
+             .option("backend", url).option("topics", "st").option("schema", "n int, batch int")
+             .option("metadata.columns", "partition,offset").option("max.records.per.trigger", "37")
+             .load()
+             .writeStream.format("parquet").option("path", str(out))
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    try:
+        assert query.awaitTermination(180), "the availableNow query did not finish within 180 s"
+    finally:
+        query.stop()
+    assert query.exception() is None, query.exception()
+
+
+def _commit_batch(url: str, batch: int, n: int) -> None:
+    with open_backend(url) as backend:
+        backend.create_topics({"st": 2})
+        producer = backend.transactional_producer("stream-writer")
+        producer.init_transactions(10)
+        producer.begin_transaction()
+        producer.send([ProducerRecord("st", i % 2, None, json.dumps({"n": i, "batch": batch}).encode(), TS0 + i, None)
+                       for i in range(n)])
+        producer.commit_transaction([], 10)
+        producer.close()
+
+
+@pytest.mark.parametrize("backend_kind", ["sqlite", pytest.param("kafka", marks=pytest.mark.kafka)])
+def test_streaming_available_now_reads_each_committed_record_once(spark: object, backend_kind: str,
+                                                                 sqlite_url: str, tmp_path: Path,
+                                                                 request: pytest.FixtureRequest) -> None:
+    url = sqlite_url if backend_kind == "sqlite" else request.getfixturevalue("fresh_kafka_url")
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    _commit_batch(url, 1, 100)
+    _stream_once(spark, url, out, checkpoint)
+    expected = {(1, i) for i in range(100)}
+
+    def written() -> list[tuple[int, int]]:
+        return [(r.batch, r.n) for r in spark.read.parquet(str(out)).collect()]  # type: ignore[attr-defined]
+
+    assert sorted(written()) == sorted(expected)
+    # nothing new: a run from the checkpoint writes nothing
+    _stream_once(spark, url, out, checkpoint)
+    assert len(written()) == 100
+    # new committed records, and on SQLite a transaction still open while the query runs: only the
+    # committed ones are read, each once, by a query restarted from the checkpoint
+    _commit_batch(url, 2, 50)
+    expected |= {(2, i) for i in range(50)}
+    if backend_kind == "sqlite":
+        with open_backend(url) as backend:
+            pending = backend.transactional_producer("stream-pending")
+            pending.init_transactions(10)
+            pending.begin_transaction()
+            pending.send([ProducerRecord("st", 0, None, b'{"n": -1, "batch": 99}', TS0, None)])
+            pending.flush(10)
+            _stream_once(spark, url, out, checkpoint)
+            pending.abort_transaction(10)
+            pending.close()
+    else:
+        _stream_once(spark, url, out, checkpoint)
+    got = written()
+    assert len(got) == len(set(got)) and set(got) == expected
+    _commit_batch(url, 3, 30)
+    expected |= {(3, i) for i in range(30)}
+    _stream_once(spark, url, out, checkpoint)
+    got = written()
+    assert len(got) == len(set(got)) == 180 and set(got) == expected

@@ -1,0 +1,128 @@
+"""Spark read of committed ranges with typed columns vs ``spark.read.schema(...).json(...)`` of the same records.
+
+    .venv/bin/python bench/bench_spark_read.py --records 300000 1000000 --runs 3
+
+One SparkSession (``local[2]``). Per size: N orders of about 60 bytes of JSON are committed to an
+embedded (SQLite) store and written to a JSON-lines file. Each run computes ``count(*)`` and
+``sum(amount)`` over
+
+- ``json file``: ``spark.read.schema(SCHEMA).json(path)`` (what a Spark user gets by default);
+- ``pyconnect``: ``spark.read.format("pyconnect")`` over the run's committed ranges with the ``schema``
+  option, with the default metadata columns (topic, partition, offset, key, timestamp, headers);
+- ``pyconnect, no headers``: the same with ``metadata.columns=topic,partition,offset,key,timestamp``;
+- ``pyconnect, typed only``: the same with ``metadata.columns=offset``.
+
+Runs alternate between the readers; records/s per run, then best and median, and the ratio of the
+medians (pyconnect / json file). Results are checked equal across readers. No timed asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+SCHEMA = "order_id string, customer string, amount double, items int"
+TOPIC = "orders"
+
+
+def _values(n: int) -> list[bytes]:
+    return [json.dumps({"order_id": f"o-{i:07d}", "customer": f"c-{i % 97}", "amount": round((i % 1000) * 0.37, 2),
+                        "items": i % 7 + 1}, separators=(",", ":")).encode() for i in range(n)]
+
+
+def _fill(url: str, values: list[bytes]) -> dict[str, dict[str, list[int]]]:
+    from connect_runtime.backends import ProducerRecord, open_backend
+
+    with open_backend(url) as backend:
+        backend.create_topics({TOPIC: 1})
+        producer = backend.transactional_producer("bench-writer")
+        producer.init_transactions(30)
+        first = last = None
+        for lo in range(0, len(values), 10_000):
+            producer.begin_transaction()
+            producer.send([ProducerRecord(TOPIC, 0, f"k{lo + i}".encode(), v, 1_767_225_600_000 + lo + i,
+                                          [("source", b"bench")])
+                           for i, v in enumerate(values[lo:lo + 10_000])])
+            written = producer.commit_transaction([], 30)
+            for a, b in written.ranges.values():
+                first = a if first is None else min(first, a)
+                last = b if last is None else max(last, b)
+        producer.close()
+    assert first is not None and last is not None
+    return {TOPIC: {"0": [first, last]}}
+
+
+def _run(df: object) -> tuple[float, tuple[int, float]]:
+    from pyspark.sql import functions as F
+
+    t0 = time.perf_counter()
+    row = df.agg(F.count(F.lit(1)).alias("n"), F.sum("amount").alias("s")).collect()[0]  # type: ignore[attr-defined]
+    return time.perf_counter() - t0, (int(row["n"]), round(float(row["s"]), 2))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, nargs="+", default=[300_000, 1_000_000])
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from connect_runtime.spark import read_ranges
+
+    spark = (SparkSession.builder.master("local[2]").appName("bench_spark_read")
+             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench_spark_read_") as tmp:
+            for n in args.records:
+                values = _values(n)
+                url = f"sqlite:///{tmp}/store-{n}.db"
+                ranges = _fill(url, values)
+                path = Path(tmp) / f"orders-{n}.jsonl"
+                path.write_bytes(b"\n".join(values) + b"\n")
+                del values
+                readers = {
+                    "json file": lambda p=path: spark.read.schema(SCHEMA).json(str(p)),
+                    "pyconnect": lambda u=url, r=ranges: read_ranges(spark, u, r, schema=SCHEMA),
+                    "pyconnect, no headers": lambda u=url, r=ranges: read_ranges(
+                        spark, u, r, schema=SCHEMA, metadata_columns="topic,partition,offset,key,timestamp"),
+                    "pyconnect, typed only": lambda u=url, r=ranges: read_ranges(spark, u, r, schema=SCHEMA,
+                                                                                 metadata_columns="offset"),
+                }
+                for make in readers.values():  # warm-up: Python workers, JIT of the JSON path
+                    _run(make())
+                rates: dict[str, list[float]] = {name: [] for name in readers}
+                results: dict[str, set[tuple[int, float]]] = {name: set() for name in readers}
+                for _ in range(args.runs):
+                    for name, make in readers.items():
+                        seconds, result = _run(make())
+                        rates[name].append(n / seconds)
+                        results[name].add(result)
+                if len({r for rs in results.values() for r in rs}) != 1 or next(iter(results["json file"]))[0] != n:
+                    raise SystemExit(f"readers disagree: {results}")
+                base = statistics.median(rates["json file"])
+                print(f"\n{n:,} records, {args.runs} runs, local[2]: count(*) and sum(amount)")
+                for name, rs in rates.items():
+                    med = statistics.median(rs)
+                    print(f"  {name:24s} best {max(rs):>12,.0f} rec/s  median {med:>12,.0f} rec/s  "
+                          f"ratio {med / base:.2f}x")
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
