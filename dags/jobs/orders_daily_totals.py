@@ -3,8 +3,10 @@
     spark-submit dags/jobs/orders_daily_totals.py --backend sqlite:///var/pyconnect.db \\
         --ranges '{"orders": {"0": [0, 381]}}' --date 2026-01-01 --output var/out/orders_daily_totals
 
-Reads the records of ``--ranges`` (the committed ranges of the source run, in its XCom shape) with
-the ``pyconnect`` data source, parses the JSON orders and writes one row per customer
+Reads the records of ``--ranges`` (the committed ranges of the source run, in its XCom shape, either
+form: ``[from, to]`` or exact span lists) with the ``pyconnect`` data source, the JSON orders arriving as
+typed columns (``schema`` option, parsed in Arrow batches; ``FAILFAST``: a record that is not an order
+fails the job, naming its topic, partition and offset), and writes one row per customer
 (``customer, orders, items, amount, date``) as Parquet partitioned by ``date``. The write replaces
 only the partition ``date=<--date>`` (``partitionOverwriteMode=dynamic``): running the job again for
 the same day and ranges gives the same rows, and other days are never touched. An empty range
@@ -40,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from connect_runtime.spark import parse_json_value, read_ranges
+    from connect_runtime.spark import read_ranges
 
     spark = (SparkSession.builder.appName(f"orders_daily_totals {args.date}")
              .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
@@ -48,9 +50,9 @@ def main(argv: list[str] | None = None) -> int:
              .getOrCreate())
     spark.sparkContext.setLogLevel("WARN")
     try:
-        records = read_ranges(spark, args.backend, args.ranges,
-                              max_records_per_partition=args.max_records_per_partition)
-        orders = parse_json_value(records, ORDER_SCHEMA).select("offset", "value.*")
+        orders = read_ranges(spark, args.backend, args.ranges, schema=ORDER_SCHEMA, mode="FAILFAST",
+                             metadata_columns="offset",
+                             max_records_per_partition=args.max_records_per_partition)
         invalid = (F.col("customer").isNull() | F.col("amount").isNull() | F.col("items").isNull()).cast("int")
         totals = (orders.groupBy("customer")
                   .agg(F.count(F.lit(1)).alias("orders"), F.sum("items").cast("long").alias("items"),
