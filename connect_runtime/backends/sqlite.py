@@ -1252,11 +1252,31 @@ class SQLiteBackend(Backend):
                     return
                 shift = pids[p] << OFFSET_BITS
                 wanted = [c for c, on in (("key", keys), ("ts", timestamps), ("headers", headers)) if on]
+                size = max(1, batch_size)
+                if not wanted:
+                    # values only: per window of offsets, dense ones (the usual case: offsets are assigned at
+                    # commit, one after another) fetch just the values; the offsets are a range
+                    lo = start
+                    while lo < end:
+                        hi = min(end, lo + size)
+                        n, first, last = conn.execute(
+                            "SELECT count(*), min(id), max(id) FROM records WHERE id >= ? AND id < ?",
+                            (shift + lo, shift + hi)).fetchone()
+                        if n and n == last - first + 1:
+                            rows = conn.execute("SELECT value FROM records WHERE id >= ? AND id <= ? ORDER BY id",
+                                                (first, last)).fetchall()
+                            yield range(first - shift, last - shift + 1), None, [r[0] for r in rows], None, None
+                        elif n:
+                            rows = conn.execute("SELECT id - ?, value FROM records WHERE id >= ? AND id < ? "
+                                                "ORDER BY id", (shift, shift + lo, shift + hi)).fetchall()
+                            offs, vals = zip(*rows, strict=True)
+                            yield offs, None, vals, None, None
+                        lo = hi
+                    return
                 cur = conn.execute(
                     f"SELECT id - ?, value{''.join(', ' + c for c in wanted)} FROM records"
                     " WHERE id >= ? AND id < ? ORDER BY id", (shift, shift + start, shift + end))
                 dec = decode_headers
-                size = max(1, batch_size)
                 while True:
                     rows = cur.fetchmany(size)
                     if not rows:

@@ -129,10 +129,11 @@ def test_large_ranges_are_split_into_input_partitions(spark: object, filled_sqli
     df = (spark.read.format("pyconnect").option("backend", filled_sqlite)  # type: ignore[attr-defined]
           .option("ranges", '{"t": {"0": [10, 255], "1": [0, 100]}}')
           .option("max.records.per.partition", "50").load())
-    # 345 offsets in 7 even pieces of at most 50 (never across topic partitions): p0 5, p1 2
-    assert df.rdd.getNumPartitions() == 7
+    # 345 offsets: 7 pieces of at most 50, rounded up to 8 (a multiple of min.partitions, default 2), so
+    # pieces of 44, never across topic partitions: p0 44 x 5 + 25, p1 44 x 2 + 12
+    assert df.rdd.getNumPartitions() == 9
     per_split = df.rdd.mapPartitions(lambda it: [sum(1 for _ in it)]).collect()
-    assert sorted(per_split) == [45, 50, 50, 50, 50, 50, 50]
+    assert sorted(per_split) == [12, 25, 44, 44, 44, 44, 44, 44, 44]
     assert [o for _, p, o, _, _ in _rows(df) if p == 0] == list(range(10, 255))
 
 
