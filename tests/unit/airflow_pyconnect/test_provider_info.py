@@ -17,7 +17,8 @@ def test_manifest_lists_every_part_of_the_provider() -> None:
                for kind in ("hooks", "operators", "sensors", "triggers")}
     assert modules == {
         "hooks": ["airflow_pyconnect.hooks.pyconnect"],
-        "operators": ["airflow_pyconnect.operators.source", "airflow_pyconnect.operators.sink"],
+        "operators": ["airflow_pyconnect.operators.source", "airflow_pyconnect.operators.sink",
+                      "airflow_pyconnect.operators.fanout"],
         "sensors": ["airflow_pyconnect.sensors.offsets"],
         "triggers": ["airflow_pyconnect.triggers.offsets"],
     }
