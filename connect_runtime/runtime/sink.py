@@ -985,6 +985,7 @@ def run_sink(
     max_seconds: float | None = None,
     backend_settings: Mapping[str, Any] | None = None,
     progress: ProgressCallback | None = None,
+    stop: threading.Event | None = None,
 ) -> SinkRunResult:
     """Run a sink connector once, bounded; see the module docstring for the semantics.
 
@@ -997,6 +998,8 @@ def run_sink(
     :param max_seconds: stop after this many seconds (the final commit still happens).
     :param backend_settings: client settings for a backend opened from a URL.
     :param progress: ``progress(records_so_far, seconds)``, called at most every ~5 s and at the end.
+    :param stop: an event another thread may set (Airflow's ``on_kill``): the tasks stop at once and commit
+        nothing more; what they consumed since the last commit is delivered again by the next run.
     :raises ConfigError: one error naming every invalid field.
     :raises ConnectError: a task failed (the message names the connector, the task and the cause).
     """
@@ -1014,7 +1017,7 @@ def run_sink(
         generation = Generation.begin(store, name, kind="sink", connector_class=str(values["connector.class"]))
         try:
             result = _run(config, values, connector, store, pipelines, targets_given,
-                          max_records, max_seconds, progress, generation)
+                          max_records, max_seconds, progress, generation, stop)
         except BaseException as exc:
             _finish_registration(generation, exc, None, values.get("topics"))
             raise
@@ -1039,10 +1042,12 @@ def _finish_registration(generation: Generation, exc: BaseException | None, resu
 def _run(config: Mapping[str, Any], values: dict[str, Any], connector: SinkConnector, backend: Backend,
          pipelines: list[SinkPipeline], targets_given: dict[TopicPartition, int] | None,
          max_records: int | None, max_seconds: float | None,
-         progress: ProgressCallback | None, generation: Generation | None = None) -> SinkRunResult:
+         progress: ProgressCallback | None, generation: Generation | None = None,
+         stop: threading.Event | None = None) -> SinkRunResult:
     name = str(values["name"])
     props = _string_props(config)
     run = _Run(name, values, backend, max_records, max_seconds, 0 if generation is None else generation.number)
+    run.external_stop = stop
     connector.initialize(_ConnectorContext(run))
     try:
         connector.start(props)

@@ -21,7 +21,7 @@ from connect_runtime import TopicPartition, open_backend, run_sink
 from connect_runtime.api import Password
 from connect_runtime.api.errors import ConfigError, ConnectError, ProducerFencedError, WaitTimeoutError
 from connect_runtime.backends import ProducerRecord
-from tests.sink_helpers import SEEN, read_log
+from tests.sink_helpers import SEEN, read_ledger, read_log
 
 SINK = "tests.sink_helpers.RecordingSinkConnector"
 
@@ -211,3 +211,24 @@ def test_connectors_get_password_objects_as_in_a_source_run(sqlite_url: str) -> 
     assert isinstance(SEEN["connector"], Password) and SEEN["connector"].value == "hunter2"
     assert isinstance(SEEN["task"], Password) and SEEN["task"].value == "hunter2"
     assert "hunter2" not in repr(SEEN)
+
+
+def test_a_stop_event_ends_the_run_at_once_and_commits_nothing_more(tmp_path: Path, sqlite_url: str) -> None:
+    """Airflow's on_kill sets the run's stop event: the tasks stop without a further commit; the next run
+    delivers what was consumed but not committed, so the ledger still holds each offset once."""
+    fill(sqlite_url, "in", 400)
+    ledger = str(tmp_path / "ledger")
+    cfg = {"name": "killed", "connector.class": "tests.sink_helpers.LedgerSinkConnector", "topics": "in",
+           "ledger.path": ledger, "put.sleep.ms": "50", "consumer.max.poll.records": "10"}
+    stop = threading.Event()
+    t, out = in_thread(run_sink, cfg, sqlite_url, stop=stop)
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    stop.set()
+    t.join(30)
+    assert not t.is_alive() and time.monotonic() - t0 < 10
+    assert "error" not in out, out
+    assert out["result"].records < 400
+    run_sink(cfg, sqlite_url)
+    offsets = [int(row[2]) for row in read_ledger(ledger)]
+    assert sorted(offsets) == list(range(400)), "lost or written twice after a stopped run"
