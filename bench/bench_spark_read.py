@@ -82,7 +82,8 @@ def main() -> int:
     from connect_runtime.spark import read_ranges
 
     spark = (SparkSession.builder.master("local[2]").appName("bench_spark_read")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     try:
