@@ -12,7 +12,8 @@ The operator renders ``connector_config`` and ``until_offsets``, opens the backe
 (``interval_ranges``, so a rerun of the interval targets the same records). ``ingest.output["ranges"]``
 (a ranges mapping), a ``{topic: {partition: next offset}}`` mapping, or a template rendering to one
 of these (JSON) work too. As in the runtime, a partition the target does not name has nothing to
-read in this run. ``on_kill`` stops the run (when the runtime accepts a stop event).
+read in this run. ``on_kill`` stops the run at once: nothing more is committed, and the next run delivers again
+what this one consumed after its last commit.
 """
 
 from __future__ import annotations
@@ -27,15 +28,6 @@ from airflow_pyconnect.operators._base import _ConnectorOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-
-
-def _run_sink_parameters() -> set[str]:
-    """The keyword parameters of ``connect_runtime.run_sink`` (``stop`` is passed once it has one)."""
-    import inspect
-
-    from connect_runtime import run_sink
-
-    return set(inspect.signature(run_sink).parameters)
 
 
 class PyConnectSinkOperator(_ConnectorOperator):
@@ -94,9 +86,9 @@ class PyConnectSinkOperator(_ConnectorOperator):
                       self._masked(config))
         try:
             with self.hook.get_backend() as backend:
-                stop = {"stop": self._stop} if "stop" in _run_sink_parameters() else {}
                 result = run_sink(config, backend, until_offsets=until, max_records=self.max_records,
-                                  max_seconds=self.max_seconds, progress=self._progress("sink", name), **stop)
+                                  max_seconds=self.max_seconds, progress=self._progress("sink", name),
+                                  stop=self._stop)
         except ConnectError as exc:
             self._fail(exc, f"sink connector {name!r}")
         data = result.to_dict()
