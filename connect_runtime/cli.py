@@ -7,7 +7,8 @@
     run CONFIG [--at-least-once] [--max-records N] [--max-seconds S] [--until JSON|@FILE]
         one bounded run (like connect-standalone); a SourceConnector config runs run_source, a
         SinkConnector config runs run_sink. Progress on stderr, the result JSON on stdout.
-    validate CONFIG                     OK, or every bad field (exit 1)
+    validate CONFIG                     OK, or every bad field (exit 1); unknown keys are listed as
+                                        warnings (with a did-you-mean), which do not fail validation
     offsets get CONNECTOR               committed source offsets and the sink group's offsets
     offsets set CONNECTOR --partition JSON --offset JSON
                                         KIP-875: a source partition's offset (null deletes it), or a
@@ -18,7 +19,9 @@
     topics read TOPIC [--from-beginning] [--max N] [--partition P]
                                         JSON lines of topic/partition/offset/key/value
 
-The backend is ``--backend``, else ``$PYCONNECT_BACKEND``, else ``sqlite:///pyconnect.db``.
+The backend is ``--backend``, else ``$PYCONNECT_BACKEND``, else ``sqlite:///pyconnect.db``. The
+read-only commands (``offsets get``, ``topics list``, ``topics read``) open it read-only: a SQLite
+path that names no file is an error (nothing is created), and a file the user may only read works.
 Exit codes: 0 ok, 1 failure, 2 usage. A failure is one line ``error: ...`` on stderr (``--debug``
 adds the traceback); secrets are masked wherever a config is printed.
 """
@@ -36,8 +39,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from connect_runtime.api.config import HIDDEN, mask
+from connect_runtime.api.config import HIDDEN
 from connect_runtime.api.errors import ConfigError, ConnectError
+from connect_runtime.secrets import mask_config, secret_values
 
 DEFAULT_BACKEND = "sqlite:///pyconnect.db"
 BACKEND_ENV = "PYCONNECT_BACKEND"
@@ -85,8 +89,8 @@ def _settings(pairs: Sequence[str]) -> dict[str, str]:
 
 
 def _secrets(config: Mapping[str, Any]) -> list[str]:
-    masked = mask(config)
-    return [str(v) for k, v in config.items() if masked.get(k) == HIDDEN and v is not None and str(v)]
+    """Secret values of a config (``Type.PASSWORD`` fields of its plugins, secret-looking names)."""
+    return secret_values(config)
 
 
 def _redact(text: str, secrets: Sequence[str]) -> str:
@@ -139,10 +143,10 @@ class _Context:
         self.settings = _settings(args.setting or [])
         self.secrets: list[str] = []
 
-    def open(self) -> Any:
+    def open(self, *, read_only: bool = False) -> Any:
         from connect_runtime.backends import open_backend
 
-        return open_backend(self.backend_url, self.settings)
+        return open_backend(self.backend_url, self.settings, read_only=read_only)
 
 
 # -------------------------------------------------------------------------------------- commands
@@ -163,7 +167,7 @@ def cmd_run(ctx: _Context) -> int:
     config = _load(a.config)
     ctx.secrets = _secrets(config)
     kind = _connector_kind(config)
-    logging.getLogger(__name__).info("running %s connector: %s", kind, json.dumps(mask(config)))
+    logging.getLogger(__name__).info("running %s connector: %s", kind, json.dumps(mask_config(config)))
     progress = _progress_printer(sys.stderr)
     if kind == "source":
         if a.until is not None:
@@ -207,19 +211,48 @@ def validation_errors(config: Mapping[str, str]) -> dict[str, str]:
     return {}
 
 
+def validation_warnings(config: Mapping[str, Any]) -> dict[str, str]:
+    """Keys of a connector config that nothing reads (``{key: message with a did-you-mean}``), checked
+    against the runtime's fields for the connector's kind and the connector's own ``config_def()``.
+    Empty when ``connector.class`` cannot be loaded (that is an error, not a warning)."""
+    from connect_runtime.api.config import ConfigDef
+    from connect_runtime.runtime.config import SINK_CONFIG, SOURCE_CONFIG, unknown_keys
+    from connect_runtime.runtime.plugins import load_class
+
+    try:
+        kind = _connector_kind(config)
+        connector = load_class(str(config["connector.class"]).strip(), "connector.class")()
+        own = connector.config_def()
+    except Exception:
+        return {}
+    if kind == "source":
+        from connect_runtime.runtime import source as run_module
+
+        defs = [SOURCE_CONFIG, getattr(run_module, "RUN_CONFIG", None)]
+    else:
+        from connect_runtime.runtime import sink as run_module  # type: ignore[no-redef]
+
+        defs = [SINK_CONFIG, getattr(run_module, "SINK_RUN_CONFIG", None)]
+    defs.append(own)
+    return unknown_keys(config, *(d for d in defs if isinstance(d, ConfigDef)))
+
+
 def cmd_validate(ctx: _Context) -> int:
     config = _load(ctx.args.config)
     ctx.secrets = _secrets(config)
     errors = validation_errors(config)
+    warnings = validation_warnings(config)
     if not errors:
         print("OK")
-        if ctx.args.verbose:
-            _out(mask(config))
-        return 0
-    print(f"invalid: {len(errors)} field{'s' if len(errors) != 1 else ''}")
-    for name, why in errors.items():
-        print(_redact(f"  {name}: {why}", ctx.secrets))
-    return 1
+    else:
+        print(f"invalid: {len(errors)} field{'s' if len(errors) != 1 else ''}")
+        for name, why in errors.items():
+            print(_redact(f"  {name}: {why}", ctx.secrets))
+    for why in warnings.values():
+        print(_redact(f"  warning: {why}", ctx.secrets))
+    if not errors and ctx.args.verbose:
+        _out(mask_config(config))
+    return 1 if errors else 0
 
 
 def _group(name: str) -> str:
@@ -255,7 +288,7 @@ def cmd_offsets(ctx: _Context) -> int:
             raise ConfigError(errors={"name": f"missing required field in {name}"})
         name = config["name"]
         store_name = store_name or config.get("offsets.storage.topic") or None
-    with ctx.open() as backend:
+    with ctx.open(read_only=a.offsets_command == "get") as backend:
         store = backend.offset_store(store_name)
         try:
             if a.offsets_command == "get":
@@ -313,7 +346,7 @@ def cmd_topics(ctx: _Context) -> int:
     from connect_runtime.api.records import TopicPartition
 
     a = ctx.args
-    with ctx.open() as backend:
+    with ctx.open(read_only=True) as backend:
         topics = backend.list_topics()
         if a.topics_command == "list":
             for topic in sorted(topics):

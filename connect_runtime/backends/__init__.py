@@ -25,17 +25,22 @@ from connect_runtime.backends.base import (
 )
 
 
-def open_backend(url: str | Backend, settings: Mapping[str, Any] | None = None) -> Backend:
+def open_backend(url: str | Backend, settings: Mapping[str, Any] | None = None, *,
+                 read_only: bool = False) -> Backend:
     """Open the backend a URL names. ``settings`` are backend client settings (Kafka: librdkafka
     properties and ``producer.override.*`` / ``consumer.override.*`` / ``admin.override.*``;
-    SQLite: ``busy.timeout.ms``, ``synchronous``, ``default.partitions``)."""
+    SQLite: ``busy.timeout.ms``, ``synchronous``, ``default.partitions``).
+
+    ``read_only=True`` is for inspecting (``pyconnect offsets get``, ``topics list|read``): SQLite then
+    creates nothing (a path naming no file is a :class:`~connect_runtime.api.errors.BackendError`) and
+    opens a file the user may only read; Kafka creates nothing on open anyway."""
     if isinstance(url, Backend):
         return url
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     if scheme == "sqlite":
         from connect_runtime.backends.sqlite import SQLiteBackend
 
-        return SQLiteBackend.from_url(url, settings or {})
+        return SQLiteBackend.from_url(url, settings or {}, read_only=read_only)
     if scheme == "kafka":
         from connect_runtime.backends.kafka import KafkaBackend
 

@@ -18,6 +18,21 @@ Settings (``open_backend(url, settings)``):
 - ``default.partitions`` (default 1): partition count of topics created on first write.
 - ``cluster.id`` (default none): prefix of transactional ids; without it, ids have no prefix.
 
+Read-only (``open_backend(url, settings, read_only=True)``, what ``pyconnect offsets get`` and
+``topics list|read`` use): nothing is created, neither the file nor its folders nor the schema; a path
+that names no file, or a file without this backend's schema, is a :class:`BackendError` naming the
+path. Connections open with SQLite's ``mode=ro``; a file in a folder the user cannot write (so SQLite
+cannot create the WAL's ``-shm`` index) is opened ``immutable`` when it has no pending WAL content,
+else the error says why it cannot be read. Every write on a read-only backend fails.
+
+The file's identity (``st_dev``, ``st_ino``) is recorded when the backend opens it and checked before
+every write transaction (one ``stat`` per commit) and whenever a connection opens: a database file
+deleted or replaced (``rm``, ``mv``, a restored copy) while a run uses it makes the next commit fail
+with a :class:`BackendError` naming the path, instead of committing into an unlinked file that nobody
+will ever read again. (Deleting or replacing a live SQLite file is unsafe in SQLite itself: the old
+file's ``-wal`` left next to the path may be applied to whatever file is opened there next. The check
+stops this backend writing more; it cannot undo that.)
+
 How it works:
 
 - One short SQLite transaction per transaction boundary. Producers buffer ``send`` in memory; a
@@ -254,27 +269,61 @@ def _is_busy(exc: sqlite3.Error) -> bool:
 class _Db:
     """What every connection of one backend shares: the file, the pragmas, error translation."""
 
-    def __init__(self, path: Path, busy_timeout_ms: int, synchronous: str) -> None:
+    def __init__(self, path: Path, busy_timeout_ms: int, synchronous: str, read_only: bool = False) -> None:
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms
         self.synchronous = synchronous
+        self.read_only = read_only
+        self.immutable = False
+        self.identity: tuple[int, int] | None = None
+        """``(st_dev, st_ino)`` of the file this backend opened (set by :meth:`init_schema`)."""
 
     def connect(self) -> sqlite3.Connection:
         with self.translate("opening"):
-            conn = sqlite3.connect(
-                str(self.path),
-                timeout=self.busy_timeout_ms / 1000,
-                isolation_level=None,
-                check_same_thread=False,
-                cached_statements=64,
-            )
+            if self.read_only:
+                uri = Path(os.path.abspath(self.path)).as_uri() + ("?immutable=1" if self.immutable else "?mode=ro")
+                conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout_ms / 1000, isolation_level=None,
+                                       check_same_thread=False, cached_statements=64)
+            else:
+                conn = sqlite3.connect(
+                    str(self.path),
+                    timeout=self.busy_timeout_ms / 1000,
+                    isolation_level=None,
+                    check_same_thread=False,
+                    cached_statements=64,
+                )
             try:
                 conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
                 conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+                if self.identity is not None:
+                    self.check_identity()
             except BaseException:
                 conn.close()
                 raise
         return conn
+
+    def _stat_identity(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def check_identity(self) -> None:
+        """Fail (:class:`BackendError`) when the database file was deleted or replaced since it was opened:
+        a commit now would go to a file no path leads to, and be lost. One ``stat``; called before
+        every write transaction."""
+        if self.identity is None:
+            return
+        now = self._stat_identity()
+        if now == self.identity:
+            return
+        what = "deleted" if now is None else "replaced by another file"
+        raise BackendError(
+            f"SQLite backend {self.path}: the database file was {what} while this backend had it open; "
+            f"refusing to write (a commit would go to a file no path leads to and be lost). Records this run "
+            f"committed before may be lost with the old file; restore it or start again on a new file"
+        )
 
     @contextlib.contextmanager
     def translate(self, what: str, waited_ms: int | None = None) -> Iterator[None]:
@@ -291,7 +340,47 @@ class _Db:
                 ) from exc
             raise BackendError(f"SQLite backend {self.path}: {what} failed: {exc}") from exc
 
+    def _open_read_only(self) -> None:
+        """Check that the file exists and has the schema, without creating anything."""
+        if not self.path.is_file():
+            where = "no such file" if not self.path.exists() else "not a regular file"
+            raise BackendError(
+                f"SQLite backend {self.path}: {where}; a read-only command never creates a database "
+                f"(check --backend / the connection's path)")
+        wal = Path(f"{self.path}-wal")
+        for attempt in ("ro", "immutable"):
+            self.immutable = attempt == "immutable"
+            try:
+                conn = self.connect()
+            except BackendError:
+                if attempt == "immutable":
+                    raise
+                continue
+            try:
+                with self.translate("reading the schema"):
+                    version = self._schema_version(conn)
+                break
+            except BackendError as exc:
+                cause = str(exc.__cause__ or exc).lower()
+                if attempt == "immutable" or not ("readonly" in cause or "unable to open" in cause):
+                    raise
+                if wal.exists() and wal.stat().st_size > 0:
+                    raise BackendError(
+                        f"SQLite backend {self.path}: cannot open it read-only: SQLite needs to create "
+                        f"{self.path}-shm (its folder is not writable for this user) to read the pending "
+                        f"write-ahead log {wal}; open it once with write access to checkpoint it") from exc
+            finally:
+                conn.close()
+        if version != SCHEMA_VERSION:
+            raise BackendError(
+                f"SQLite backend {self.path}: not a pyconnect database (schema version {version}, expected "
+                f"{SCHEMA_VERSION}); a read-only command never creates the schema")
+        self.identity = self._stat_identity()
+
     def init_schema(self) -> None:
+        if self.read_only:
+            self._open_read_only()
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -301,6 +390,7 @@ class _Db:
             with self.translate("creating the schema"):
                 self._enable_wal(conn)
                 if self._schema_version(conn) == SCHEMA_VERSION:
+                    self.identity = self._stat_identity()
                     return  # the usual case: no write lock needed to open an existing file
                 conn.execute("BEGIN IMMEDIATE")
                 try:
@@ -319,6 +409,7 @@ class _Db:
                 except BaseException:
                     _rollback(conn)
                     raise
+            self.identity = self._stat_identity()
         finally:
             conn.close()
 
@@ -384,7 +475,9 @@ class _Conn:
         return conn
 
     def bounded(self, timeout: float | None) -> sqlite3.Connection:
-        """The connection, its busy timeout set to ``min(timeout, busy.timeout.ms)``."""
+        """The connection, its busy timeout set to ``min(timeout, busy.timeout.ms)``, for a write
+        transaction: the file's identity is checked first (:meth:`_Db.check_identity`)."""
+        self.db.check_identity()
         conn = self.get()
         ms = self.db.busy_timeout_ms
         if timeout is not None:
@@ -1076,7 +1169,7 @@ class SQLiteBackend(Backend):
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
                  synchronous: str = "NORMAL", default_partitions: int = 1, cluster_id: str | None = None,
-                 url: str | None = None) -> None:
+                 url: str | None = None, read_only: bool = False) -> None:
         if str(path) in ("", ":memory:"):
             raise ConfigError(errors={"backend": f"{str(path)!r} is not a file; processes must share the backend, "
                                                  "so give a file path"})
@@ -1084,7 +1177,8 @@ class SQLiteBackend(Backend):
         self.url = url or f"sqlite:///{self.path}"
         self.cluster_id = cluster_id
         self.default_partitions = default_partitions
-        self._db = _Db(self.path, busy_timeout_ms, synchronous)
+        self.read_only = read_only
+        self._db = _Db(self.path, busy_timeout_ms, synchronous, read_only)
         self._db.init_schema()
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -1093,9 +1187,11 @@ class SQLiteBackend(Backend):
         self._closed = False
 
     @classmethod
-    def from_url(cls, url: str, settings: Mapping[str, Any] | None = None) -> SQLiteBackend:
+    def from_url(cls, url: str, settings: Mapping[str, Any] | None = None, *,
+                 read_only: bool = False) -> SQLiteBackend:
         """Open ``sqlite:///path`` with ``busy.timeout.ms``, ``synchronous``, ``default.partitions`` and
-        ``cluster.id`` settings (others are ignored: they belong to other backends)."""
+        ``cluster.id`` settings (others are ignored: they belong to other backends); ``read_only``: see
+        the module docstring."""
         path = parse_url(url)
         settings = dict(settings or {})
         errors: dict[str, str] = {}
@@ -1114,7 +1210,7 @@ class SQLiteBackend(Backend):
             log.warning("SQLite backend %s: ignoring settings it does not use: %s (it uses %s)",
                         path, ", ".join(unknown), ", ".join(_SETTINGS))
         return cls(path, busy_timeout_ms=busy, synchronous=sync, default_partitions=partitions,
-                   cluster_id=cluster, url=url)
+                   cluster_id=cluster, url=url, read_only=read_only)
 
     def __repr__(self) -> str:
         return f"SQLiteBackend({self.url!r})"

@@ -6,6 +6,10 @@ A connector config is the runtime's fields (below) plus the connector's own ``co
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 from connect_runtime.api.config import (
     ConfigDef,
     Importance,
@@ -86,6 +90,65 @@ SINK_CONFIG = _COMMON.merge(
 )
 
 
+PLUGIN_PREFIXES = ("key.converter.", "value.converter.", "header.converter.")
+"""Settings of the converters (``value.converter.schemas.enable``): the converter validates them."""
+CLIENT_PREFIXES = ("producer.override.", "consumer.override.", "admin.override.")
+"""Kafka Connect's per-connector client overrides: the backend reads them."""
+_ERRORS_NAMES = frozenset(n for n in (*_COMMON.names(), *SOURCE_CONFIG.names(), *SINK_CONFIG.names())
+                          if n.startswith("errors."))
+
+
+def _aliases(raw: Any) -> list[str]:
+    if raw is None:
+        return []
+    items: Iterable[Any] = raw if isinstance(raw, (list, tuple)) else str(raw).split(",")
+    return [str(a).strip() for a in items if str(a).strip()]
+
+
+def _did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    names = sorted(set(candidates))
+    folded = [c for c in names if c.lower() == name.lower()]
+    close = folded or difflib.get_close_matches(name, names, n=1, cutoff=0.75)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def unknown_keys(props: Mapping[str, Any], *config_defs: ConfigDef) -> dict[str, str]:
+    """Keys of a connector config that nothing reads, each with a message (and a did-you-mean).
+
+    Known are the names of ``config_defs`` (the runtime's and the connector's own), the prefixes
+    :data:`PLUGIN_PREFIXES` and :data:`CLIENT_PREFIXES`, ``transforms.<alias>.*`` and
+    ``predicates.<alias>.*`` for an alias listed in ``transforms`` / ``predicates``, and Kafka Connect's
+    ``errors.*`` names (those of a sink are accepted in a source config and the other way round).
+    Kafka Connect only logs such keys as unused; here a typo (``exactly.once.suport``) is named with
+    the closest known key, so the caller can warn (a run) or list it (``pyconnect validate``).
+    Returns ``{key: message}`` in key order; empty when every key is known.
+    """
+    known: set[str] = set()
+    for d in config_defs:
+        known.update(d.names())
+    groups = {"transforms": _aliases(props.get("transforms")), "predicates": _aliases(props.get("predicates"))}
+    out: dict[str, str] = {}
+    for key in sorted((str(k) for k in props), key=str):
+        if key in known or key in _ERRORS_NAMES:
+            continue
+        if any(key.startswith(p) and len(key) > len(p) for p in PLUGIN_PREFIXES + CLIENT_PREFIXES):
+            continue
+        group, _, rest = key.partition(".")
+        if group in groups and rest:
+            alias, dot, field = rest.partition(".")
+            listed = groups[group]
+            if alias in listed and dot and field:
+                continue
+            if dot and field:
+                where = f"{group} lists {', '.join(repr(a) for a in listed)}" if listed else f"{group} is empty"
+                out[key] = (f"unknown config key {key!r} is ignored: {alias!r} is not an alias listed in {group} "
+                            f"({where}){_did_you_mean(alias, listed)}")
+                continue
+        hint = _did_you_mean(key, known | (_ERRORS_NAMES if key.startswith("errors.") else set()))
+        out[key] = f"unknown config key {key!r} is ignored: no runtime or connector field has this name{hint}"
+    return out
+
+
 def source_config_def() -> ConfigDef:
     return SOURCE_CONFIG
 
@@ -94,4 +157,5 @@ def sink_config_def() -> ConfigDef:
     return SINK_CONFIG
 
 
-__all__ = ["SINK_CONFIG", "SOURCE_CONFIG", "sink_config_def", "source_config_def"]
+__all__ = ["CLIENT_PREFIXES", "PLUGIN_PREFIXES", "SINK_CONFIG", "SOURCE_CONFIG", "sink_config_def", "source_config_def",
+           "unknown_keys"]

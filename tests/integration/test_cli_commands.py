@@ -3,14 +3,20 @@ runs of sources and sinks, offsets (KIP-875 style) and topics."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from connect_runtime.backends import open_backend
 
 PYCONNECT = str(Path(sys.executable).with_name("pyconnect"))
 REPO = Path(__file__).resolve().parents[2]
@@ -29,8 +35,20 @@ class Result:
         return [json.loads(line) for line in self.out.splitlines()]
 
 
-def cli(*args: str, url: str | None = None, env: dict[str, str] | None = None, timeout: float = 120) -> Result:
-    cmd = [PYCONNECT] + (["--backend", url] if url else []) + list(args)
+def without_write_rights(cmd: list[str]) -> list[str]:
+    """``cmd`` run so that file permission bits bind it (root normally bypasses them)."""
+    if os.geteuid() != 0:
+        return cmd
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root and setpriv is missing: cannot run a process that file modes bind")
+    caps = "-dac_override,-dac_read_search,-fowner"
+    return [setpriv, "--bounding-set", caps, "--inh-caps", caps, *cmd]
+
+
+def cli(*args: str, url: str | None = None, env: dict[str, str] | None = None, timeout: float = 120,
+        prefix: list[str] | None = None) -> Result:
+    cmd = (prefix or []) + [PYCONNECT] + (["--backend", url] if url else []) + list(args)
     full_env = {k: v for k, v in os.environ.items() if k != "PYCONNECT_BACKEND"}
     full_env.update(env or {})
     return Result(subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env, cwd=REPO))
@@ -170,6 +188,7 @@ def test_failures_are_one_line_errors(tmp_path: Path, sqlite_url: str) -> None:
     bad_props.write_text("name=x\nv=\\uZZZZ\n")
     assert_one_line_error(cli("validate", str(bad_props)), 1, "bad.properties:2:")
     assert_one_line_error(cli("--backend", "mysql://x", "topics", "list"), 1, "backend")
+    open_backend(sqlite_url).close()  # an empty database
     assert_one_line_error(cli("topics", "read", "missing", url=sqlite_url), 1, "topic 'missing' does not exist")
     assert_one_line_error(cli("offsets", "set", "c", "--partition", "[1", "--offset", "{}", url=sqlite_url), 2,
                           "--partition is not valid JSON")
@@ -204,5 +223,100 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("cmd", [["topics", "list"], ["offsets", "get", "gen"]])
 def test_commands_on_an_empty_backend(tmp_path: Path, sqlite_url: str, cmd: list[str]) -> None:
+    open_backend(sqlite_url).close()  # a database nothing was written to yet
     r = cli(*cmd, url=sqlite_url)
     assert r.rc == 0, r.err
+
+
+READ_ONLY_COMMANDS = [["topics", "list"], ["topics", "read", "events"], ["offsets", "get", "gen"]]
+
+
+@pytest.mark.parametrize("cmd", READ_ONLY_COMMANDS)
+def test_read_only_commands_on_a_wrong_path_create_nothing(tmp_path: Path, cmd: list[str]) -> None:
+    path = tmp_path / "typo" / "sub" / "pyconnect.db"
+    r = cli(*cmd, url=f"sqlite:///{path}")
+    assert_one_line_error(r, 1, str(path), "no such file", "never creates")
+    assert not (tmp_path / "typo").exists()
+
+
+def test_read_only_commands_inspect_a_read_only_database(tmp_path: Path) -> None:
+    """A database file the user may only read, in a folder the user may not write (so SQLite cannot
+    create its ``-shm`` file): ``topics list|read`` and ``offsets get`` still work."""
+    folder = tmp_path / "ro"
+    url = f"sqlite:///{folder / 'pyconnect.db'}"
+    assert cli("run", str(datagen(tmp_path, 5)), url=url).rc == 0
+    (folder / "pyconnect.db").chmod(0o444)
+    folder.chmod(0o555)
+    prefix = without_write_rights([])
+    try:
+        assert sorted(p.name for p in folder.iterdir()) == ["pyconnect.db"]
+        listed = cli("topics", "list", url=url, prefix=prefix)
+        read = cli("topics", "read", "events", "--from-beginning", url=url, prefix=prefix)
+        offsets = cli("offsets", "get", "gen", url=url, prefix=prefix)
+        written = cli("run", str(datagen(tmp_path, 10)), url=url, prefix=prefix)
+    finally:
+        folder.chmod(0o755)
+        (folder / "pyconnect.db").chmod(0o644)
+    assert listed.rc == 0, listed.err
+    assert listed.json_lines() == [{"topic": "events", "partitions": 1}]
+    assert read.rc == 0, read.err
+    assert [rec["value"]["id"] for rec in read.json_lines()] == [0, 1, 2, 3, 4]
+    assert offsets.rc == 0, offsets.err
+    assert offsets.json()["source"] == [{"partition": {"task": 0}, "offset": {"position": 5}}]
+    assert written.rc == 1 and written.err.startswith("error: "), written.err  # a run still needs write access
+
+
+def test_run_fails_when_the_database_file_is_deleted_mid_run(tmp_path: Path) -> None:
+    """Deleting the SQLite file under a running source: the run must fail naming the file, not exit 0
+    saying it committed records that went into an unlinked file."""
+    path = tmp_path / "live.db"
+    cfg = datagen(tmp_path, 400, **{"batch.size": "2", "poll.delay.ms": "10"})
+    cmd = [PYCONNECT, "--backend", f"sqlite:///{path}", "run", str(cfg)]
+    env = {k: v for k, v in os.environ.items() if k != "PYCONNECT_BACKEND"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, cwd=REPO)
+    try:
+        deadline = time.monotonic() + 60
+        committed = 0
+        while committed < 10:  # wait (bounded) for the run to have committed a few transactions
+            assert time.monotonic() < deadline, "the run committed no records within 60 s"
+            assert proc.poll() is None, proc.communicate()
+            if path.exists():
+                with contextlib.suppress(sqlite3.Error), contextlib.closing(sqlite3.connect(path, timeout=5)) as c:
+                    committed = c.execute("SELECT count(*) FROM records").fetchone()[0]
+            time.sleep(0.05)
+        path.unlink()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1, (out, err)
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert str(path) in err and "was deleted" in err
+
+
+def test_validate_lists_unknown_keys_as_warnings(tmp_path: Path) -> None:
+    cfg = tmp_path / "typo.properties"
+    cfg.write_text("name=gen\nconnector.class=connect_runtime.connectors.datagen.DataGenSource\ntopic=t\n"
+                   "exactly.once.suport=required\nmax.record=5\ntransforms=a\n"
+                   "transforms.a.type=org.apache.kafka.connect.transforms.InsertField$Value\n"
+                   "transforms.a.static.field=f\ntransforms.a.static.value=v\ntransforms.b.type=x\n"
+                   "value.converter.schemas.enable=false\nsasl.password=hunter2\n")
+    r = cli("validate", str(cfg))
+    assert r.rc == 0, (r.out, r.err)
+    lines = r.out.splitlines()
+    assert lines[0] == "OK"
+    warnings = [line for line in lines if line.startswith("  warning: ")]
+    assert len(warnings) == 4, r.out
+    text = "\n".join(warnings)
+    assert "'exactly.once.suport'" in text and "did you mean 'exactly.once.support'?" in text
+    assert "'max.record'" in text and "did you mean 'max.records'?" in text
+    assert "'transforms.b.type'" in text and "not an alias listed in transforms" in text
+    assert "'sasl.password'" in text and "hunter2" not in r.out + r.err
+    bad = tmp_path / "bad.properties"
+    bad.write_text("name=gen\nconnector.class=connect_runtime.connectors.datagen.DataGenSource\n"
+                   "tasks.max=0\ntopik=t\n")
+    r = cli("validate", str(bad))
+    assert r.rc == 1 and r.out.splitlines()[0] == "invalid: 2 fields", r.out
+    assert "  warning: unknown config key 'topik' is ignored" in r.out and "did you mean 'topic'?" in r.out
