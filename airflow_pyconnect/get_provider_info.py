@@ -61,6 +61,7 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {"integration-name": _INTEGRATION, "python-modules": ["airflow_pyconnect.triggers.offsets"]}
         ],
+        "plugins": [{"name": "pyconnect", "plugin-class": "airflow_pyconnect.plugins.connectors.PyConnectPlugin"}],
         "connection-types": [
             {
                 "hook-class-name": "airflow_pyconnect.hooks.pyconnect.PyConnectHook",

@@ -21,6 +21,7 @@ from airflow.sdk import BaseOperator
 
 from airflow_pyconnect._offsets import structured
 from airflow_pyconnect.hooks.pyconnect import DEFAULT_CONN_ID, PyConnectHook, register_secrets
+from airflow_pyconnect.plugins.links import ConnectorsLink
 
 if TYPE_CHECKING:
     import jinja2
@@ -76,6 +77,7 @@ class _ConnectorOperator(BaseOperator):
     """Base of the pyconnect operators (not for direct use)."""
 
     template_fields_renderers = {"connector_config": "json"}
+    operator_extra_links = (ConnectorsLink(),)
 
     def __init__(
         self,

@@ -1,0 +1,12 @@
+"""The Connectors view: an Airflow plugin the provider registers (``plugins`` in the provider manifest).
+
+- :mod:`.connectors`: the :class:`~airflow_pyconnect.plugins.connectors.PyConnectPlugin` class
+  (``fastapi_apps`` built only when the API server asks, the "Connectors" navigation entry, the
+  operator extra link);
+- :mod:`.links`: :class:`~airflow_pyconnect.plugins.links.ConnectorsLink`, the only part a DAG file
+  loads (through the operators), and it imports nothing but Airflow's ``BaseOperatorLink``;
+- :mod:`.app`: the FastAPI app (JSON API, permission checks, the page), API server only;
+- :mod:`.service`: what the page shows, over ``connect_runtime.admin``.
+
+This ``__init__`` imports nothing.
+"""

@@ -1,0 +1,265 @@
+"""What the Connectors view shows, as plain JSON: one function per question, over the runtime's admin API.
+
+The FastAPI app (:mod:`airflow_pyconnect.plugins.app`) checks who asks and calls these; they never
+check permissions themselves. Each opens the store of one ``pyconnect`` connection through
+:class:`~airflow_pyconnect.hooks.pyconnect.PyConnectHook` (so the page reads exactly the store the
+operators write) and closes it before returning.
+
+- :func:`connection_ids`: the ``pyconnect`` connections (metadata DB and ``AIRFLOW_CONN_*``) and the
+  embedded default ``pyconnect_default`` when it is not defined;
+- :func:`overview`: per connector its kind, state, generation, topics, committed offsets (KIP-875
+  shape) and, for a sink that commits through its consumer group, end offsets and lag per topic
+  partition; sinks that keep their offsets in their destination are marked ``owns_offsets``;
+- :func:`runs`: the ranges record (newest first) with the DAG run each entry belongs to;
+- :func:`alter` / :func:`reset`: KIP-875 changes, refused while a run holds the connector.
+
+A store that cannot be reached raises :class:`StoreUnavailable` whose message is one line naming the
+connection; no connection setting (password, SASL config, ...) ever appears in what these return.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from airflow_pyconnect.hooks.pyconnect import DEFAULT_CONN_ID, PyConnectHook, embedded_backend_url
+
+if TYPE_CHECKING:
+    from connect_runtime.backends.base import Backend
+
+CONN_TYPE = "pyconnect"
+
+
+class StoreUnavailable(Exception):
+    """The store of a connection cannot be opened or read; the message is one line, free of secrets."""
+
+
+class UnknownConnection(LookupError):
+    """No ``pyconnect`` connection of that id."""
+
+
+# -- which connections ----------------------------------------------------------------------------
+
+
+def _db_connection_ids() -> list[str]:
+    from airflow.models import Connection
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        return list(session.scalars(select(Connection.conn_id).where(Connection.conn_type == CONN_TYPE)))
+
+
+def _env_connection_ids() -> list[str]:
+    from airflow.models import Connection
+
+    out = []
+    for key, value in os.environ.items():
+        if not key.startswith("AIRFLOW_CONN_"):
+            continue
+        try:
+            conn = (Connection.from_json(value, conn_id=key[13:].lower()) if value.lstrip().startswith("{")
+                    else Connection(conn_id=key[13:].lower(), uri=value))
+        except Exception:  # a malformed variable belongs to someone else; Airflow reports it where used
+            continue
+        if conn.conn_type == CONN_TYPE:
+            out.append(key[13:].lower())
+    return out
+
+
+def connection_ids(db: Callable[[], list[str]] = _db_connection_ids) -> list[dict[str, Any]]:
+    """Every ``pyconnect`` connection, sorted, and ``pyconnect_default`` (embedded when not defined)."""
+    ids = set(db()) | set(_env_connection_ids())
+    embedded = DEFAULT_CONN_ID not in ids
+    ids.add(DEFAULT_CONN_ID)
+    return [{"conn_id": c, "embedded": embedded and c == DEFAULT_CONN_ID} for c in sorted(ids)]
+
+
+# -- opening a store ------------------------------------------------------------------------------
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+@contextmanager
+def open_store(conn_id: str, embedded: bool = False) -> Iterator[tuple[Backend, dict[str, Any], list[str]]]:
+    """``(open backend, safe description, secret values)`` of a connection's store; closed afterwards.
+
+    :raises StoreUnavailable: the connection cannot be read or its store cannot be opened.
+    """
+    from connect_runtime.api.config import HIDDEN, mask
+    from connect_runtime.backends import open_backend
+
+    secrets: list[str] = []
+    try:
+        if embedded:
+            url, settings = embedded_backend_url(), {}
+            path = Path(url[len("sqlite:///"):])
+            if not path.exists():
+                raise StoreUnavailable(f"{conn_id}: no store yet: the embedded backend {path} does not exist "
+                                       "(no PyConnect task has run on this machine)")
+        else:
+            url, settings = PyConnectHook(conn_id).backend_config()
+        secrets = [str(settings[k]) for k, v in mask(settings).items() if v == HIDDEN and settings[k]]
+        backend = open_backend(url, settings)
+    except StoreUnavailable:
+        raise
+    except Exception as exc:
+        raise StoreUnavailable(_scrub(f"{conn_id}: store unreachable: {type(exc).__name__}: {exc}", secrets)) from None
+    kind = url.split(":", 1)[0].lower()
+    where = url[len("sqlite:///"):] if kind == "sqlite" else url.split("://", 1)[-1]
+    try:
+        yield backend, {"conn_id": conn_id, "backend": kind, "location": where, "embedded": embedded}, secrets
+    finally:
+        try:
+            backend.close()
+        except Exception:
+            pass
+
+
+def _scrub(text: str, secrets: Sequence[str]) -> str:
+    from connect_runtime.secrets import scrub
+
+    return _one_line(scrub(text, secrets))
+
+
+def _guard(conn_id: str, secrets: Sequence[str], exc: Exception) -> StoreUnavailable:
+    return StoreUnavailable(_scrub(f"{conn_id}: store unreachable: {type(exc).__name__}: {exc}", secrets))
+
+
+# -- reading --------------------------------------------------------------------------------------
+
+
+def _merge_scopes(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per connector name: registry entries of several identities (scopes) folded together."""
+    by_name: dict[str, dict[str, Any]] = {}
+    for e in sorted(entries, key=lambda e: (e["name"], -(e.get("started") or 0))):
+        have = by_name.get(e["name"])
+        if have is None:
+            by_name[e["name"]] = {**e, "scopes": [e.get("scope", "")]}
+            continue
+        have["scopes"].append(e.get("scope", ""))
+        have["running"] = bool(have.get("running")) or bool(e.get("running"))
+        if e.get("running"):
+            have["state"] = "running"
+        have["owns_offsets"] = bool(have.get("owns_offsets")) or bool(e.get("owns_offsets"))
+        have["topics"] = sorted(set(have.get("topics") or []) | set(e.get("topics") or []))
+    for e in by_name.values():
+        e.pop("scope", None)
+        e.pop("owner", None)  # host:pid of the worker: not the page's business
+    return [by_name[k] for k in sorted(by_name)]
+
+
+def overview(conn_id: str, embedded: bool = False) -> dict[str, Any]:
+    """The connectors of one connection's store with their offsets, and lag for group-offset sinks."""
+    from connect_runtime import admin
+
+    with open_store(conn_id, embedded) as (backend, described, secrets):
+        try:
+            connectors = _merge_scopes(admin.list_connectors(backend))
+            for c in connectors:
+                c["offsets"] = admin.get_offsets(backend, c["name"], kind=c["kind"],
+                                                 offsets_store=c.get("offsets_store"))["offsets"]
+                c["lag"] = None
+                if c["kind"] == "sink" and not c.get("owns_offsets"):
+                    c["lag"] = admin.sink_lag(backend, c["name"], c.get("topics") or None)
+                    c["total_lag"] = sum(p["lag"] for p in c["lag"])
+                if c.get("error"):
+                    c["error"] = _scrub(c["error"], secrets)
+        except Exception as exc:
+            raise _guard(conn_id, secrets, exc) from None
+    return {**described, "connectors": connectors}
+
+
+def _interval_bounds(interval: str) -> tuple[str, str] | None:
+    start, sep, end = interval.partition("/")
+    return (start, end) if sep and start and end else None
+
+
+def _airflow_run_ids(keys: list[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
+    """``(dag_id, interval) -> run_id`` from Airflow's metadata DB (the newest run of that interval)."""
+    from datetime import datetime
+
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    out: dict[tuple[str, str], str] = {}
+    wanted = {(str(k.get("dag_id")), str(k.get("interval"))) for k in keys if k.get("dag_id") and k.get("interval")}
+    with create_session() as session:
+        for dag_id, interval in sorted(wanted):
+            if interval.startswith("run:"):
+                out[(dag_id, interval)] = interval[4:]
+                continue
+            bounds = _interval_bounds(interval)
+            if bounds is None:
+                continue
+            try:
+                start, end = datetime.fromisoformat(bounds[0]), datetime.fromisoformat(bounds[1])
+            except ValueError:
+                continue
+            run_id = session.scalar(
+                select(DagRun.run_id).where(DagRun.dag_id == dag_id, DagRun.data_interval_start == start,
+                                            DagRun.data_interval_end == end)
+                .order_by(DagRun.run_after.desc()).limit(1))
+            if run_id is not None:
+                out[(dag_id, interval)] = run_id
+    return out
+
+
+def runs(conn_id: str, embedded: bool = False, connector: str | None = None, limit: int = 200,
+         run_ids: Callable[[list[Mapping[str, Any]]], dict[tuple[str, str], str]] = _airflow_run_ids,
+         ) -> dict[str, Any]:
+    """The ranges record of one connection's store, newest first, each entry with ``run_id`` (the DAG run
+    of its data interval, from Airflow's metadata DB; ``None`` when not found)."""
+    from connect_runtime import admin
+
+    with open_store(conn_id, embedded) as (backend, described, secrets):
+        try:
+            entries = admin.run_ranges(backend, connector, limit)
+        except Exception as exc:
+            raise _guard(conn_id, secrets, exc) from None
+    found = run_ids([e["key"] for e in entries]) if entries else {}
+    for e in entries:
+        key = e["key"]
+        e["run_id"] = found.get((str(key.get("dag_id")), str(key.get("interval"))))
+    return {**described, "runs": entries}
+
+
+# -- changing -------------------------------------------------------------------------------------
+
+
+def alter(conn_id: str, name: str, offsets: Sequence[Mapping[str, Any]], embedded: bool = False) -> dict[str, Any]:
+    """KIP-875 alter. :raises ConnectorRunningError: a run holds it. :raises ConfigError: bad entries."""
+    from connect_runtime import admin
+    from connect_runtime.api.errors import ConfigError, ConnectorRunningError
+
+    with open_store(conn_id, embedded) as (backend, _described, secrets):
+        try:
+            return admin.alter_offsets(backend, name, offsets)
+        except (ConnectorRunningError, ConfigError):
+            raise
+        except Exception as exc:
+            raise _guard(conn_id, secrets, exc) from None
+
+
+def reset(conn_id: str, name: str, embedded: bool = False) -> dict[str, Any]:
+    """KIP-875 reset. :raises ConnectorRunningError: a run holds it."""
+    from connect_runtime import admin
+    from connect_runtime.api.errors import ConnectorRunningError
+
+    with open_store(conn_id, embedded) as (backend, _described, secrets):
+        try:
+            return admin.reset_offsets(backend, name)
+        except ConnectorRunningError:
+            raise
+        except Exception as exc:
+            raise _guard(conn_id, secrets, exc) from None
+
+
+__all__ = ["StoreUnavailable", "UnknownConnection", "alter", "connection_ids", "open_store", "overview",
+           "reset", "runs"]
