@@ -18,7 +18,8 @@ Failures. A converter, transformation or predicate that raises makes the record 
   ``errors.log.include.messages=true``), whatever the tolerance.
 
 Speed. Conversion runs as one list comprehension per batch inside one ``try``; with the default
-JSON value converter the C JSON encoder/decoder is called inline. If anything in the batch fails,
+JSON value converter the values are encoded as a batch (:meth:`JsonConverter.encode_many`, orjson)
+and decoded with the C JSON scanner inline. If anything in the batch fails,
 the batch is redone record by record to find, name and (under ``all``) drop the bad records; the
 redo gives the same bytes for every good record. The cyclic garbage collector is paused while a
 batch is processed (see :func:`_gc_paused`).
@@ -261,9 +262,9 @@ class _Pipeline:
         self.log_messages = bool(settings["errors.log.include.messages"])
         self.settings = settings
         vc = self.value_converter
-        # The fast path inlines the JSON codec; any other value converter is called per record.
+        # The fast path encodes JSON values as a batch; any other value converter is called per record.
         self._json_value = type(vc) is JsonConverter
-        self._c_encoder = vc.c_encoder if self._json_value else None  # type: ignore[attr-defined]
+        self._encode_many = vc.encode_many if self._json_value else None  # type: ignore[attr-defined]
 
     def _failed(self, what: str, stage: str, plugin: object, exc: Exception, key: Any, value: Any,
                 transform: str | None = None, where: str | None = None) -> RecordError:
@@ -403,16 +404,15 @@ class SourcePipeline(_Pipeline):
         new, PR = tuple.__new__, ProducerRecord
         kconv = self.key_converter.from_connect
         hconv = self._wire_headers
-        cenc = self._c_encoder
-        if cenc is not None:
-            join = "".join
+        encode_many = self._encode_many
+        if encode_many is not None:
+            values = encode_many([r.value for r in recs])
             return [
                 new(PR, (r.topic, r.partition,
                          None if (k := r.key) is None else kconv(r.topic, k, r.headers),
-                         None if (v := r.value) is None else join(cenc(v, 0)).encode(),
-                         r.timestamp,
+                         v, r.timestamp,
                          None if (h := r.headers) is None else hconv(r.topic, h)))
-                for r in recs
+                for r, v in zip(recs, values)  # noqa: B905 - the same length by construction
             ]
         vconv = self.value_converter.from_connect
         return [

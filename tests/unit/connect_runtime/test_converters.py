@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import datetime
+import enum
 import json
+import math
+import random
+import struct
+import uuid
 
 import pytest
 
@@ -87,11 +93,61 @@ def test_json_to_connect_rejects_bad_bytes_naming_topic(data: bytes) -> None:
     assert info.value.__cause__ is not None
 
 
-def test_json_fast_encoder_gives_the_same_bytes() -> None:
+def _stdlib(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
+def _tricky_floats() -> list[float]:
+    rng = random.Random(7)
+    out = [1e16, 1e15, 9999999999999998.0, 1e-4, 1e-5, 1.5e-6, 1e-7, 1e21, 1e22, -0.0, 0.0, 5e-324,
+           1.7976931348623157e308, 2.0**53, 0.1, 100.0, 10.00001, 123456789.125]
+    while len(out) < 3000:
+        f = struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0]
+        if math.isfinite(f):
+            out.append(f)
+        out.append(rng.uniform(-1, 1) * 10.0 ** rng.randint(-30, 30))
+    return out
+
+
+def test_json_bytes_are_exactly_what_json_dumps_writes() -> None:
     c = _json()
-    assert c.c_encoder is not None
-    for value in JSON_VALUES:
-        assert "".join(c.c_encoder(value, 0)).encode() == c.from_connect("t", value)
+    floats = _tricky_floats()
+    values: list[object] = [*JSON_VALUES, *floats, {"f": floats[:50]}, "e1 e2 e3 e- null 0.0000 ✓",
+                            {"n": None}, [None], "\x00\x1f\u2028\x7f\"\\", 2**64, -(2**63) - 1,
+                            {7: "int key", 2.5: "float key", True: "bool key", None: "none key"}]
+    for value in values:
+        assert c.from_connect("t", value) == _stdlib(value), value
+    assert c.encode_many(values) == [_stdlib(v) for v in values]
+
+
+def test_json_encode_many_keeps_tombstones_and_order() -> None:
+    c = _json()
+    values = [{"a": 1}, None, {"b": None}, None, "x"]
+    assert c.encode_many(values) == [b'{"a":1}', None, b'{"b":null}', None, b'"x"']
+    assert c.encode_many([]) == []
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), {"x": [float("-inf")]}, {1, 2}, b"raw",
+                                 datetime.datetime(2024, 1, 1), {"when": object()}])
+def test_json_encode_many_raises_where_json_does(bad: object) -> None:
+    c = _json()
+    with pytest.raises((TypeError, ValueError)):
+        c.encode_many([{"ok": 1}, bad, {"ok": 2}])
+    with pytest.raises(DataError):
+        c.from_connect("t", bad)
+
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+def test_json_writes_enums_and_uuids_the_same_in_both_paths() -> None:
+    c = _json()
+    ident = uuid.UUID(int=42)
+    values = [{"c": Colour.RED, "id": ident}, {"c": Colour.RED, "none": None}]
+    expected = [b'{"c":"red","id":"00000000-0000-0000-0000-00000000002a"}', b'{"c":"red","none":null}']
+    assert c.encode_many(values) == expected
+    assert [c.from_connect("t", v) for v in values] == expected
 
 
 def test_json_schemas_enable_true_is_refused() -> None:
