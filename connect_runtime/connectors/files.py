@@ -16,12 +16,18 @@ JSON value; ``csv``: a dict keyed by the header row), into ``topic``.
   ``directory.scan.interval.ms`` asks for task reconfiguration when a new matching file appears or a
   finished file changes size; ``stop()`` ends that check.
 - A **task** resumes each file at its committed byte offset (re-reading a CSV header first), emits
-  whole lines only (text after the last newline waits until its line is complete), and follows
-  files that grow while it runs. A file shorter than its committed position was replaced: it is
-  read again from the start (logged as a warning).
-- A malformed line raises :class:`DataError` naming the file and line (records before it in the same
-  poll are returned first), which fails the run; with ``errors.tolerance=all`` the task logs it and
-  skips the line instead (the runtime does not tolerate exceptions from ``poll`` itself).
+  whole lines only, and follows files that grow while it runs. Text after the last newline is a line
+  still being written and waits, until the file is **final**: not modified for ``file.final.ms``
+  (default 5000; ``0``: as soon as it is read to its end; ``-1``: never, a last line needs its
+  newline). A writer that appends in pieces therefore never has half a line read, and a file written
+  without a trailing newline still has its last line read once it stopped changing. A file shorter
+  than its committed position was replaced: it is read again from the start (logged as a warning).
+- A malformed line is handed to the runtime, which applies ``errors.tolerance``: the records before
+  it in the same poll are returned first, then the line alone as a record whose value is the
+  :class:`DataError` naming the file and line (its source offset is past the line). With
+  ``errors.tolerance=none`` that fails the run (nothing after the last committed boundary is
+  committed); with ``all`` the runtime skips it, counts it in the run result's ``skipped`` and commits
+  its offset, so the next run does not read it again.
 - Files and directories whose name starts with ``.`` are ignored (writers' temporary files).
 
 FileSink
@@ -144,6 +150,9 @@ _SOURCE_CONFIG = (
             doc="Field of each record's value used as the record key (default: no key).")
     .define("directory.scan.interval.ms", Type.LONG, default=5000, validator=Range.at_least(0),
             doc="How often the connector looks for new files while running (0: never).")
+    .define("file.final.ms", Type.LONG, default=5000, validator=Range.at_least(-1),
+            doc="A file not modified for this long is final: text after its last newline is read as its "
+                "last line (0: at once; -1: never, a line needs its newline).")
 )
 
 _TASK_FILES = "task.files"
@@ -182,7 +191,6 @@ class DirectorySource(SourceConnector):
 
     def start(self, props: Mapping[str, str]) -> None:
         self._config = _SOURCE_CONFIG.parse(props)
-        self._tolerance = str(props.get("errors.tolerance") or "none").lower()
         directory = self._config["directory"]
         if not Path(directory).is_dir():
             raise ConfigError(errors={"directory": f"expected an existing directory, got {directory!r}"})
@@ -223,7 +231,7 @@ class DirectorySource(SourceConnector):
             "directory": str(self._config["directory"]),
             "topic": self._config["topic"],
             "batch.size": str(self._config["batch.size"]),
-            "errors.tolerance": self._tolerance,
+            "file.final.ms": str(self._config["file.final.ms"]),
         }
         if self._config["format"]:
             base["format"] = self._config["format"]
@@ -265,8 +273,7 @@ _TASK_CONFIG = (
     .define("batch.size", Type.INT, default=1000, validator=Range.at_least(1))
     .define("key.field", Type.STRING, default=None)
     .define(_TASK_FILES, Type.STRING, doc="JSON list of the files of this task.")
-    .define("errors.tolerance", Type.STRING, default="none", validator=ValidString.in_("none", "all"),
-            doc="all: a malformed line is logged and skipped; none: it fails the run.")
+    .define("file.final.ms", Type.LONG, default=5000, validator=Range.at_least(-1))
 )
 
 _BOM = b"\xef\xbb\xbf"
@@ -285,8 +292,9 @@ class _FileCursor:
         self.position = int(offset.get("position", 0)) if offset else 0
         self.line = int(offset.get("line", 0)) if offset else 0
         self.header: list[str] | None = None
-        self.error: DataError | None = None
-        self.tolerate = False
+        self.error: SourceRecord | None = None
+        """A malformed line, as the record the next poll hands to the runtime (value: the DataError)."""
+        self.final_ms = 5000
         self.gone = False
         self._fh: io.BufferedReader | None = None
         self._buf = b""
@@ -339,16 +347,23 @@ class _FileCursor:
             self._fh = None
 
     def has_more(self) -> bool:
-        """Whether the file may have bytes this cursor has not seen (it grew since the last EOF)."""
+        """Whether the file may have bytes this cursor has not seen (it grew since the last EOF), or an
+        unterminated last line that became final."""
         if self.gone:
             return False
         if not self._eof:
             return True
         try:
-            size = os.stat(self.path).st_size
+            st = os.stat(self.path)
         except FileNotFoundError:
             return False
-        return size != self.position + len(self._buf)
+        if st.st_size != self.position + len(self._buf):
+            return True
+        return bool(self._buf.strip()) and self._final(st.st_mtime)
+
+    def _final(self, mtime: float) -> bool:
+        """The file stopped changing: not modified for ``file.final.ms``."""
+        return self.final_ms >= 0 and time.time() - mtime >= self.final_ms / 1000
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -369,17 +384,21 @@ class _FileCursor:
         last: dict[str, Any] | None = None
         base = self.position
         eof = False
+        tail = False  # reading the unterminated last line of a final file
         while True:
             end = _csv_record_end(buf, i) if csv_fmt else buf.find(b"\n", i)
             if end < 0:
                 chunk = fh.read(_CHUNK)
-                if not chunk:
+                if chunk:
+                    base += i
+                    buf = buf[i:] + chunk
+                    i = 0
+                    continue
+                if tail or i >= len(buf) or not buf[i:].strip() or not self._final(os.fstat(fh.fileno()).st_mtime):
                     eof = True
                     break
-                base += i
-                buf = buf[i:] + chunk
-                i = 0
-                continue
+                tail = True
+                end = len(buf)  # the file is final: its last line has no newline, read it as it is
             raw = buf[i:end]
             lines = raw.count(b"\n") + 1 if csv_fmt else 1
             if line == 0 and raw.startswith(_BOM):
@@ -391,7 +410,7 @@ class _FileCursor:
                 continue
             if n >= limit:
                 break
-            i = end + 1
+            i = end + 1 if end < len(buf) else end  # a final file's unterminated last line ends at buf's end
             line_no = line + 1
             line += lines
             try:
@@ -408,10 +427,14 @@ class _FileCursor:
             except (ValueError, csv.Error) as exc:
                 kind = "CSV" if csv_fmt else "JSON"
                 error = DataError(f"{self.path}: line {line_no}: malformed {kind}: {exc}")
-                if self.tolerate:
-                    log.warning("DirectorySource: skipping a bad line (errors.tolerance=all): %s", error)
-                    continue
-                self.error = error
+                # the runtime decides (errors.tolerance): the line goes to it as a record of its own; it
+                # finishes the file when only blank lines follow it
+                rest = buf[i:]
+                done = not rest.strip() and fh.tell() >= os.fstat(fh.fileno()).st_size
+                offset = ({"position": base + len(buf), "line": line + rest.count(b"\n"), "done": True} if done
+                          else {"position": base + i, "line": line, "done": False})
+                self.error = SourceRecord(source_partition=partition, source_offset=offset, topic=topic,
+                                          value=error)
                 break
             last = {"position": base + i, "line": line, "done": False}
             key = value.get(key_field) if key_field and isinstance(value, dict) else None
@@ -470,17 +493,17 @@ class DirectorySourceTask(SourceTask):
             for name, (_, offset) in zip(names, committed, strict=True)
         ]
         for c in self._cursors:
-            c.tolerate = cfg["errors.tolerance"].lower() == "all"
+            c.final_ms = cfg["file.final.ms"]
         self._current = 0
         self._tx = self.context.transaction_context
 
     def poll(self) -> list[SourceRecord] | None:
-        out: list[SourceRecord] = []
         for c in self._cursors:
             pending = c.error
-            if pending is not None:
+            if pending is not None:  # a malformed line: alone in its poll, after the records before it
                 c.error = None
-                raise pending
+                return self._alone(pending)
+        out: list[SourceRecord] = []
         cursors = self._cursors
         # the files in order; then, if nothing came, the ones that grew since they hit their end
         while self._current < len(cursors) and len(out) < self._batch:
@@ -503,14 +526,19 @@ class DirectorySourceTask(SourceTask):
                 if rec.source_offset and rec.source_offset.get("done"):
                     self._tx.commit_transaction(rec)
         if not out:
-            err = next((c.error for c in cursors if c.error is not None), None)
-            if err is not None:
-                for c in cursors:
-                    c.error = None
-                raise err
+            bad = next((c for c in cursors if c.error is not None), None)
+            if bad is not None and bad.error is not None:
+                pending, bad.error = bad.error, None
+                return self._alone(pending)
             time.sleep(_IDLE_WAIT)
             return []
         return out
+
+    def _alone(self, record: SourceRecord) -> list[SourceRecord]:
+        """A malformed line's record as its own batch (ending the file's transaction if it ends the file)."""
+        if self._tx is not None and record.source_offset and record.source_offset.get("done"):
+            self._tx.commit_transaction(record)
+        return [record]
 
     def stop(self) -> None:
         for c in getattr(self, "_cursors", ()):

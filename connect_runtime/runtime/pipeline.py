@@ -5,7 +5,10 @@ predicate (``transforms.<t>.predicate``, inverted by ``transforms.<t>.negate``) 
 header converters → :class:`~connect_runtime.backends.base.ProducerRecord`. Sink path: the
 converters' ``to_connect`` → transformations → :class:`~connect_runtime.api.records.SinkRecord`.
 
-Failures. A converter, transformation or predicate that raises makes the record fail:
+Failures. A converter, transformation or predicate that raises makes the record fail; so does a
+source record whose value is a :class:`~connect_runtime.api.errors.DataError`: a record the task
+could not read (a malformed line of a file), handed over with its source offset so that the
+runtime, not the connector, applies ``errors.tolerance`` (stage ``TASK_POLL``, as in Kafka Connect):
 
 - ``errors.tolerance=none``: :meth:`process` raises :class:`RecordError` (a ``DataError``) whose
   message names the record (source: topic, source partition and offset; sink: topic, partition,
@@ -72,7 +75,9 @@ KEY_CONVERTER = "KEY_CONVERTER"
 VALUE_CONVERTER = "VALUE_CONVERTER"
 HEADER_CONVERTER = "HEADER_CONVERTER"
 TRANSFORMATION = "TRANSFORMATION"
+TASK_POLL = "TASK_POLL"
 _STAGE_TEXT = {
+    TASK_POLL: "poll() of the source task, which could not read it",
     KEY_CONVERTER: "the key converter",
     VALUE_CONVERTER: "the value converter",
     HEADER_CONVERTER: "the header converter",
@@ -270,7 +275,7 @@ class _Pipeline:
                 transform: str | None = None, where: str | None = None) -> RecordError:
         """The RecordError for a failed record, logged if asked; raised under tolerance=none."""
         if where is None:
-            where = f"{_STAGE_TEXT[stage]} ({_class_name(plugin)})"
+            where = _STAGE_TEXT[stage] if stage == TASK_POLL else f"{_STAGE_TEXT[stage]} ({_class_name(plugin)})"
         err = RecordError(f"{what} failed in {where}: {type(exc).__name__}: {exc}",
                           stage=stage, plugin=_class_name(plugin), transform=transform)
         err.__cause__ = exc
@@ -375,6 +380,10 @@ class SourcePipeline(_Pipeline):
             recs: list[SourceRecord] = []
             transform = self._transform
             for r in records:
+                if isinstance(r.value, DataError):  # the task could not read it: no transform applies
+                    self._failed(_describe_source(r), TASK_POLL, r.value, r.value, r.key, None)
+                    skipped.append(r)
+                    continue
                 out, step, exc, in_predicate = transform(r)
                 if exc is not None:
                     assert step is not None
@@ -435,8 +444,12 @@ class SourcePipeline(_Pipeline):
         kept: list[SourceRecord] = []
         kc, vc, hc = self.key_converter, self.value_converter, self.header_converter
         for orig, r in zip(sent, recs, strict=True):
-            stage, plugin = KEY_CONVERTER, kc
+            stage = KEY_CONVERTER
+            plugin: object = kc
             try:
+                if isinstance(r.value, DataError):
+                    stage, plugin = TASK_POLL, r.value
+                    raise r.value
                 key = None if r.key is None else kc.from_connect(r.topic, r.key, r.headers)
                 stage, plugin = VALUE_CONVERTER, vc
                 value = vc.from_connect(r.topic, r.value, r.headers)
@@ -589,6 +602,7 @@ class SinkPipeline(_Pipeline):
 __all__ = [
     "HEADER_CONVERTER",
     "KEY_CONVERTER",
+    "TASK_POLL",
     "TRANSFORMATION",
     "VALUE_CONVERTER",
     "RecordError",

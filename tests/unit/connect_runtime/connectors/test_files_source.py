@@ -7,6 +7,7 @@ the runtime's ``StoreOffsetReader``; the rest are real ``run_source`` runs.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -351,3 +352,98 @@ def test_connector_transaction_boundary_commits_per_file(tmp_path: Path, sqlite_
     result = run_source(config(d, transaction_boundary="connector", batch_size="100"), sqlite_url)
     assert result.records == 6
     assert result.transactions == 2  # one transaction per finished file
+
+
+# ------------------------------------------------------------- bad lines and final files (issue 10)
+
+
+def test_skipped_bad_lines_are_counted_and_not_read_again(tmp_path: Path, sqlite_url: str, backend: Backend) -> None:
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "a.jsonl").write_text('{"n": 1}\n{"n": oops}\n{"n": 3}\nnot json either\n')
+    (d / "b.csv").write_text("x,y\n1,2\n3\n4,5\n")
+    result = run_source(config(d, errors_tolerance="all"), sqlite_url)
+    assert (result.records, result.skipped) == (4, 3)
+    got = topic_values(backend)
+    assert sorted(got, key=lambda v: json.dumps(v, sort_keys=True)) == sorted(
+        [{"n": 1}, {"n": 3}, {"x": "1", "y": "2"}, {"x": "4", "y": "5"}], key=lambda v: json.dumps(v, sort_keys=True))
+    # the bad last line's offset was committed with it: the next run reads nothing, skips nothing
+    assert committed(backend)["a.jsonl"]["position"] == (d / "a.jsonl").stat().st_size
+    again = run_source(config(d, errors_tolerance="all"), sqlite_url)
+    assert (again.records, again.skipped) == (0, 0)
+
+
+@pytest.mark.parametrize("boundary", ["poll", "connector"])
+def test_a_bad_line_alone_is_skipped_under_both_boundaries(tmp_path: Path, sqlite_url: str, backend: Backend,
+                                                          boundary: str) -> None:
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "a.jsonl").write_text("{bad\n")
+    result = run_source(config(d, errors_tolerance="all", transaction_boundary=boundary), sqlite_url)
+    assert (result.records, result.skipped) == (0, 1)
+    assert topic_values(backend) == []
+    assert committed(backend)["a.jsonl"]["position"] == 5
+
+
+def test_bad_line_under_tolerance_none_names_file_and_line_and_commits_nothing_after(
+        tmp_path: Path, sqlite_url: str, backend: Backend) -> None:
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "a.jsonl").write_text('{"n": 1}\n{"n": oops}\n{"n": 3}\n')
+    with pytest.raises(DataError, match=r"a\.jsonl: line 2: malformed JSON") as info:
+        run_source(config(d, transforms="tag", transforms_tag_type="InsertField$Value",
+                          **{"transforms.tag.static.field": "src", "transforms.tag.static.value": "files"}),
+                   sqlite_url)
+    assert "poll() of the source task" in str(info.value)
+    assert topic_values(backend) == [{"n": 1, "src": "files"}]
+    assert committed(backend)["a.jsonl"]["line"] == 1
+
+
+def test_last_line_without_newline_is_read_once_the_file_is_final(tmp_path: Path, sqlite_url: str,
+                                                                   backend: Backend) -> None:
+    d = tmp_path / "in"
+    d.mkdir()
+    path = d / "a.jsonl"
+    path.write_text('{"n": 1}\n{"n": 2}')
+    # just written: not final under the default file.final.ms (5 s), the unterminated line waits
+    assert run_source(config(d), sqlite_url).records == 1
+    assert committed(backend)["a.jsonl"] == {"position": 9, "line": 1, "done": False}
+    # -1: never final
+    old = time.time() - 3600
+    os.utime(path, (old, old))
+    assert run_source(config(d, file_final_ms="-1"), sqlite_url).records == 0
+    # unchanged for an hour: final, its last line is read and the file is done
+    assert run_source(config(d), sqlite_url).records == 1
+    assert topic_values(backend) == [{"n": 1}, {"n": 2}]
+    size = path.stat().st_size
+    assert committed(backend)["a.jsonl"] == {"position": size, "line": 2, "done": True}
+    assert run_source(config(d), sqlite_url).records == 0
+
+
+def test_final_tail_of_csv_and_zero_means_at_once(tmp_path: Path, sqlite_url: str, backend: Backend) -> None:
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "p.csv").write_text("id,name\n1,ann\n2,bob")
+    assert run_source(config(d, file_final_ms="0"), sqlite_url).records == 2
+    assert topic_values(backend) == [{"id": "1", "name": "ann"}, {"id": "2", "name": "bob"}]
+    assert committed(backend)["p.csv"]["done"] is True
+
+
+def test_a_tail_that_becomes_final_during_the_run_is_read_in_the_same_run(tmp_path: Path, sqlite_url: str,
+                                                                         backend: Backend) -> None:
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "a.jsonl").write_text('{"n": 1}\n{"n": 2}')
+    result = run_source(config(d, file_final_ms="300", poll_idle_timeout_ms="3000"), sqlite_url, max_seconds=30)
+    assert result.records == 2
+    assert committed(backend)["a.jsonl"]["done"] is True
+
+
+def test_bad_unterminated_last_line_of_a_final_file_is_skipped(tmp_path: Path, sqlite_url: str,
+                                                                backend: Backend) -> None:
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "a.jsonl").write_text('{"n": 1}\n{"n": ')
+    result = run_source(config(d, file_final_ms="0", errors_tolerance="all"), sqlite_url)
+    assert (result.records, result.skipped) == (1, 1)
+    assert committed(backend)["a.jsonl"]["position"] == (d / "a.jsonl").stat().st_size
