@@ -52,4 +52,15 @@ class PyConnectPlugin(AirflowPlugin):
     operator_extra_links = [ConnectorsLink()]
 
 
-__all__ = ["PyConnectPlugin"]
+def _entry_point_plugin() -> type[PyConnectPlugin] | None:
+    """The plugin for the ``airflow.plugins`` entry point: Airflow 3.3 loads the ``plugins`` of provider
+    manifests only when ``[core] lazy_discover_providers`` is False (its default is True); then the
+    manifest registers it and the entry point yields nothing (Airflow skips what is not a plugin)."""
+    from airflow import settings
+
+    return PyConnectPlugin if getattr(settings, "LAZY_LOAD_PROVIDERS", True) else None
+
+
+ENTRY_POINT_PLUGIN = _entry_point_plugin()
+
+__all__ = ["ENTRY_POINT_PLUGIN", "PyConnectPlugin"]

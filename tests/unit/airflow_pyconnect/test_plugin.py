@@ -1,0 +1,133 @@
+"""The Connectors plugin: registration, import cost, the extra link, and the service layer over a real
+SQLite store (the API and the page under a real API server: tests/integration/test_ui_connectors.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from airflow_pyconnect.get_provider_info import get_provider_info
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _modules_after(code: str, prefix: str) -> list[str]:
+    probe = code + f"\nimport sys, json\nprint(json.dumps(sorted(m for m in sys.modules if m.startswith({prefix!r}))))\n"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_the_manifest_registers_the_plugin_class() -> None:
+    (entry,) = get_provider_info()["plugins"]
+    assert entry == {"name": "pyconnect", "plugin-class": "airflow_pyconnect.plugins.connectors.PyConnectPlugin"}
+    from airflow_pyconnect.plugins.connectors import ENTRY_POINT_PLUGIN, PyConnectPlugin
+    from airflow_pyconnect.plugins.links import ConnectorsLink
+
+    assert PyConnectPlugin.name == "pyconnect"
+    (view,) = PyConnectPlugin.external_views
+    assert view["name"] == "Connectors" and view["href"].endswith("/pyconnect/ui") and view["destination"] == "nav"
+    assert [type(link) for link in PyConnectPlugin.operator_extra_links] == [ConnectorsLink]
+    # Airflow 3.3 loads manifest plugins only with lazy_discover_providers = False: the entry point covers
+    # the default and yields nothing otherwise (never registered twice)
+    from airflow import settings
+
+    assert ENTRY_POINT_PLUGIN is (PyConnectPlugin if settings.LAZY_LOAD_PROVIDERS else None)
+    from importlib.metadata import entry_points
+
+    (ep,) = [e for e in entry_points(group="airflow.plugins") if e.value.startswith("airflow_pyconnect")]
+    assert ep.value == "airflow_pyconnect.plugins.connectors:ENTRY_POINT_PLUGIN"
+
+
+def test_loading_the_plugin_builds_no_app_until_the_api_server_asks() -> None:
+    loaded = _modules_after("import airflow_pyconnect.plugins.connectors", "airflow_pyconnect.plugins")
+    assert loaded == ["airflow_pyconnect.plugins", "airflow_pyconnect.plugins.connectors",
+                      "airflow_pyconnect.plugins.links"]
+    loaded = _modules_after(
+        "from airflow_pyconnect.plugins.connectors import PyConnectPlugin\n"
+        "(app,) = PyConnectPlugin.fastapi_apps\n"
+        "assert app['url_prefix'] == '/pyconnect' and PyConnectPlugin.fastapi_apps[0] is app\n"
+        "assert {r.path for r in app['app'].routes} >= {'/ui', '/api/connections', '/api/connections/{conn_id}',"
+        " '/api/connections/{conn_id}/runs', '/api/connections/{conn_id}/connectors/{name}/offsets'}",
+        "airflow_pyconnect.plugins")
+    assert "airflow_pyconnect.plugins.app" in loaded  # the probe does see the app when it is built
+
+
+def test_parsing_a_dag_loads_only_the_link_of_the_plugin() -> None:
+    dag_file = REPO / "dags" / "example_pyconnect_backfill.py"
+    loaded = _modules_after(
+        "import importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('example_dag', {str(dag_file)!r})\n"
+        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+        "assert module.dag.get_task('ingest').operator_extra_links",
+        "airflow_pyconnect.plugins")
+    assert loaded == ["airflow_pyconnect.plugins", "airflow_pyconnect.plugins.links"]
+
+
+def test_the_extra_link_names_the_connection_and_the_connector(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_pyconnect.operators.source import PyConnectSourceOperator
+    from airflow_pyconnect.plugins.links import ConnectorsLink
+
+    op = PyConnectSourceOperator(task_id="t", connector_config={"name": "a b&c", "connector.class": "x"},
+                                 pyconnect_conn_id="pc_x")
+    (link,) = [lk for lk in op.operator_extra_links if isinstance(lk, ConnectorsLink)]
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "https://airflow.example.com/team/")
+    assert link.get_link(op, ti_key=None) == (  # type: ignore[arg-type]
+        "https://airflow.example.com/team/pyconnect/ui?conn=pc_x&connector=a+b%26c")
+    assert link.xcom_key == "_link_ConnectorsLink" and link.name == "Connectors"
+    op.connector_config = "{{ not rendered }}"
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "/")
+    assert link.get_link(op, ti_key=None) == "/pyconnect/ui?conn=pc_x"  # type: ignore[arg-type]
+
+
+# -- the service layer over a real store -----------------------------------------------------------
+
+
+def _conn(monkeypatch: pytest.MonkeyPatch, conn_id: str, **fields: object) -> None:
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({"conn_type": "pyconnect", **fields}))
+
+
+def test_overview_and_runs_of_a_store_filled_by_real_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from airflow_pyconnect.plugins import service
+    from connect_runtime import run_sink, run_source
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    _conn(monkeypatch, "pc_unit", host=url)
+    key = {"dag_id": "d", "task_id": "t", "map_index": -1, "interval": "run:manual__1"}
+    run_source({"name": "gen", "connector.class": "connect_runtime.connectors.datagen.DataGenSource",
+                "topic": "o", "max.records": 90, "tasks.max": 2}, url, ledger_key=key)
+    run_sink({"name": "rd", "connector.class": "tests.sink_helpers.RecordingSinkConnector", "topics": "o",
+              "log.path": str(tmp_path / "log.jsonl")}, url, max_records=60)
+    got = service.overview("pc_unit")
+    assert got["backend"] == "sqlite" and got["location"] == str(tmp_path / "s.db")
+    by = {c["name"]: c for c in got["connectors"]}
+    assert by["gen"]["offsets"] == [{"partition": {"task": 0}, "offset": {"position": 45}},
+                                    {"partition": {"task": 1}, "offset": {"position": 90}}]
+    assert by["rd"]["lag"] == [{"topic": "o", "partition": 0, "committed": 60, "end": 90, "lag": 30}]
+    (entry,) = service.runs("pc_unit", run_ids=lambda keys: {})["runs"]
+    assert entry["key"] == key and entry["records"] == 90 and entry["run_id"] is None
+    assert "pc_unit" in [c["conn_id"] for c in service.connection_ids(db=lambda: [])]
+
+
+def test_an_unreachable_store_is_one_line_naming_the_connection_without_secrets(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from airflow_pyconnect.plugins import service
+
+    _conn(monkeypatch, "pc_down", host="kafka://127.0.0.1:9", login="u", password="pw-unit-very-secret",
+          extra={"connect.timeout.ms": 500, "sasl.jaas.config": "jaas-unit-very-secret"})
+    with pytest.raises(service.StoreUnavailable) as err:
+        service.overview("pc_down")
+    text = str(err.value)
+    assert text.startswith("pc_down: store unreachable: ") and "\n" not in text
+    assert "pw-unit-very-secret" not in text and "jaas-unit-very-secret" not in text
+    _conn(monkeypatch, "pc_bad", host="http://nope")
+    with pytest.raises(service.StoreUnavailable, match=r"^pc_bad: store unreachable: ValueError: unsupported"):
+        service.runs("pc_bad")
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "home"))
+    with pytest.raises(service.StoreUnavailable, match=r"^pyconnect_default: no store yet"):
+        service.overview("pyconnect_default", embedded=True)
+    assert not (tmp_path / "home" / "pyconnect" / "pyconnect.db").exists(), "looking created nothing"
