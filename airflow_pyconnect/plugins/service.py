@@ -86,8 +86,10 @@ def _one_line(text: str) -> str:
 
 
 @contextmanager
-def open_store(conn_id: str, embedded: bool = False) -> Iterator[tuple[Backend, dict[str, Any], list[str]]]:
+def open_store(conn_id: str, embedded: bool = False, *,
+               read_only: bool = False) -> Iterator[tuple[Backend, dict[str, Any], list[str]]]:
     """``(open backend, safe description, secret values)`` of a connection's store; closed afterwards.
+    ``read_only``: only looking (a SQLite path naming no file is then an error, nothing is created).
 
     :raises StoreUnavailable: the connection cannot be read or its store cannot be opened.
     """
@@ -105,7 +107,7 @@ def open_store(conn_id: str, embedded: bool = False) -> Iterator[tuple[Backend, 
         else:
             url, settings = PyConnectHook(conn_id).backend_config()
         secrets = [str(settings[k]) for k, v in mask(settings).items() if v == HIDDEN and settings[k]]
-        backend = open_backend(url, settings)
+        backend = open_backend(url, settings, read_only=read_only)
     except StoreUnavailable:
         raise
     except Exception as exc:
@@ -158,7 +160,7 @@ def overview(conn_id: str, embedded: bool = False) -> dict[str, Any]:
     """The connectors of one connection's store with their offsets, and lag for group-offset sinks."""
     from connect_runtime import admin
 
-    with open_store(conn_id, embedded) as (backend, described, secrets):
+    with open_store(conn_id, embedded, read_only=True) as (backend, described, secrets):
         try:
             connectors = _merge_scopes(admin.list_connectors(backend))
             for c in connectors:
@@ -218,7 +220,7 @@ def runs(conn_id: str, embedded: bool = False, connector: str | None = None, lim
     of its data interval, from Airflow's metadata DB; ``None`` when not found)."""
     from connect_runtime import admin
 
-    with open_store(conn_id, embedded) as (backend, described, secrets):
+    with open_store(conn_id, embedded, read_only=True) as (backend, described, secrets):
         try:
             entries = admin.run_ranges(backend, connector, limit)
         except Exception as exc:

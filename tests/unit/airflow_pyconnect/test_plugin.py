@@ -127,6 +127,10 @@ def test_an_unreachable_store_is_one_line_naming_the_connection_without_secrets(
     _conn(monkeypatch, "pc_bad", host="http://nope")
     with pytest.raises(service.StoreUnavailable, match=r"^pc_bad: store unreachable: ValueError: unsupported"):
         service.runs("pc_bad")
+    _conn(monkeypatch, "pc_missing", host=f"sqlite:///{tmp_path / 'missing.db'}")
+    with pytest.raises(service.StoreUnavailable, match=r"^pc_missing: store unreachable: "):
+        service.overview("pc_missing")
+    assert not (tmp_path / "missing.db").exists(), "looking created nothing"
     monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "home"))
     with pytest.raises(service.StoreUnavailable, match=r"^pyconnect_default: no store yet"):
         service.overview("pyconnect_default", embedded=True)
