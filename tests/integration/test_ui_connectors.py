@@ -32,7 +32,7 @@ import pytest
 
 from tests.unit.airflow_pyconnect.airflow_env import REPO, AirflowEnv
 
-pytestmark = pytest.mark.airflow
+pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
 
 DAG_ID = "pyconnect_ui_demo"
 TOPIC = "ui-orders"
