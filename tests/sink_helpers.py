@@ -111,9 +111,8 @@ class RecordingSinkTask(SinkTask):
         self.attempts += 1
         if self.attempts <= int(self.props.get("put.retriable.times") or 0):
             self._log("put_retriable", offsets=[r.offset for r in records], t=time.monotonic())
-            if self.props.get("put.retry.timeout.ms"):
-                if hasattr(self.context, "timeout"):
-                    self.context.timeout(int(self.props["put.retry.timeout.ms"]))
+            if self.props.get("put.retry.timeout.ms") and hasattr(self.context, "timeout"):
+                self.context.timeout(int(self.props["put.retry.timeout.ms"]))
             raise RetriableError(f"transient failure on attempt {self.attempts}")
         self.puts += 1
         if self.props.get("put.hang") == "true":

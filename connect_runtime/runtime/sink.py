@@ -103,6 +103,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from connect_runtime import ranges as _ranges
 from connect_runtime.api.config import ConfigDef, Password, Range, Type
 from connect_runtime.api.connector import SinkConnector, SinkConnectorContext
 from connect_runtime.api.errors import (
@@ -260,7 +261,13 @@ def _normalise_until(until: Any, name: str) -> dict[TopicPartition, int]:
         isinstance(parts, Mapping) and all(isinstance(r, (list, tuple)) for r in parts.values())
         for parts in ranges.values()
     )
-    source: Mapping[Any, Any] = ranges if is_source_result else until  # type: ignore[assignment]
+    source: Mapping[Any, Any] = until
+    if is_source_result and isinstance(ranges, Mapping):
+        try:  # a source result's ranges: a [from, to] pair or a span list; the target is the last span's end
+            source = {t: {p: spans[-1][1] for p, spans in parts.items()} for t, parts in _ranges.parse(ranges).items()}
+        except _ranges.RangesFormatError as exc:
+            raise ConfigError(f"invalid until_offsets for sink connector {name!r}: {exc}",
+                              {"until_offsets": str(exc)}) from None
     out: dict[TopicPartition, int] = {}
     bad: list[str] = []
     for topic, parts in source.items():
@@ -269,7 +276,7 @@ def _normalise_until(until: Any, name: str) -> dict[TopicPartition, int]:
             continue
         for p, target in parts.items():
             try:
-                offset = target[1] if is_source_result else target
+                offset = target
                 if isinstance(offset, bool):
                     raise TypeError
                 out[TopicPartition(str(topic), int(p))] = int(offset)

@@ -86,7 +86,7 @@ def test_providers_manager_has_the_connection_form_without_importing_wtforms(af:
     )
     got = json.loads(af.python(code).stdout.strip().splitlines()[-1])
     assert got["hook"] == ["airflow_pyconnect.hooks.pyconnect.PyConnectHook", "pyconnect_conn_id", "PyConnect"]
-    assert got["behaviour"]["hidden_fields"] == ["schema", "port"]
+    assert got["behaviour"]["hidden_fields"] == ["schema"]  # port is read, so it is shown (issue 11)
     assert got["behaviour"]["relabeling"]["host"] == "Backend URL or Kafka bootstrap servers"
     assert got["widgets"] == ["extra__pyconnect__sasl_mechanism", "extra__pyconnect__security_protocol"]
     assert got["wtforms"] is False

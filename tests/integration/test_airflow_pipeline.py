@@ -56,7 +56,10 @@ def test_source_sensor_sink_pipeline_passes_committed_ranges_through_xcom(af: Ai
     src = xcoms["src"]
     assert src["connector"] == "pipe-gen" and src["records"] == 500
     assert set(src) == {"connector", "records", "ranges", "source_offsets", "transactions", "filtered",
-                        "skipped", "seconds"}
+                        "skipped", "seconds", "generation", "interval_ranges", "interval_records",
+                        "source_offsets_total", "source_offsets_truncated"}
+    assert src["interval_records"] == 500 and src["interval_ranges"] == src["ranges"]
+    assert src["source_offsets_total"] == 2 and src["source_offsets_truncated"] is False
     written = sum(to - frm for parts in src["ranges"].values() for frm, to in parts.values())
     assert written == 500 and list(src["ranges"]) == ["pipe-events"]
     assert len(src["source_offsets"]) == 2  # one source partition per task

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from connect_runtime import ranges
 from connect_runtime.connectors.datagen import generate_value
 from connect_runtime.runtime.sink import run_sink
 from connect_runtime.runtime.source import run_source
@@ -34,7 +35,7 @@ def test_source_run_then_sink_run_round_trip(any_backend_url: str, tmp_path: Pat
     out = tmp_path / "out"
     first = run_source(_source("orders", 800), any_backend_url, max_records=500)  # stops part-way
     assert first.records == 500
-    assert sum(r[1] - r[0] for parts in first.ranges.values() for r in parts.values()) >= 500
+    assert ranges.count(first.ranges) >= 500  # span lists on Kafka: transaction markers are not records
     sunk = run_sink(_sink("orders", out), any_backend_url, until_offsets=first)
     assert sunk.records == 500
     values = _sink_values(out, "orders")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import pytest
 
 from connect_runtime import run_source
-from connect_runtime.api import ConfigError, ConnectError, DataError, RecordMetadata, WaitTimeoutError
+from connect_runtime.api import ConfigError, ConnectError, DataError, RecordMetadata
 from connect_runtime.connectors.datagen import DataGenSource, generate_value
 from connect_runtime.runtime.source import SourceRunResult
 from tests.source_connectors import committed_offset, probe, read_topic
