@@ -9,12 +9,16 @@
         SinkConnector config runs run_sink. Progress on stderr, the result JSON on stdout.
     validate CONFIG                     OK, or every bad field (exit 1); unknown keys are listed as
                                         warnings (with a did-you-mean), which do not fail validation
-    offsets get CONNECTOR               committed source offsets and the sink group's offsets
+    offsets get CONNECTOR               KIP-875's {"offsets": [{"partition": ..., "offset": ...}]}: a
+                                        source's offsets (its own store, then the global one) or a
+                                        sink group's {"kafka_topic", "kafka_partition"}/{"kafka_offset"}
     offsets set CONNECTOR --partition JSON --offset JSON
                                         KIP-875: a source partition's offset (null deletes it), or a
                                         sink partition {"kafka_topic": T, "kafka_partition": P} with
                                         {"kafka_offset": N} (null: back to the beginning)
     offsets reset CONNECTOR             delete every source offset; sink group back to the beginning
+                                        (set and reset are refused while a run holds the connector,
+                                        and start a new generation: an older run can no longer commit)
     topics list                         every topic and its partition count
     topics read TOPIC [--from-beginning] [--max N] [--partition P]
                                         JSON lines of topic/partition/offset/key/value
@@ -255,91 +259,43 @@ def cmd_validate(ctx: _Context) -> int:
     return 1 if errors else 0
 
 
-def _group(name: str) -> str:
-    return f"connect-{name}"
-
-
-def _group_offsets(backend: Any, name: str) -> dict[str, dict[str, int]]:
-    consumer = backend.consumer(_group(name))
-    try:
-        topics = sorted(backend.list_topics())
-        parts = consumer.partitions(topics) if topics else []
-        committed = consumer.committed(parts, _TIMEOUT) if parts else {}
-    finally:
-        consumer.close()
-    out: dict[str, dict[str, int]] = {}
-    for tp in sorted(committed):
-        off = committed[tp]
-        if off is not None:
-            out.setdefault(tp.topic, {})[str(tp.partition)] = off
-    return out
-
-
 def cmd_offsets(ctx: _Context) -> int:
-    from connect_runtime.api.records import TopicPartition
-    from connect_runtime.runtime.offsets import connector_offsets, offset_key, offset_value
+    """KIP-875 through :mod:`connect_runtime.admin`: the connector's own offsets store (from the registry, a
+    config file or ``--offsets-store``) with the global store as fallback; ``set``/``reset`` refused while a
+    run holds the connector, and they start a new generation so an older run can no longer commit."""
+    from connect_runtime import admin
 
     a = ctx.args
     name, store_name = a.connector, a.offsets_store
+    kind: str | None = None
     if Path(name).suffix.lower() in (".json", ".properties") and Path(name).is_file():
-        # a connector config file: its name and its own offsets store, if it has one
+        # a connector config file: its name, its kind and its own offsets store, if it has one
         config = _load(name)
         if not config.get("name"):
             raise ConfigError(errors={"name": f"missing required field in {name}"})
         name = config["name"]
+        kind = _connector_kind(config)
         store_name = store_name or config.get("offsets.storage.topic") or None
     with ctx.open(read_only=a.offsets_command == "get") as backend:
-        store = backend.offset_store(store_name)
-        try:
-            if a.offsets_command == "get":
-                source = [{"partition": p, "offset": o} for p, o in connector_offsets(store, name)]
-                source.sort(key=lambda e: json.dumps(e["partition"], sort_keys=True))
-                _out({"connector": name, "source": source,
-                      "sink": {"group": _group(name), "offsets": _group_offsets(backend, name)}})
-                return 0
-            if a.offsets_command == "set":
-                partition = _json_arg(a.partition, "--partition")
-                offset = _json_arg(a.offset, "--offset")
-                if not isinstance(partition, dict):
-                    raise UsageError("--partition must be a JSON object")
-                if offset is not None and not isinstance(offset, dict):
-                    raise UsageError("--offset must be a JSON object or null")
-                if set(partition) == {"kafka_topic", "kafka_partition"}:
-                    tp = TopicPartition(str(partition["kafka_topic"]), int(partition["kafka_partition"]))
-                    if offset is not None and (set(offset) != {"kafka_offset"}
-                                               or not isinstance(offset["kafka_offset"], int)):
-                        raise UsageError('a sink partition takes --offset \'{"kafka_offset": N}\' or null')
-                    consumer = backend.consumer(_group(name))
-                    try:
-                        if offset is None:
-                            target = consumer.beginning_offsets([tp], _TIMEOUT)[tp]
-                        else:
-                            target = offset["kafka_offset"]
-                        consumer.commit({tp: target}, _TIMEOUT)
-                    finally:
-                        consumer.close()
-                    _out({"connector": name, "group": _group(name), "partition": partition,
-                          "offset": {"kafka_offset": target}})
-                    return 0
-                store.put([(offset_key(name, partition), offset_value(offset))], _TIMEOUT)
-                _out({"connector": name, "partition": partition, "offset": offset})
-                return 0
-            # reset
-            entries = [(offset_key(name, p), None) for p, _ in connector_offsets(store, name)]
-            if entries:
-                store.put(entries, _TIMEOUT)
-            group = _group_offsets(backend, name)
-            tps = [TopicPartition(t, int(p)) for t, parts in group.items() for p in parts]
-            if tps:
-                consumer = backend.consumer(_group(name))
-                try:
-                    consumer.commit(consumer.beginning_offsets(tps, _TIMEOUT), _TIMEOUT)
-                finally:
-                    consumer.close()
-            _out({"connector": name, "source_partitions_reset": len(entries), "sink_partitions_reset": len(tps)})
+        if a.offsets_command == "get":
+            _out(admin.get_offsets(backend, name, kind=kind, offsets_store=store_name))
             return 0
-        finally:
-            store.close()
+        if a.offsets_command == "set":
+            partition = _json_arg(a.partition, "--partition")
+            offset = _json_arg(a.offset, "--offset")
+            if not isinstance(partition, dict):
+                raise UsageError("--partition must be a JSON object")
+            if offset is not None and not isinstance(offset, dict):
+                raise UsageError("--offset must be a JSON object or null")
+            if set(partition) == {"kafka_topic", "kafka_partition"} and offset is not None and (
+                    set(offset) != {"kafka_offset"} or not isinstance(offset["kafka_offset"], int)):
+                raise UsageError('a sink partition takes --offset \'{"kafka_offset": N}\' or null')
+            admin.alter_offsets(backend, name, [{"partition": partition, "offset": offset}], kind=kind,
+                                offsets_store=store_name)
+            _out({"connector": name, "partition": partition, "offset": offset})
+            return 0
+        _out(admin.reset_offsets(backend, name, kind=kind, offsets_store=store_name))
+        return 0
 
 
 def cmd_topics(ctx: _Context) -> int:

@@ -24,7 +24,6 @@ produce, transaction boundaries, checkpoints of source offsets) and :mod:`~conne
 
 from __future__ import annotations
 
-import difflib
 import json
 import logging
 import threading
@@ -46,8 +45,6 @@ MAX_TASKS = 1024
 PROGRESS_EVERY = 5.0
 """Seconds between two ``progress`` callbacks (plus one at the end)."""
 
-_KNOWN_PREFIXES = ("transforms.", "predicates.", "key.converter.", "value.converter.", "header.converter.",
-                   "errors.", "producer.", "consumer.", "admin.", "producer.override.", "consumer.override.")
 
 
 # -- config ----------------------------------------------------------------------------------------
@@ -74,17 +71,12 @@ def connector_props(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def warn_unknown_keys(name: str, props: Mapping[str, Any], defs: Iterable[ConfigDef]) -> dict[str, str]:
-    """Keys no ConfigDef knows (runtime, connector, pipeline prefixes): logged once each with a
-    did-you-mean, and returned as ``{key: message}`` (``validate`` lists them)."""
-    known: set[str] = set()
-    for d in defs:
-        known.update(d.names())
-    out: dict[str, str] = {}
-    for key in sorted(props):
-        if key in known or key.startswith(_KNOWN_PREFIXES):
-            continue
-        close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
-        out[key] = (f"unknown config key {key!r} (ignored)" + (f"; did you mean {close[0]!r}?" if close else ""))
+    """Keys nothing reads (:func:`connect_runtime.runtime.config.unknown_keys`: the ConfigDefs, plugin and
+    client prefixes, listed transform/predicate aliases): logged once each with a did-you-mean, and returned
+    as ``{key: message}`` (``validate`` lists the same)."""
+    from connect_runtime.runtime.config import unknown_keys
+
+    out = unknown_keys(props, *defs)
     for why in out.values():
         log.warning("connector %s: %s", name or "?", why)
     return out

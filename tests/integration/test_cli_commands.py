@@ -95,19 +95,18 @@ def test_source_run_then_topics_and_offsets(tmp_path: Path, sqlite_url: str) -> 
     r = cli("offsets", "get", "gen", url=sqlite_url)
     assert r.rc == 0, r.err
     got = r.json()
-    assert got["source"] == [{"partition": {"task": 0}, "offset": {"position": 20}}]
-    assert got["sink"] == {"group": "connect-gen", "offsets": {}}
+    assert got == {"offsets": [{"partition": {"task": 0}, "offset": {"position": 20}}]}  # KIP-875's shape
     assert cli("offsets", "get", str(tmp_path / "gen.properties"), url=sqlite_url).json() == got  # by config file
 
     # KIP-875: move the source offset back, and the next run re-generates from there
     r = cli("offsets", "set", "gen", "--partition", '{"task": 0}', "--offset", '{"position": 15}', url=sqlite_url)
     assert r.rc == 0, r.err
-    assert cli("offsets", "get", "gen", url=sqlite_url).json()["source"][0]["offset"] == {"position": 15}
+    assert cli("offsets", "get", "gen", url=sqlite_url).json()["offsets"][0]["offset"] == {"position": 15}
     assert cli("run", str(datagen(tmp_path, 20)), url=sqlite_url).json()["records"] == 5
 
     r = cli("offsets", "reset", "gen", url=sqlite_url)
     assert r.rc == 0 and r.json()["source_partitions_reset"] == 1
-    assert cli("offsets", "get", "gen", url=sqlite_url).json()["source"] == []
+    assert cli("offsets", "get", "gen", url=sqlite_url).json() == {"offsets": []}
     assert cli("run", str(datagen(tmp_path, 20)), url=sqlite_url).json()["records"] == 20
 
 
@@ -138,14 +137,15 @@ def test_sink_run_until_a_source_result_and_group_offsets(tmp_path: Path, sqlite
     assert [json.loads(line)["id"] for line in lines] == list(range(30))
 
     # the FileSink keeps its offsets in its files: the group has none
-    assert cli("offsets", "get", "archive", url=sqlite_url).json()["sink"]["offsets"] == {}
+    assert cli("offsets", "get", "archive", url=sqlite_url).json() == {"offsets": []}
     part = '{"kafka_topic": "events", "kafka_partition": 0}'
     r = cli("offsets", "set", "archive", "--partition", part, "--offset", '{"kafka_offset": 7}', url=sqlite_url)
     assert r.rc == 0, r.err
-    assert cli("offsets", "get", "archive", url=sqlite_url).json()["sink"]["offsets"] == {"events": {"0": 7}}
+    assert cli("offsets", "get", "archive", url=sqlite_url).json() == {"offsets": [
+        {"partition": {"kafka_topic": "events", "kafka_partition": 0}, "offset": {"kafka_offset": 7}}]}
     r = cli("offsets", "reset", "archive", url=sqlite_url)
     assert r.json()["sink_partitions_reset"] == 1
-    assert cli("offsets", "get", "archive", url=sqlite_url).json()["sink"]["offsets"] == {"events": {"0": 0}}
+    assert cli("offsets", "get", "archive", url=sqlite_url).json()["offsets"][0]["offset"] == {"kafka_offset": 0}
 
 
 def test_validate(tmp_path: Path) -> None:
@@ -262,7 +262,7 @@ def test_read_only_commands_inspect_a_read_only_database(tmp_path: Path) -> None
     assert read.rc == 0, read.err
     assert [rec["value"]["id"] for rec in read.json_lines()] == [0, 1, 2, 3, 4]
     assert offsets.rc == 0, offsets.err
-    assert offsets.json()["source"] == [{"partition": {"task": 0}, "offset": {"position": 5}}]
+    assert offsets.json() == {"offsets": [{"partition": {"task": 0}, "offset": {"position": 5}}]}
     assert written.rc == 1 and written.err.startswith("error: "), written.err  # a run still needs write access
 
 
@@ -320,3 +320,47 @@ def test_validate_lists_unknown_keys_as_warnings(tmp_path: Path) -> None:
     r = cli("validate", str(bad))
     assert r.rc == 1 and r.out.splitlines()[0] == "invalid: 2 fields", r.out
     assert "  warning: unknown config key 'topik' is ignored" in r.out and "did you mean 'topic'?" in r.out
+
+
+def test_offsets_of_a_connector_with_its_own_store_and_refused_while_it_runs(tmp_path: Path, sqlite_url: str) -> None:
+    """``offsets get NAME`` finds a connector's own offsets store through the registry (KIP-618); ``set`` and
+    ``reset`` are refused while a run holds the connector (KIP-875), and nothing is changed by the refusal."""
+    cfg = datagen(tmp_path, 400, **{"offsets.storage.topic": "gen-own-offsets", "batch.size": "2",
+                                    "poll.delay.ms": "20"})
+    env = {k: v for k, v in os.environ.items() if k != "PYCONNECT_BACKEND"}
+    proc = subprocess.Popen([PYCONNECT, "--backend", sqlite_url, "run", str(cfg)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # wait (bounded) until the run has committed something
+            got = cli("offsets", "get", "gen", url=sqlite_url)
+            if got.rc == 0 and got.json()["offsets"]:
+                break
+            assert proc.poll() is None and time.monotonic() < deadline, ("no offsets committed", got.err)
+            time.sleep(0.2)
+        refused = cli("offsets", "set", "gen", "--partition", '{"task": 0}', "--offset", '{"position": 0}',
+                      url=sqlite_url)
+        assert_one_line_error(refused, 1, "gen", "running")
+        assert_one_line_error(cli("offsets", "reset", "gen", url=sqlite_url), 1, "gen", "running")
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert json.loads(out)["records"] == 400  # the refused reset changed nothing under the run
+    got = cli("offsets", "get", "gen", url=sqlite_url).json()
+    assert got == {"offsets": [{"partition": {"task": 0}, "offset": {"position": 400}}]}
+    from connect_runtime.runtime.offsets import connector_offsets
+
+    with contextlib.closing(open_backend(sqlite_url)) as be:  # the run committed to its own store
+        own = be.offset_store("gen-own-offsets")
+        try:
+            assert connector_offsets(own, "gen") == [({"task": 0}, {"position": 400})]
+        finally:
+            own.close()
+    # once idle, a reset through the CLI reaches the connector's own store: the next run starts over
+    assert cli("offsets", "reset", "gen", url=sqlite_url).json()["source_partitions_reset"] == 1
+    assert cli("offsets", "get", "gen", url=sqlite_url).json() == {"offsets": []}
+    again = cli("run", str(datagen(tmp_path, 400, **{"offsets.storage.topic": "gen-own-offsets"})), url=sqlite_url)
+    assert again.json()["records"] == 400
