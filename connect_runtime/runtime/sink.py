@@ -1079,6 +1079,8 @@ def _run(config: Mapping[str, Any], values: dict[str, Any], connector: SinkConne
         if run.dlq_topic:
             backend.create_topics({run.dlq_topic: int(values["errors.deadletterqueue.topic.partitions"])})
         partitions = _plan(run, values, targets_given)
+        if generation is not None:  # the registry (Connectors view, admin) shows how many tasks this run has
+            generation.update(tasks=len(task_configs))
         while len(pipelines) < len(task_configs):
             pipelines.append(SinkPipeline.from_config(config, task_id=len(pipelines)))
         for i, tc in enumerate(task_configs):

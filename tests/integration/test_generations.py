@@ -270,3 +270,23 @@ def test_a_record_without_a_topic_is_a_data_error_naming_the_record(sqlite_url: 
     with pytest.raises(DataError, match=r"topic '' ?;|has topic ''") as info:
         run_source({**config, "name": "notopic", "transforms": ""}, sqlite_url)
     assert "SourceRecord" in str(info.value) and "'n': 0" in str(info.value)
+
+
+def test_a_sink_run_registers_its_kind_task_count_and_whether_it_owns_offsets(sqlite_url: str, tmp_path: Any) -> None:
+    """What the Connectors view and ``admin.list_connectors`` show for a sink: its planned task count
+    (not 0), ``owns_offsets`` for a FileSink, and a new generation per run."""
+    from connect_runtime import run_sink
+
+    run_source({"name": "reg-src", "connector.class": "connect_runtime.connectors.datagen.DataGenSource",
+                "topic": "reg", "max.records": "40", "tasks.max": "2", "topic.creation.default.partitions": "2",
+                "poll.idle.timeout.ms": "200"}, sqlite_url)
+    sink = {"name": "reg-archive", "connector.class": "connect_runtime.connectors.files.FileSink", "topics": "reg",
+            "directory": str(tmp_path / "out"), "tasks.max": "2"}
+    for _ in range(2):
+        run_sink(sink, sqlite_url, max_seconds=5)
+    with open_backend(sqlite_url) as be:
+        by_name = {c["name"]: c for c in admin.list_connectors(be)}
+    src, arch = by_name["reg-src"], by_name["reg-archive"]
+    assert (src["kind"], src["tasks"], src["state"]) == ("source", 2, "stopped"), src
+    assert (arch["kind"], arch["tasks"], arch["state"], arch["owns_offsets"]) == ("sink", 2, "stopped", True), arch
+    assert arch["generation"] == src["generation"] + 1 and arch["topics"] == ["reg"], (src, arch)
