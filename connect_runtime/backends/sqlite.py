@@ -1333,8 +1333,12 @@ class SQLiteBackend(Backend):
         timeout: float = 30.0, keys: bool = True, timestamps: bool = True, headers: bool = True,
     ) -> Iterator[tuple[Sequence[int], Sequence[bytes | None] | None, Sequence[bytes | None],
                         Sequence[int | None] | None, Sequence[WireHeaders | None] | None]]:
-        """:meth:`read_range` as columns: one range query on a connection of its own selecting only the
-        columns asked for, ``batch_size`` rows at a time, transposed without a per-record object."""
+        """:meth:`read_range` as columns: per window of ``batch_size`` offsets one range query on a
+        connection of its own selecting only the columns asked for, without a per-record object where it
+        can: each column comes from SQLite concatenated in one buffer (values joined by newlines, byte columns
+        with their lengths), split only when indexed, so columnar readers build arrays straight from the
+        buffers (headers decoded in bulk); windows that cannot come so (offsets not consecutive, null
+        values, a value holding a newline) are fetched as rows."""
         self._check_open()
         topic, p = TopicPartition(*partition)
         start, end = max(0, start), min(end, OFFSET_LIMIT)
@@ -1349,38 +1353,24 @@ class SQLiteBackend(Backend):
                 shift = pids[p] << OFFSET_BITS
                 wanted = [c for c, on in (("key", keys), ("ts", timestamps), ("headers", headers)) if on]
                 size = max(1, batch_size)
-                if not wanted:
-                    # values only: per window of offsets, dense ones (the usual case: offsets are assigned at
-                    # commit, one after another) fetch just the values; the offsets are a range
-                    lo = start
-                    while lo < end:
-                        hi = min(end, lo + size)
-                        n, first, last = conn.execute(
-                            "SELECT count(*), min(id), max(id) FROM records WHERE id >= ? AND id < ?",
-                            (shift + lo, shift + hi)).fetchone()
-                        if n and n == last - first + 1:
-                            rows = conn.execute("SELECT value FROM records WHERE id >= ? AND id <= ? ORDER BY id",
-                                                (first, last)).fetchall()
-                            yield range(first - shift, last - shift + 1), None, [r[0] for r in rows], None, None
-                        elif n:
-                            rows = conn.execute("SELECT id - ?, value FROM records WHERE id >= ? AND id < ? "
-                                                "ORDER BY id", (shift, shift + lo, shift + hi)).fetchall()
-                            offs, vals = zip(*rows, strict=True)
-                            yield offs, None, vals, None, None
-                        lo = hi
-                    return
-                cur = conn.execute(
-                    f"SELECT id - ?, value{''.join(', ' + c for c in wanted)} FROM records"
-                    " WHERE id >= ? AND id < ? ORDER BY id", (shift, shift + start, shift + end))
-                dec = decode_headers
-                while True:
-                    rows = cur.fetchmany(size)
-                    if not rows:
-                        break
-                    cols = dict(zip(["offset", "value", *wanted], zip(*rows, strict=True), strict=True))
-                    hdrs = cols.get("headers")
-                    yield (cols["offset"], cols.get("key"), cols["value"], cols.get("ts"),
-                           None if hdrs is None else [None if h is None else dec(h) for h in hdrs])
+                joined = conn.execute("PRAGMA encoding").fetchone()[0] == "UTF-8"  # blobs concatenate as is
+                lo = start
+                while lo < end:
+                    hi = min(end, lo + size)
+                    window = _joined_window(conn, shift, lo, hi, wanted) if joined else None
+                    if window is not None:
+                        if window[0]:
+                            yield window
+                    else:
+                        rows = conn.execute(
+                            f"SELECT id - ?, value{''.join(', ' + c for c in wanted)} FROM records"
+                            " WHERE id >= ? AND id < ? ORDER BY id", (shift, shift + lo, shift + hi)).fetchall()
+                        if rows:
+                            cols = dict(zip(["offset", "value", *wanted], zip(*rows, strict=True), strict=True))
+                            hdrs = cols.get("headers")
+                            yield (cols["offset"], cols.get("key"), cols["value"], cols.get("ts"),
+                                   None if hdrs is None else _EncodedHeaders(hdrs))
+                    lo = hi
         finally:
             conn.close()
 
@@ -1397,6 +1387,143 @@ class SQLiteBackend(Backend):
         for c in own:
             c.close()
 
+
+
+# -- columnar reads (read_range_batches) -----------------------------------------------------------
+
+# Per window one pass over a rowid range. SQLite visits the rows, and so concatenates each column, in
+# rowid order (offset order within a partition). Byte columns come concatenated with their lengths as
+# text (-1 for null; CAST AS BLOB so text-typed cells count bytes); the values joined by newlines.
+_WINDOW_COLUMNS = {
+    "value": ("count(value)", "CAST(group_concat(value, x'0a') AS BLOB)"),
+    "key": ("CAST(group_concat(ifnull(key, x''), '') AS BLOB)", "group_concat(ifnull(length(CAST(key AS BLOB)), -1))"),
+    "ts": ("count(ts)", "group_concat(ts)"),
+    "headers": ("CAST(group_concat(ifnull(headers, x''), '') AS BLOB)",
+                "group_concat(ifnull(length(CAST(headers AS BLOB)), -1))"),
+}
+
+
+class _JoinedValues(Sequence[bytes]):
+    """The values of a window of consecutive records as SQLite concatenated them: ``joined`` is the
+    values separated by newlines, no value containing one and none null, so splitting it is exact (done
+    only when a value is indexed). Readers that parse newline-delimited JSON use ``joined`` as is."""
+
+    __slots__ = ("_split", "joined", "n")
+
+    def __init__(self, joined: bytes, n: int) -> None:
+        self.joined = joined
+        self.n = n
+        self._split: list[bytes] | None = None
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: Any) -> Any:
+        if self._split is None:
+            self._split = self.joined.split(b"\n") if self.n else []
+        return self._split[index]
+
+
+class _JoinedBlobs(Sequence[bytes | None]):
+    """Byte strings (or nulls) of a window of records as SQLite concatenated them: ``data`` and their
+    lengths, ``lengths`` (comma-separated text, ``-1`` for null). Split only when indexed; columnar
+    readers build their arrays from the two directly."""
+
+    __slots__ = ("_items", "data", "lengths", "n")
+
+    def __init__(self, data: bytes, lengths: str, n: int) -> None:
+        self.data = data
+        self.lengths = lengths
+        self.n = n
+        self._items: list[bytes | None] | None = None
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: Any) -> Any:
+        if self._items is None:
+            items: list[bytes | None] = []
+            pos = 0
+            for size in (map(int, self.lengths.split(",")) if self.n else ()):
+                if size < 0:
+                    items.append(None)
+                else:
+                    items.append(self.data[pos:pos + size])
+                    pos += size
+            self._items = items
+        return self._items[index]
+
+
+class _JoinedInts(Sequence[int]):
+    """Integers of a window of records as SQLite concatenated them: ``text``, comma-separated."""
+
+    __slots__ = ("_items", "n", "text")
+
+    def __init__(self, text: str, n: int) -> None:
+        self.text = text
+        self.n = n
+        self._items: list[int] | None = None
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: Any) -> Any:
+        if self._items is None:
+            self._items = [int(v) for v in self.text.split(",")] if self.n else []
+        return self._items[index]
+
+
+class _EncodedHeaders(Sequence[WireHeaders | None]):
+    """Per-record headers as stored (``encoded``, :func:`encode_headers`'s bytes or ``None``), decoded
+    when indexed: columnar readers decode ``encoded`` in bulk."""
+
+    __slots__ = ("encoded",)
+
+    def __init__(self, encoded: Sequence[bytes | None]) -> None:
+        self.encoded = encoded
+
+    def __len__(self) -> int:
+        return len(self.encoded)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [decode_headers(h) for h in self.encoded[index]]
+        return decode_headers(self.encoded[index])
+
+
+def _joined_window(conn: sqlite3.Connection, shift: int, lo: int, hi: int, wanted: Sequence[str]
+                   ) -> tuple[Sequence[int], Sequence[bytes | None] | None, Sequence[bytes | None],
+                              Sequence[int | None] | None, Sequence[WireHeaders | None] | None] | None:
+    """The window ``[lo, hi)`` from one aggregate query, when it comes exact: offsets consecutive (the usual
+    case: offsets are assigned at commit, one after another), no null value or timestamp and no value
+    holding a newline. Offsets are a ``range``; ``None`` when the caller must fetch rows instead."""
+    sql = ", ".join(c for name in ("value", *wanted) for c in _WINDOW_COLUMNS[name])
+    try:
+        row = conn.execute(f"SELECT count(*), min(id), max(id), {sql} FROM records WHERE id >= ? AND id < ?",
+                           (shift + lo, shift + hi)).fetchone()
+    except sqlite3.DataError:  # the window's bytes exceed SQLite's maximum string length
+        return None
+    n, first, last, non_null, joined = row[:5]
+    if not n:
+        return range(0), None, _JoinedValues(b"", 0), None, None
+    if non_null != n or last - first + 1 != n or joined.count(b"\n") != n - 1:
+        return None
+    cols: dict[str, Any] = {}
+    at = 5
+    for name in wanted:
+        first_col, second = row[at], row[at + 1]
+        at += 2
+        if name == "ts":
+            if first_col != n or second.count(",") != n - 1:
+                return None
+            cols[name] = _JoinedInts(second, n)
+        else:
+            if second.count(",") != n - 1:
+                return None
+            blobs = _JoinedBlobs(first_col, second, n)
+            cols[name] = _EncodedHeaders(blobs) if name == "headers" else blobs
+    return (range(first - shift, last - shift + 1), cols.get("key"), _JoinedValues(joined, n), cols.get("ts"),
+            cols.get("headers"))
 
 __all__ = [
     "DEFAULT_OFFSET_STORE",

@@ -2,17 +2,21 @@
 
 Columns are built from a backend's column batches (:meth:`Backend.read_range_batches`), never record by
 record: metadata arrays straight from the column lists, typed values by pyarrow's JSON reader over the
-batch's values joined by newlines. A batch that does not parse as a whole is bisected until the records
-that do not match the schema are found, so one bad record costs a few extra parses, not a slow path.
+batch's values joined by newlines (the SQLite backend hands them over already joined), stored headers
+decoded by vectorised numpy over their bytes. A batch that does not parse as a whole is bisected until
+the records that do not match the schema are found, so one bad record costs a few extra parses, not a
+slow path.
 """
 
 from __future__ import annotations
 
 import base64
 import re
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
@@ -98,6 +102,12 @@ class JsonParser:
         null. A null value (a tombstone) is an empty object: every column null, not malformed."""
         chunks: list[list[pa.Array]] = []
         bad: list[tuple[int, str]] = []
+        joined = getattr(values, "joined", None)  # the values already joined by newlines (SQLite backend)
+        if isinstance(joined, bytes) and values:
+            try:
+                return self._parse_buffer(joined, len(values)), bad
+            except _PARSE_ERRORS:
+                pass  # find the records that do not match, one half at a time
         if values:
             self._parse(values, 0, chunks, bad)
         if len(chunks) == 1:
@@ -122,7 +132,10 @@ class JsonParser:
         n = len(values)
         if None in values:
             values = [b"{}" if v is None else v for v in values]
-        buf = b"\n".join(values)  # type: ignore[arg-type]
+        return self._parse_buffer(b"\n".join(values), n)  # type: ignore[arg-type]
+
+    def _parse_buffer(self, buf: bytes, n: int) -> list[pa.Array]:
+        """The columns of ``n`` values joined by newlines (a value holding a newline parses alone)."""
         options = self.single_options if n == 1 else self.parse_options
         read_options = self.read_options
         if len(buf) >= (1 << 20):
@@ -155,7 +168,14 @@ def _text(v: Any) -> str | None:
 
 
 def _headers(headers: Sequence[Any], t: pa.DataType) -> pa.Array:
-    """``list<struct<key, value>>`` from per-record header lists, built from flat columns."""
+    """``list<struct<key, value>>`` from per-record header lists, built from flat columns (from the stored
+    bytes, vectorised, when the backend hands them over undecoded)."""
+    encoded = getattr(headers, "encoded", None)
+    if encoded is not None:
+        built = _headers_encoded(encoded, t)
+        if built is not None:
+            return built
+        headers = list(headers)  # decoded one by one: the same values, or the backend's error
     names: list[str] = []
     values: list[Any] = []
     ends = [0]
@@ -177,6 +197,119 @@ def _headers(headers: Sequence[Any], t: pa.DataType) -> pa.Array:
     struct = pa.StructArray.from_arrays([pa.array(names, pa.string()), text], fields=list(t.value_type))
     mask = None if all(valid) else pa.array([not v for v in valid], pa.bool_())
     return pa.ListArray.from_arrays(pa.array(ends, pa.int32()), struct, type=t, mask=mask)
+
+
+def _joined_ints(text: str, n: int) -> np.ndarray | None:
+    """Integers from a backend's comma-separated text (``n`` of them), or ``None`` if it is not that."""
+    if not n:
+        return np.zeros(0, np.int64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            out = np.fromstring(text, dtype=np.int64, sep=",")
+        except (ValueError, DeprecationWarning):
+            return None
+    return out if len(out) == n else None
+
+
+def _joined_binary(blobs: Any) -> pa.Array | None:
+    """A binary array straight from a backend's concatenated bytes and their lengths (``-1`` for null),
+    when ``blobs`` comes so and is consistent; ``None`` otherwise."""
+    data, text = getattr(blobs, "data", None), getattr(blobs, "lengths", None)
+    if not isinstance(data, bytes) or not isinstance(text, str) or len(data) >= (1 << 31) - 1:
+        return None
+    lengths = _joined_ints(text, len(blobs))
+    if lengths is None:
+        return None
+    valid = lengths >= 0
+    ends = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(np.where(valid, lengths, 0), out=ends[1:])
+    if ends[-1] != len(data):
+        return None
+    validity = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
+    return pa.Array.from_buffers(pa.binary(), len(lengths), [validity, pa.py_buffer(ends.astype(np.int32).tobytes()),
+                                                             pa.py_buffer(data)], null_count=int((~valid).sum()))
+
+
+def _binary(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, valid: np.ndarray | None) -> pa.Array:
+    """A binary array of the slices ``data[start:start + length]``, gathered without a Python object each."""
+    ends = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=ends[1:])
+    total = int(ends[-1])
+    gathered = data[np.repeat(starts - ends[:-1], lengths) + np.arange(total)] if total else data[:0]
+    validity = None
+    nulls = 0
+    if valid is not None and not valid.all():
+        validity = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
+        nulls = int(len(valid) - valid.sum())
+    return pa.Array.from_buffers(pa.binary(), len(lengths),
+                                 [validity, pa.py_buffer(ends.astype(np.int32).tobytes()),
+                                  pa.py_buffer(gathered.tobytes())], null_count=nulls)
+
+
+def _headers_encoded(encoded: Sequence[bytes | None], t: pa.DataType) -> pa.Array | None:
+    """The headers column from stored headers (version byte ``1``, then per header a big-endian ``uint16``
+    name length, the name, a big-endian ``int32`` value length, ``-1`` for null, the value), decoded for
+    all records at once, one header position per pass. ``None`` when a blob is not well formed: the caller
+    decodes one by one, which raises the backend's own error."""
+    raw = _joined_binary(encoded)
+    if raw is None:
+        raw = pa.array(encoded, pa.binary())
+    n = len(raw)
+    if raw.buffers()[2] is None or raw.buffers()[2].size >= (1 << 31) - 1:
+        return None
+    valid = raw.is_valid().to_numpy(zero_copy_only=False)
+    offs = np.frombuffer(raw.buffers()[1], np.int32, n + 1, raw.offset * 4).astype(np.int64)
+    data = np.frombuffer(raw.buffers()[2], np.uint8)
+    starts, ends = offs[:-1], offs[1:]
+    if ((ends <= starts) & valid).any() or (data[starts[valid]] != 1).any():
+        return None
+    pos = starts + 1
+    which = np.nonzero(valid & (pos < ends))[0]
+    recs, name_at, name_len, value_at, value_len = [], [], [], [], []
+    while which.size:
+        at, stop = pos[which], ends[which]
+        if (at + 2 > stop).any():
+            return None
+        nlen = (data[at].astype(np.int64) << 8) | data[at + 1]
+        ne = at + 2 + nlen
+        if (ne + 4 > stop).any():
+            return None
+        vlen = ((data[ne].astype(np.int64) << 24) | (data[ne + 1].astype(np.int64) << 16)
+                | (data[ne + 2].astype(np.int64) << 8) | data[ne + 3])
+        vlen = np.where(vlen >= 1 << 31, vlen - (1 << 32), vlen)
+        after = ne + 4 + np.maximum(vlen, 0)
+        if (after > stop).any():
+            return None
+        recs.append(which)
+        name_at.append(at + 2)
+        name_len.append(nlen)
+        value_at.append(ne + 4)
+        value_len.append(vlen)
+        pos[which] = after
+        which = which[after < stop]
+    if recs:
+        rec = np.concatenate(recs)
+        order = np.argsort(rec, kind="stable")  # by record, then header position
+        rec = rec[order]
+        n_at, n_len = np.concatenate(name_at)[order], np.concatenate(name_len)[order]
+        v_at, v_len = np.concatenate(value_at)[order], np.concatenate(value_len)[order]
+    else:
+        rec = n_at = n_len = v_at = v_len = np.zeros(0, np.int64)
+    list_ends = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(rec, minlength=n), out=list_ends[1:])
+    try:
+        names = _binary(data, n_at, n_len, None).cast(pa.string())
+    except pa.ArrowInvalid:
+        return None
+    raw_values = _binary(data, v_at, np.maximum(v_len, 0), v_len >= 0)
+    try:
+        values = raw_values.cast(pa.string())
+    except pa.ArrowInvalid:  # undecodable header bytes are replaced, never fatal
+        values = pa.array([_text(v) for v in raw_values.to_pylist()], pa.string())
+    struct = pa.StructArray.from_arrays([names, values], fields=list(t.value_type))
+    mask = None if valid.all() else pa.array(~valid, pa.bool_())
+    return pa.ListArray.from_arrays(pa.array(list_ends, pa.int32()), struct, type=t, mask=mask)
 
 
 class BatchBuilder:
@@ -208,17 +341,20 @@ class BatchBuilder:
         arrays: list[pa.Array] = []
         for name in self.metadata:
             if name == "topic":
-                arrays.append(pa.array([topic] * n, pa.string()))
+                arrays.append(pa.repeat(pa.scalar(topic, pa.string()), n))
             elif name == "partition":
-                arrays.append(pa.array([partition] * n, pa.int32()))
+                arrays.append(pa.repeat(pa.scalar(partition, pa.int32()), n))
             elif name == "offset":
-                arrays.append(pa.array(offsets, pa.int64()))
+                arrays.append(pa.array(np.arange(offsets.start, offsets.stop, dtype=np.int64))
+                              if isinstance(offsets, range) and offsets.step == 1 else pa.array(offsets, pa.int64()))
             elif name == "key":
                 arrays.append(self._bytes(keys, self.key_kind, "key", topic, partition, offsets))
             elif name == "value":
                 arrays.append(self._bytes(values, self.value_kind, "value", topic, partition, offsets))
             elif name == "timestamp":
-                arrays.append(pa.array(stamps, pa.int64()).view(_TS_MS).cast(self.schema.field("timestamp").type))
+                ints = _joined_ints(stamps.text, n) if isinstance(getattr(stamps, "text", None), str) else None
+                arr = pa.array(stamps, pa.int64()) if ints is None else pa.array(ints)
+                arrays.append(arr.view(_TS_MS).cast(self.schema.field("timestamp").type))
             else:
                 arrays.append(_headers(headers, self.schema.field("headers").type))
         keep = None
@@ -250,7 +386,9 @@ class BatchBuilder:
 
     def _bytes(self, data: Sequence[bytes | None], kind: str, what: str, topic: str, partition: int,
                offsets: Sequence[int]) -> pa.Array:
-        arr = pa.array(data, pa.binary())
+        arr = _joined_binary(data)
+        if arr is None:
+            arr = pa.array(data, pa.binary())
         if kind == "bytes":
             return arr
         try:
