@@ -1494,22 +1494,24 @@ class _EncodedHeaders(Sequence[WireHeaders | None]):
 def _joined_window(conn: sqlite3.Connection, shift: int, lo: int, hi: int, wanted: Sequence[str]
                    ) -> tuple[Sequence[int], Sequence[bytes | None] | None, Sequence[bytes | None],
                               Sequence[int | None] | None, Sequence[WireHeaders | None] | None] | None:
-    """The window ``[lo, hi)`` from one aggregate query, when it comes exact: offsets consecutive (the usual
-    case: offsets are assigned at commit, one after another), no null value or timestamp and no value
-    holding a newline. Offsets are a ``range``; ``None`` when the caller must fetch rows instead."""
+    """The window ``[lo, hi)`` from one aggregate query, when it comes exact: every offset of it present (the
+    usual case: offsets are assigned at commit, one after another, and ranges name committed records), no
+    null value or timestamp and no value holding a newline. Offsets are a ``range``; ``None`` when the
+    caller must fetch rows instead (also for a window only partly stored: the rows say which offsets are)."""
     sql = ", ".join(c for name in ("value", *wanted) for c in _WINDOW_COLUMNS[name])
     try:
-        row = conn.execute(f"SELECT count(*), min(id), max(id), {sql} FROM records WHERE id >= ? AND id < ?",
+        row = conn.execute(f"SELECT count(*), {sql} FROM records WHERE id >= ? AND id < ?",
                            (shift + lo, shift + hi)).fetchone()
     except sqlite3.DataError:  # the window's bytes exceed SQLite's maximum string length
         return None
-    n, first, last, non_null, joined = row[:5]
+    n, non_null, joined = row[:3]
     if not n:
         return range(0), None, _JoinedValues(b"", 0), None, None
-    if non_null != n or last - first + 1 != n or joined.count(b"\n") != n - 1:
+    # ids are unique integers, so hi - lo rows in [lo, hi) are exactly the offsets lo .. hi - 1
+    if n != hi - lo or non_null != n or joined.count(b"\n") != n - 1:
         return None
     cols: dict[str, Any] = {}
-    at = 5
+    at = 3
     for name in wanted:
         first_col, second = row[at], row[at + 1]
         at += 2
@@ -1522,8 +1524,7 @@ def _joined_window(conn: sqlite3.Connection, shift: int, lo: int, hi: int, wante
                 return None
             blobs = _JoinedBlobs(first_col, second, n)
             cols[name] = _EncodedHeaders(blobs) if name == "headers" else blobs
-    return (range(first - shift, last - shift + 1), cols.get("key"), _JoinedValues(joined, n), cols.get("ts"),
-            cols.get("headers"))
+    return range(lo, hi), cols.get("key"), _JoinedValues(joined, n), cols.get("ts"), cols.get("headers")
 
 __all__ = [
     "DEFAULT_OFFSET_STORE",

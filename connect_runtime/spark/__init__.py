@@ -73,10 +73,12 @@ Options
     A null value (tombstone) is an empty object: all typed columns null, not malformed. ``decimal``
     values are rounded half up to the declared scale; ``date`` takes ``yyyy-MM-dd``; ``timestamp``
     takes ISO 8601 (no zone means UTC); top-level ``binary`` takes base64. ``map`` types are refused.
-``max.records.per.partition`` (default 100000) and ``min.partitions`` (default: the driver's cores,
+``max.records.per.partition`` (default 1000000) and ``min.partitions`` (default: the driver's cores,
 at least 2; :func:`read_ranges` uses the session's default parallelism)
     Input partitions are sized evenly: at least ``min.partitions`` of them and none longer than
-    ``max.records.per.partition`` offsets, so every core or executor gets a share.
+    ``max.records.per.partition`` offsets, so every core or executor gets a share. Each task costs a
+    Python worker round trip, so the default makes one wave of tasks up to a million records per core;
+    lower it to bound what a retried task reads again.
 ``read.batch.size`` (default 32768)
     Records per Arrow batch.
 ``key.converter`` / ``value.converter`` (default ``json``)

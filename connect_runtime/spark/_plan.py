@@ -12,7 +12,10 @@ from connect_runtime import ranges as ranges_format
 from connect_runtime.api.errors import ConfigError
 from connect_runtime.api.records import TopicPartition
 
-DEFAULT_MAX_RECORDS_PER_PARTITION = 100_000
+DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
+"""About what Spark puts in one 128 MB split of a JSON file of ~100-byte records. Records are read in
+``read.batch.size`` batches whatever the size, so a partition's size bounds the work a retried task redoes,
+not memory; every extra wave of tasks costs a Python worker round trip, so fewer, larger pieces win."""
 
 Spans = list[tuple[int, int]]
 

@@ -32,7 +32,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--ranges", required=True, help='committed ranges JSON: {"orders": {"0": [from, to]}}')
     parser.add_argument("--date", required=True, help="the day (YYYY-MM-DD): the output partition")
     parser.add_argument("--output", required=True, help="Parquet dataset directory")
-    parser.add_argument("--max-records-per-partition", type=int, default=100_000)
+    parser.add_argument("--max-records-per-partition", type=int, default=None,
+                        help="input partitions no longer than this (default: the data source's)")
     return parser.parse_args(argv)
 
 
@@ -50,9 +51,10 @@ def main(argv: list[str] | None = None) -> int:
              .getOrCreate())
     spark.sparkContext.setLogLevel("WARN")
     try:
+        limits = ({} if args.max_records_per_partition is None
+                  else {"max_records_per_partition": args.max_records_per_partition})
         orders = read_ranges(spark, args.backend, args.ranges, schema=ORDER_SCHEMA, mode="FAILFAST",
-                             metadata_columns="offset",
-                             max_records_per_partition=args.max_records_per_partition)
+                             metadata_columns="", **limits)
         invalid = (F.col("customer").isNull() | F.col("amount").isNull() | F.col("items").isNull()).cast("int")
         totals = (orders.groupBy("customer")
                   .agg(F.count(F.lit(1)).alias("orders"), F.sum("items").cast("long").alias("items"),

@@ -133,3 +133,13 @@ def test_arrow_batches_equal_those_built_from_plain_lists(url: str, metadata: tu
         assert headers[43] == [{"key": "bad", "value": "\ufffd\ufffd"}]
         assert headers[42] == [{"key": "h", "value": None}, {"key": "", "value": ""}, {"key": "\u00e9", "value": "\u00fc"}]
         assert headers[41] is None
+
+
+@pytest.mark.parametrize("batch_size", [7, 1000])
+def test_a_range_reaching_past_the_stored_records_reads_only_those(url: str, batch_size: int) -> None:
+    with open_backend(url) as backend:
+        got = [(o, v) for offs, _k, vs, _t, _h in backend.read_range_batches(TP, 80, 200, batch_size=batch_size)
+               for o, v in zip(list(offs), _materialise(vs) or [], strict=True)]
+        assert got == [(r.offset, r.value) for r in backend.read_range(TP, 80, 200)]
+        assert [o for o, _v in got] == list(range(80, 88))
+        assert list(backend.read_range_batches(TP, 88, 200, batch_size=batch_size)) == []
