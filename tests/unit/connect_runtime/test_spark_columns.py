@@ -143,3 +143,31 @@ def test_a_range_reaching_past_the_stored_records_reads_only_those(url: str, bat
         assert got == [(r.offset, r.value) for r in backend.read_range(TP, 80, 200)]
         assert [o for o, _v in got] == list(range(80, 88))
         assert list(backend.read_range_batches(TP, 88, 200, batch_size=batch_size)) == []
+
+
+@pytest.mark.kafka
+def test_kafka_column_batches_hold_exactly_the_records(fresh_kafka_url: str) -> None:
+    """The Kafka backend's batch read (one consume per batch, columns from the messages) gives what
+    read_range gives, across transaction markers, and stops at the range's end and the partition's end."""
+    with open_backend(fresh_kafka_url) as backend:
+        backend.create_topics({"t": 1})
+        producer = backend.transactional_producer("w")
+        producer.init_transactions(30)
+        for batch in ([_clean(i) for i in range(30)], TRICKY, [_clean(i) for i in range(100, 130)]):
+            producer.begin_transaction()
+            producer.send([ProducerRecord("t", 0, k, v, TS0 + j, h) for j, (k, v, h) in enumerate(batch)])
+            producer.commit_transaction([], 30)
+        producer.close()
+        # offsets: 0..29, a marker, 31..38, a marker, 40..69, a marker
+        for start, end, size, count, wait in ((0, 70, 7, 68, 30), (5, 50, 1000, 43, 30), (31, 40, 3, 8, 30),
+                                              (60, 500, 4, 10, 2)):  # past the partition's end: bounded wait
+            want = list(backend.read_range(TP, start, end, timeout=wait))
+            got = [(o, k, v, t, h) for cols in backend.read_range_batches(TP, start, end, batch_size=size,
+                                                                          timeout=wait)
+                   for o, k, v, t, h in zip(*cols, strict=True)]
+            assert got == [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in want]
+            assert len(got) == count
+        only_values = list(backend.read_range_batches(TP, 0, 70, keys=False, timestamps=False, headers=False,
+                                                      timeout=30))
+        assert [k is None and t is None and h is None for _o, k, _v, t, h in only_values] == [True] * len(only_values)
+        assert [o for offs, *_ in only_values for o in offs] == [*range(30), *range(31, 39), *range(40, 70)]
