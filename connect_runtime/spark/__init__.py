@@ -94,6 +94,13 @@ undecodable bytes replaced; ``null`` for a null header value).
 Only committed records appear (the backend reads ``read_committed``). The backend is opened inside
 each executor-side ``read()``, never pickled.
 
+Speed: the batches reach Spark as built (no ``spark.sql.execution.arrow.*`` setting applies). The SQLite
+backend hands each window of ``read.batch.size`` records over as buffers SQLite concatenated in one query
+(values joined by newlines, parsed as they are; keys and headers with their lengths, headers decoded in
+bulk); the Kafka backend builds columns from each ``consume()`` batch. Spark cannot prune the columns of a
+Python data source, so every column of the schema is built whatever the query uses: choose
+``metadata.columns`` (each costs; ``headers`` most) and put only the fields you need in ``schema``.
+
 This is the only package of ``connect_runtime`` that imports pyspark, and nothing imports it at
 module level: ``connect_runtime`` itself works without pyspark installed.
 """
