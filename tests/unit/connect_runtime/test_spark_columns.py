@@ -171,3 +171,22 @@ def test_kafka_column_batches_hold_exactly_the_records(fresh_kafka_url: str) -> 
                                                       timeout=30))
         assert [k is None and t is None and h is None for _o, k, _v, t, h in only_values] == [True] * len(only_values)
         assert [o for offs, *_ in only_values for o in offs] == [*range(30), *range(31, 39), *range(40, 70)]
+
+
+def test_a_window_longer_than_sqlite_allows_is_fetched_as_rows(url: str) -> None:
+    """SQLite refuses a concatenation past its maximum length: that window comes as rows, complete."""
+    import sqlite3
+
+    from connect_runtime.backends.sqlite import OFFSET_BITS, _joined_window, _topic_info, parse_url
+
+    conn = sqlite3.connect(parse_url(url))
+    try:
+        pids = _topic_info(conn, "t")
+        assert pids is not None
+        shift = pids[0] << OFFSET_BITS
+        assert _joined_window(conn, shift, 0, 40, ["key", "ts", "headers"]) is not None
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 200)
+        assert _joined_window(conn, shift, 0, 40, ["key", "ts", "headers"]) is None
+        assert _joined_window(conn, shift, 0, 2, []) is not None  # short windows still come joined
+    finally:
+        conn.close()
