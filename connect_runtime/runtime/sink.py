@@ -109,6 +109,7 @@ from connect_runtime.api.connector import SinkConnector, SinkConnectorContext
 from connect_runtime.api.errors import (
     ConfigError,
     ConnectError,
+    DataError,
     ProducerFencedError,
     RetriableError,
     WaitTimeoutError,
@@ -439,6 +440,7 @@ class _Worker:
         self._commit_failing_since: float | None = None
         self._consumer: Consumer | None = None
         self._dlq: Producer | None = None
+        self._in_put = False
         self._dlq_pending = 0
         self._task: SinkTask | None = None
         self._ctx = _TaskContext(self, task_config)
@@ -676,7 +678,11 @@ class _Worker:
                 self._dead_letter(rec, error)
         self._batch = batch
         self._batch_index = None
-        self._put(processed.records)
+        self._in_put = True
+        try:
+            self._put(processed.records)
+        finally:
+            self._in_put = False
         self._batch = []
         self._batch_index = None
         pos = self._pos
@@ -744,6 +750,7 @@ class _Worker:
             return False
         finally:
             self._ctx.closing = False
+        self._flush_dlq()
         self._commit_failing_since = None
         if not offsets:
             return True
@@ -794,6 +801,12 @@ class _Worker:
             self._commit_failing_since = now
         self.commit_failures += 1
         why = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, (DataError, ConfigError, ProducerFencedError)):
+            # Kafka Connect redelivers after any pre_commit exception; these say the same records will fail
+            # the same way (bad data, bad config) or that a newer run owns the partitions: fail at once
+            raise ConnectError(
+                f"{self.label} failed: pre_commit raised {why}; not delivered again (nothing more "
+                f"was committed; the group keeps {_show(self._group)})") from exc
         ran_out = run.retry_bound_reached(self._commit_failing_since, now)
         if ran_out is None and closing and run.budget.exhausted():
             ran_out = "the run's max_records were consumed (nothing can be delivered again)"
@@ -854,6 +867,11 @@ class _Worker:
             log.warning("%s: task reported record %s[%d]@%d as failed: %s: %s%s", self.label, record.topic,
                         record.partition, record.offset, type(error).__name__, error, detail)
         self._dead_letter(original, error)
+        if not self._in_put:
+            # reported from flush/pre_commit/close: a sink that commits its own offsets there (SqlSink,
+            # FileSink) may commit right after this returns, so the dead letter must be durable first.
+            # Reports from put are batched and flushed before the next pre_commit.
+            self._flush_dlq()
 
 
 def _show(offsets: Mapping[TopicPartition, int | None]) -> str:
