@@ -99,14 +99,19 @@ def test_plain_sink_sees_every_record_at_least_once_after_sigkill(tmp_path: Path
 
 
 def kill_loop(tmp_path: Path, url: str, cfg: dict[str, Any], kills: int, progress: Callable[[], int],
-              total: int) -> None:
+              total: int, launch: Callable[[Path], subprocess.Popen[bytes]] | None = None) -> None:
     """Start the run and SIGKILL it mid-run, ``kills`` times; then run it to its end.
 
     Each kill lands as soon as ``progress()`` (checked every 20 ms) shows that the run has written a
     random share of what was left, so a fast run is still killed mid-run, at a different point each
     time, and the kill's instant relative to the sink's commit points is arbitrary. A run that exits on
     its own with an error fails the test with its log. At least one kill must land mid-run (the process
-    alive, some but not all of ``total`` written)."""
+    alive, some but not all of ``total`` written). ``launch(log)`` starts a run (default: a sink run of
+    ``cfg`` on ``url``)."""
+    if launch is None:
+        def launch(log: Path) -> subprocess.Popen[bytes]:
+            return start(cfg, url, log)
+
     seed = os.environ.get("PYCONNECT_SEED", str(time.time()))
     rng = random.Random(seed)
     mid_run = 0
@@ -114,7 +119,7 @@ def kill_loop(tmp_path: Path, url: str, cfg: dict[str, Any], kills: int, progres
         log = tmp_path / f"run{i}.log"
         before = progress()
         target = before + max(1, int((total - before) * rng.uniform(0.05, 0.8)))
-        proc = start(cfg, url, log)
+        proc = launch(log)
         try:
             wait_for(f"run {i} to write {target} of {total} records (or exit)",
                      lambda: proc.poll() is not None or progress() >= target, 120)  # noqa: B023
@@ -127,7 +132,7 @@ def kill_loop(tmp_path: Path, url: str, cfg: dict[str, Any], kills: int, progres
         finally:
             kill(proc)
     assert mid_run >= 1, f"no kill of {kills} landed mid-run (PYCONNECT_SEED={seed}): add records"
-    finish(start(cfg, url, tmp_path / "final.log"), tmp_path / "final.log")
+    finish(launch(tmp_path / "final.log"), tmp_path / "final.log")
 
 
 def test_ledger_sink_holds_each_record_exactly_once_after_sigkills(tmp_path: Path, sqlite_url: str) -> None:
