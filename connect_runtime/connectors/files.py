@@ -45,7 +45,9 @@ any crash:
 - ``pre_commit()`` fsyncs data, then writes the manifest, and returns ``{}``: the runtime commits
   nothing to the consumer group, the manifest is the only truth. No duplicates, no loss.
 
-``put()`` encodes a whole batch per partition with a prebound encoder and writes it with one call.
+``put()`` encodes a whole batch per partition with one orjson call (split into lines with msgspec; byte for
+byte what ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))`` writes, values whose orjson bytes
+could differ are written by json) and writes it with one call.
 Each line is the record value as JSON (``output.fields=value``, the default) or an object with the
 chosen fields of ``topic, partition, offset, timestamp, key, value, headers``.
 """

@@ -213,3 +213,47 @@ def test_csv_segments_each_start_with_the_header(tmp_path: Path, sqlite_url: str
         assert rows[0] == ["id"]
         ids += [int(r[0]) for r in rows[1:]]
     assert ids == list(range(20))
+
+
+def test_batched_json_lines_are_byte_for_byte_what_json_writes(tmp_path: Path, sqlite_url: str,
+                                                              backend: Backend) -> None:
+    """The batch encoder (one orjson call per put) writes exactly json's bytes, also where orjson's own
+    would differ (NaN, exponent floats, integers beyond 64 bits, non-string keys after a transform-free
+    round trip) and for bytes values (ByteArrayConverter: written as UTF-8 text)."""
+    values: list[Any] = [
+        {"a": 1.5e-7, "b": 1e16, "c": 1e22, "d": 0.0001, "e": -0.0, "f": 123456789.125},
+        {"neg": -(2**63), "u": 2**64 - 1},
+        float("nan"), float("inf"), None, "é\u2028\x7f\x1f\"\\", [1, [2, {"x": None}]], "null", "e1", 0.00001,
+        {"big": 2**70},  # orjson refuses it: alone in the last batch, which json writes
+    ]
+    out = tmp_path / "out"
+    fill(backend, values, partitions=1)
+    run_sink(config(out, consumer_max_poll_records=str(len(values) - 1)), sqlite_url)
+    expected = "".join(json.dumps(v, ensure_ascii=False, separators=(",", ":")) + "\n" for v in values)
+    assert data_file(out, 0).read_bytes() == expected.encode("utf-8")
+
+    raw = tmp_path / "raw"
+    run_sink({**config(raw), "name": "raw", "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter"}, sqlite_url)
+    assert data_file(raw, 0).read_bytes() == "".join(
+        json.dumps(json.dumps(v), separators=(",", ":")) + "\n" for v in values).encode()
+
+
+def test_a_value_json_cannot_write_is_named_and_the_batch_before_it_kept(tmp_path: Path, sqlite_url: str,
+                                                                          backend: Backend) -> None:
+    """A lone surrogate (valid JSON text, not encodable as UTF-8) in the middle of a batch: the batch
+    encoder gives way to the record-by-record path, which names the record; with errors.tolerance=all it is
+    dead-lettered and every other record of the batch is written."""
+    backend.create_topics({TOPIC: 1})
+    producer = backend.producer()
+    try:
+        producer.send([ProducerRecord(TOPIC, 0, None, v) for v in (b'{"a":1}', b'"\\ud800"', b'{"a":3}')])
+        producer.flush(30)
+    finally:
+        producer.close()
+    with pytest.raises(ConnectError, match=r"in\[0\]@1"):
+        run_sink(config(tmp_path / "none"), sqlite_url)
+    out = tmp_path / "all"
+    result = run_sink({**config(out), "name": "tolerant", "errors.tolerance": "all",
+                       "errors.deadletterqueue.topic.name": "dlq"}, sqlite_url)
+    assert (result.records, result.dead_lettered) == (3, 1)
+    assert lines(out, 0) == [{"a": 1}, {"a": 3}]
