@@ -45,6 +45,8 @@ are found.
 
 from __future__ import annotations
 
+import collections
+import itertools
 import json
 import logging
 import re
@@ -712,6 +714,8 @@ class _KafkaProducerBase:
         per partition of this send get a report. A record of a topic whose partition count is not
         known gets a report of its own and librdkafka's partitioner.
         """
+        if self._send_one_partition(records):
+            return
         produce = self._produce
         poll = self._poll
         report = self.tracker.on_delivery
@@ -772,6 +776,68 @@ class _KafkaProducerBase:
         except (ck.KafkaException, SystemError) as exc:
             raise self._failure(_unwrap(exc), "sending records") from exc
         self.tracker.count += total
+
+    def _send_one_partition(self, records: Sequence[ProducerRecord]) -> bool:
+        """:meth:`_send_sparse` for its common case, without a Python step per record: every record a
+        6-field ``ProducerRecord`` of one topic and one partition (given, or ``None`` with no key, which the
+        "consistent" partitioner maps to partition 0), no headers. The records are turned into columns with
+        one ``zip`` and queued by ``map`` over ``produce``; only the first and the last get a delivery
+        report. Returns False (nothing queued) when the batch is not of that shape."""
+        total = len(records)
+        if total < 3 or set(map(len, records)) != {6}:
+            return False
+        topics, parts, keys, values, stamps, headers = zip(*records, strict=True)
+        if len(set(topics)) != 1 or any(headers):
+            return False
+        part_set = set(parts)
+        if len(part_set) != 1:
+            return False
+        partition = part_set.pop()
+        if partition is None:
+            if set(keys) != {None}:
+                return False
+            partition = 0
+        elif type(partition) is not int or partition < 0:
+            return False
+        topic = topics[0]
+        if None in stamps:
+            stamps = tuple([t or 0 for t in stamps])
+        produce = self._produce
+        report = self.tracker.on_delivery
+        try:
+            for lo in range(0, total, _POLL_EVERY):
+                if lo:
+                    self._poll(0)
+                hi = min(total, lo + _POLL_EVERY)
+                i = lo
+                while i < hi:
+                    first, last = i == 0, hi == total
+                    if first or (last and i == hi - 1):  # the records that get a delivery report
+                        args = (topic, values[i], keys[i], partition, report, None, stamps[i], None)
+                        try:
+                            produce(*args)
+                        except BufferError:
+                            self._queue_full(args, {})
+                        i += 1
+                        continue
+                    end = hi - 1 if last else hi
+                    # produce(topic, value, key, partition, on_delivery, callback, timestamp, headers) per record;
+                    # ``pulled`` counts the records map took, so a full queue can resume right after the one
+                    # it refused
+                    pulled = itertools.count(i + 1)
+                    try:
+                        collections.deque(map(produce, itertools.compress(itertools.repeat(topic), pulled),
+                                              values[i:end], keys[i:end], itertools.repeat(partition),
+                                              itertools.repeat(None), itertools.repeat(None), stamps[i:end]), 0)
+                        i = end
+                    except BufferError:
+                        j = next(pulled) - 2  # the refused record
+                        self._queue_full((topic, values[j], keys[j], partition, None, None, stamps[j], None), {})
+                        i = j + 1
+        except (ck.KafkaException, SystemError) as exc:
+            raise self._failure(_unwrap(exc), "sending records") from exc
+        self.tracker.count += total
+        return True
 
     def send(self, records: Sequence[ProducerRecord]) -> None:
         if self._sparse:

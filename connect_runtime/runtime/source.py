@@ -33,7 +33,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from operator import itemgetter
+from itertools import repeat
+from operator import attrgetter, is_, itemgetter
 from typing import Any
 
 from connect_runtime import ranges as ranges_mod
@@ -401,6 +402,7 @@ class _TaskContext(SourceTaskContext):
 
 
 _topic_of = itemgetter(0)
+_source_partition_of = attrgetter("source_partition")
 
 
 class _RunFailed(Exception):
@@ -692,8 +694,12 @@ class _WorkerTask:
         """Remember the last source offset per source partition of a batch (paid per batch, not per record:
         one identity scan, then one write per distinct partition object, in poll order)."""
         writer = self.pending.writer
-        last = {id(r.source_partition): i for i, r in enumerate(records)}
-        picked = [records[-1]] if len(last) == 1 else [records[i] for i in sorted(last.values())]
+        parts = list(map(_source_partition_of, records))
+        if all(map(is_, parts, repeat(parts[-1]))):  # one partition object (the common case): no step per record
+            picked = [records[-1]]
+        else:
+            last = {id(sp): i for i, sp in enumerate(parts)}
+            picked = [records[i] for i in sorted(last.values())]
         for r in picked:
             try:
                 writer.record(r.source_partition, r.source_offset)

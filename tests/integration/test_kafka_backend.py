@@ -443,6 +443,36 @@ def test_a_full_local_queue_is_waited_out(kafka_url):
         assert written.ranges == {TopicPartition(topic, 0): (0, 2000)}
 
 
+def test_transactional_one_partition_batches_through_a_full_queue(kafka_url):
+    """The transactional producer's column path (one topic, one partition, no headers: records queued by
+    map over produce) waited out on a queue of 50 records, across chunks of 1,000, with null and given
+    timestamps, keys on an explicit partition, tombstones: every record lands once, in order."""
+    topic = _name("tx-columns")
+    with open_backend(kafka_url, {"producer.override.queue.buffering.max.messages": 50}) as be:
+        be.create_topics({topic: 2})
+        tid = f"{be.cluster_id}-{_name('conn')}-0"
+        p = be.transactional_producer(tid)
+        no_key = [ProducerRecord(topic, None, None, b"a%d" % i, None if i % 3 else 1_700_000_000_000 + i, None)
+                  for i in range(2500)]
+        keyed = [ProducerRecord(topic, 1, b"k%d" % i, None if i == 7 else b"b%d" % i, 1_700_000_000_000 + i, None)
+                 for i in range(1200)]
+        try:
+            p.init_transactions(10)
+            p.begin_transaction()
+            p.send(no_key)
+            p.send(keyed)
+            written = p.commit_transaction([], 10)
+        finally:
+            p.close()
+        assert written.ranges == {TopicPartition(topic, 0): (0, 2500), TopicPartition(topic, 1): (0, 1200)}
+        got = _read_all(be, topic)
+    by_partition = {q: [(r.key, r.value) for r in got if r.partition == q] for q in (0, 1)}
+    assert by_partition[0] == [(None, r.value) for r in no_key]
+    assert by_partition[1] == [(r.key, r.value) for r in keyed]
+    stamped = {r.value: r.timestamp for r in got if r.partition == 0}
+    assert all(stamped[r.value] == r.timestamp for r in no_key if r.timestamp is not None)
+
+
 def test_a_send_to_a_partition_that_does_not_exist_is_a_backend_error(backend):
     topic = _name("nopart")
     backend.create_topics({topic: 1})
