@@ -101,6 +101,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from connect_runtime import ranges as _ranges
@@ -138,6 +139,9 @@ from connect_runtime.runtime.worker import (
 )
 
 log = logging.getLogger(__name__)
+
+_topic_of = itemgetter(0)
+_partition_of = itemgetter(1)
 
 PROGRESS_INTERVAL_S = 5.0
 """``progress`` is called at most this often (and once at the end)."""
@@ -633,9 +637,7 @@ class _Worker:
         """Drop records at or past their partition's target; take from the max_records budget.
         Also the last offset per partition of what is left (keys are plain tuples, which find the
         TopicPartition keys of the position dicts)."""
-        last: dict[tuple[str, int], int] = {}
-        for rec in batch:
-            last[rec[0], rec[1]] = rec[2]
+        last = _last_offsets(batch)
         target = self._target
         changed = False
         if any(off >= target[k] for k, off in last.items()):  # type: ignore[index]
@@ -647,9 +649,7 @@ class _Worker:
             batch = batch[:granted]
             changed = True
         if changed:
-            last = {}
-            for rec in batch:
-                last[rec[0], rec[1]] = rec[2]
+            last = _last_offsets(batch)
         return batch, last
 
     def _check_ends(self, remaining: list[TopicPartition]) -> None:
@@ -872,6 +872,21 @@ class _Worker:
             # FileSink) may commit right after this returns, so the dead letter must be durable first.
             # Reports from put are batched and flushed before the next pre_commit.
             self._flush_dlq()
+
+
+def _last_offsets(batch: list[ConsumedRecord]) -> dict[tuple[str, int], int]:
+    """The offset of the last record per partition of a batch; for a batch of one partition (the common
+    case) without a step per record."""
+    if not batch:
+        return {}
+    first, end = batch[0], batch[-1]
+    if (first[1] == end[1] and first[0] == end[0] and len(set(map(_partition_of, batch))) == 1
+            and len(set(map(_topic_of, batch))) == 1):
+        return {(end[0], end[1]): end[2]}
+    last: dict[tuple[str, int], int] = {}
+    for rec in batch:
+        last[rec[0], rec[1]] = rec[2]
+    return last
 
 
 def _show(offsets: Mapping[TopicPartition, int | None]) -> str:
