@@ -5,11 +5,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, date, datetime
 from datetime import time as dtime
 from decimal import Decimal, InvalidOperation
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, cast
 
 from connect_runtime.api.config import (
@@ -166,7 +168,11 @@ def _iso(kind: type) -> Callable[[Any], Any]:
     return conv
 
 
+_ISO = {kind: _iso(kind) for kind in (datetime, date, dtime)}
+
+
 def _coercer(col_type: Any, copy_json: bool) -> Callable[[Any], Any] | None:
+    """The per-value coercion of one column type (None: values go to the driver as they are)."""
     import sqlalchemy as sa
 
     if isinstance(col_type, sa.JSON):
@@ -176,15 +182,81 @@ def _coercer(col_type: Any, copy_json: bool) -> Callable[[Any], Any] | None:
     if isinstance(col_type, sa.Numeric) and not isinstance(col_type, sa.Float):
         return _decimal
     if isinstance(col_type, sa.DateTime):
-        return _iso(datetime)
+        return _ISO[datetime]
     if isinstance(col_type, sa.Date):
-        return _iso(date)
+        return _ISO[date]
     if isinstance(col_type, sa.Time):
-        return _iso(dtime)
+        return _ISO[dtime]
     if isinstance(col_type, (sa.String, sa.Text)) and not isinstance(col_type, sa.Enum):
         # an object or array into a text column: its JSON text (a number or bool stays as the driver writes it)
-        return lambda v: json.dumps(v) if isinstance(v, (dict, list)) else v
+        return _text
     return None
+
+
+def _text(v: Any) -> Any:
+    return json.dumps(v) if isinstance(v, (dict, list)) else v
+
+
+# A column of values converted at once: ``(values, text_ok) -> values``. ``text_ok``: the values go into a
+# PostgreSQL text COPY, so a string whose form PostgreSQL parses exactly as Python does may be passed on
+# as it is (checked by Python first, then matched against the strict forms below), saving an object per
+# value and its re-rendering by the driver. Raises ValueError/TypeError as the per-value coercion does.
+ColumnCoercer = Callable[[Sequence[Any], bool], Sequence[Any]]
+
+_STR, _STR_NONE = frozenset({str}), frozenset({str, type(None)})
+# plain decimal numbers, joined by ",": each is one Decimal and PostgreSQL both read as the same number
+_DECIMAL_TEXT = re.compile(r"(?:[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?(?:,|$))+")
+_ISO_TEXT = {
+    datetime: re.compile(r"(?:\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d{1,6})?(?:[+-]\d\d:\d\d)?(?:,|$))+"),
+    date: re.compile(r"(?:\d{4}-\d\d-\d\d(?:,|$))+"),
+    dtime: re.compile(r"(?:\d\d:\d\d:\d\d(?:\.\d{1,6})?(?:,|$))+"),
+}
+
+
+def _each(conv: Callable[[Any], Any]) -> ColumnCoercer:
+    def column(values: Sequence[Any], text_ok: bool) -> Sequence[Any]:
+        return [v if v is None else conv(v) for v in values]
+    return column
+
+
+def _column_coercer(col_type: Any, copy_json: bool) -> ColumnCoercer | None:
+    """The column-at-once form of :func:`_coercer` (the same values; see :data:`ColumnCoercer`)."""
+    conv = _coercer(col_type, copy_json)
+    if conv is None:
+        return None
+    each = _each(conv)
+    if conv is _text:
+        def text(values: Sequence[Any], text_ok: bool) -> Sequence[Any]:
+            return values if set(map(type, values)) <= _STR_NONE else each(values, text_ok)
+        return text
+    if conv is _decimal:
+        def decimal(values: Sequence[Any], text_ok: bool) -> Sequence[Any]:
+            kinds = set(map(type, values))
+            if kinds == _STR:
+                if text_ok and _DECIMAL_TEXT.fullmatch(",".join(values)):
+                    return values
+                try:
+                    return list(map(Decimal, values))
+                except InvalidOperation:
+                    return each(values, text_ok)  # raises, naming the value
+            return each(values, text_ok)
+        return decimal
+    kind = next((k for k, c in _ISO.items() if c is conv), None)
+    if kind is None:
+        return each
+    parse, form = kind.fromisoformat, _ISO_TEXT[kind]  # type: ignore[attr-defined]
+
+    def iso(values: Sequence[Any], text_ok: bool) -> Sequence[Any]:
+        if set(map(type, values)) == _STR:
+            try:
+                parsed = list(map(parse, values))
+            except ValueError:
+                return each(values, text_ok)  # "...z", or raises naming the value
+            if text_ok and form.fullmatch(",".join(values)):
+                return values
+            return parsed
+        return each(values, text_ok)
+    return iso
 
 
 def _sql_type(values: list[Any], dialect: str, key: bool) -> Any:
@@ -214,10 +286,22 @@ class _Tables:
         self.task = task
         self.tables: dict[str, Table] = {}
         self.coercers: dict[str, dict[str, Callable[[Any], Any] | None]] = {}
+        self.column_coercers: dict[str, dict[str, ColumnCoercer | None]] = {}
+        self.names: dict[str, frozenset[str]] = {}
 
     def forget(self) -> None:
         self.tables.clear()
         self.coercers.clear()
+        self.column_coercers.clear()
+        self.names.clear()
+
+    def _remember(self, name: str, table: Table) -> None:
+        """Keep a reflected (or created) table and its coercers, computed once per table."""
+        copy_json = self.task.copy_json
+        self.tables[name] = table
+        self.coercers[table.fullname] = {c.name: _coercer(c.type, copy_json) for c in table.columns}
+        self.column_coercers[table.fullname] = {c.name: _column_coercer(c.type, copy_json) for c in table.columns}
+        self.names[name] = frozenset(c.name for c in table.columns)
 
     def get(self, conn: Connection, name: str, rows: list[dict[str, Any]], pk: list[str],
             first: SinkRecord) -> Table:
@@ -231,17 +315,20 @@ class _Tables:
             elif self.task.cfg["auto.create"]:
                 table = self._create(conn, table_name, schema, rows, pk)
             else:
-                raise ConnectError(f"SqlSink: table {name!r} does not exist in {safe_url(conn.engine.url)} (record "
-                                   f"{_where(first)}); create it or set auto.create=true")
-            self.tables[name] = table
-            self.coercers[name] = {c.name: _coercer(c.type, self.task.copy_json) for c in table.columns}
-        fields: dict[str, list[Any]] = {}
-        for row in rows:
-            for k, v in row.items():
-                if k not in table.c:
-                    fields.setdefault(k, []).append(v)
-        if fields:
-            table = self._evolve(conn, table, fields, rows)
+                # a ConfigError: the run fails at once (as Kafka Connect's JDBC sink task does), not after
+                # redelivering for the retry bound when it surfaces at a commit point
+                raise ConfigError(f"SqlSink: table {name!r} does not exist in {safe_url(conn.engine.url)} (record "
+                                  f"{_where(first)}); create it or set auto.create=true",
+                                  errors={"auto.create": f"true, or create table {name!r} first"})
+            self._remember(name, table)
+        names = self.names[name]
+        if rows and not set().union(*rows) <= names:  # a field the table has no column for
+            fields: dict[str, list[Any]] = {}
+            for row in rows:
+                for k, v in row.items():
+                    if k not in names:
+                        fields.setdefault(k, []).append(v)
+            table = self._evolve(conn, name, table, fields, rows)
         return table
 
     def _create(self, conn: Connection, table_name: str, schema: str | None, rows: list[dict[str, Any]],
@@ -262,7 +349,8 @@ class _Tables:
         table.create(conn)
         return table
 
-    def _evolve(self, conn: Connection, table: Table, fields: dict[str, list[Any]], rows: list[dict[str, Any]]) -> Table:
+    def _evolve(self, conn: Connection, key: str, table: Table, fields: dict[str, list[Any]],
+                rows: list[dict[str, Any]]) -> Table:
         import sqlalchemy as sa
 
         name = table.fullname
@@ -278,9 +366,11 @@ class _Tables:
                                  f"{typ.compile(conn.dialect)} NULL")
         table_name, schema = table.name, table.schema
         fresh = sa.Table(table_name, sa.MetaData(), schema=schema, autoload_with=conn)
-        self.tables[name] = fresh
-        self.coercers[name] = {c.name: _coercer(c.type, self.task.copy_json) for c in fresh.columns}
+        self._remember(key, fresh)
         return fresh
+
+
+_Entry = tuple[SinkRecord, str, "dict[str, Any] | None", "dict[str, Any] | None"]
 
 
 def _where(r: SinkRecord) -> str:
@@ -313,7 +403,8 @@ class SqlSinkTask(SinkTask):
         self.tables = _Tables(self)
         self.committed: dict[TopicPartition, int] = {}  # next offset stored in the destination
         self.written: dict[TopicPartition, int] = {}    # next offset after what the open transaction holds
-        self.buffer: list[tuple[SinkRecord, str, dict[str, Any] | None, dict[str, Any]]] = []
+        self.buffer: list[_Entry] = []  # (record, table, key, row); row None: a delete of the key's row
+        self.table_names: dict[str, str] = {}  # topic -> table
         self.fenced: ProducerFencedError | None = None
         self.offsets_table = self._offsets_table()
 
@@ -427,25 +518,73 @@ class SqlSinkTask(SinkTask):
             return
         written = self.written
         buf = self.buffer
-        for r in records:
-            tp = TopicPartition(r.topic, r.partition)
-            nxt = written.get(tp)
-            if nxt is not None and r.offset < nxt:
-                continue  # already written (delivered again before the rewind took effect)
-            written[tp] = r.offset + 1
-            table = self.fmt.replace("${topic}", r.topic)
-            if r.value is None and not self.delete:
-                continue  # a tombstone without delete.enabled: nothing to write (as Kafka Connect JDBC)
-            try:
-                key = self._key(r) if self.pk_mode != "none" else None
-                if r.value is None:
-                    buf.append((r, table, key, {}))
+        append = buf.append
+        keyed, delete, row_of = self.pk_mode != "none", self.delete, self._row
+        names = self.table_names
+        if not keyed and self._put_run(records):
+            return
+        # the next offset of the partition of the previous record, kept locally while records of one
+        # partition follow each other (they come in runs) and stored back when the partition changes
+        tp: TopicPartition | None = None
+        nxt: int | None = None
+        try:
+            for r in records:
+                topic, offset = r.topic, r.offset
+                if tp is None or r.partition != tp.partition or topic != tp.topic:
+                    if tp is not None and nxt is not None:
+                        written[tp] = nxt
+                    tp = TopicPartition(topic, r.partition)
+                    nxt = written.get(tp)
+                if nxt is not None and offset < nxt:
+                    continue  # already written (delivered again before the rewind took effect)
+                nxt = offset + 1
+                table = names.get(topic)
+                if table is None:
+                    table = names[topic] = self.fmt.replace("${topic}", topic)
+                v = r.value
+                if v is None and not delete:
+                    continue  # a tombstone without delete.enabled: nothing to write (as Kafka Connect JDBC)
+                if not keyed and type(v) is dict:
+                    append((r, table, None, v))
                     continue
-                buf.append((r, table, key, self._row(r, key)))
-            except DataError as exc:
-                self._report(r, exc)
+                try:
+                    key = self._key(r) if keyed else None
+                    append((r, table, key, None if v is None else row_of(r, key)))  # None: a delete
+                except DataError as exc:
+                    if buf:  # write what came before first: dead letters keep the records' order
+                        self._write()
+                        buf = self.buffer
+                        append = buf.append
+                    self._report(r, exc)
+        finally:
+            if tp is not None and nxt is not None:
+                written[tp] = nxt
         if len(buf) >= self.batch_size:
             self._write()
+
+    def _put_run(self, records: list[SinkRecord]) -> bool:
+        """The common case at once: records of one partition, all new, every value an object, no key.
+        False (nothing done) when that is not the case."""
+        first, last = records[0], records[-1]
+        topic, partition = first.topic, first.partition
+        if len(records) > 1 and not (last.partition == partition and last.topic == topic
+                                     and {(r.topic, r.partition) for r in records} == {(topic, partition)}):
+            return False
+        tp = TopicPartition(topic, partition)
+        nxt = self.written.get(tp)
+        if nxt is not None and first.offset < nxt:
+            return False  # some were written already (delivered again before the rewind took effect)
+        values = [r.value for r in records]
+        if set(map(type, values)) != {dict}:
+            return False
+        table = self.table_names.get(topic)
+        if table is None:
+            table = self.table_names[topic] = self.fmt.replace("${topic}", topic)
+        self.buffer.extend(zip(records, repeat(table), repeat(None), values))  # type: ignore[arg-type]
+        self.written[tp] = last.offset + 1  # as the loop of put() leaves it
+        if len(self.buffer) >= self.batch_size:
+            self._write()
+        return True
 
     def _key(self, r: SinkRecord) -> dict[str, Any]:
         if self.pk_mode == "record_key":
@@ -501,36 +640,49 @@ class SqlSinkTask(SinkTask):
         if not buf:
             return
         conn = self._begin()
-        i = 0
-        while i < len(buf):
+        size = self.batch_size
+        i, n = 0, len(buf)
+        while i < n:
             _, table, _, row = buf[i]
-            is_delete = not row
+            is_delete = row is None
             j = i + 1
-            while j < len(buf) and buf[j][1] == table and (not buf[j][3]) == is_delete and j - i < self.batch_size:
+            end = min(n, i + size)
+            while j < end and buf[j][1] == table and (buf[j][3] is None) == is_delete:
                 j += 1
             self._write_run(conn, table, buf[i:j], is_delete)
             i = j
 
-    def _write_run(self, conn: Connection, name: str,
-                   run: list[tuple[SinkRecord, str, dict[str, Any] | None, dict[str, Any]]], is_delete: bool) -> None:
+    def _write_run(self, conn: Connection, name: str, run: list[_Entry], is_delete: bool) -> None:
         pk = list(run[0][2] or {}) if run[0][2] is not None else list(self.pk_fields)
-        rows = [row for _, _, _, row in run] if not is_delete else [k or {} for _, _, k, _ in run]
+        rows: list[dict[str, Any]] = ([k or {} for _, _, k, _ in run] if is_delete
+                                      else [row for _, _, _, row in run])  # type: ignore[misc]
         table = self.tables.get(conn, name, rows, pk if self.pk_mode != "none" else [], run[0][0])
         coerce = self.tables.coercers[table.fullname]
-        records = [r for r, _, _, _ in run]
+        copy = self.copy and self.mode == "insert" and not is_delete
         try:
-            prepared = [self._coerce(row, coerce) for row in rows]
+            batch = self._coerce_batch(rows, self.tables.column_coercers[table.fullname], copy)
+            prepared: list[dict[str, Any]] | None = None
+            if batch is None:
+                prepared = [self._coerce(row, coerce) for row in rows]
+            elif not copy:
+                cols, tuples = batch
+                prepared = [dict(zip(cols, t, strict=True)) for t in tuples]
         except (ValueError, TypeError):
-            prepared = []
-        if len(prepared) == len(rows):
+            batch = prepared = None
+        if batch is not None or prepared is not None:
             try:
                 with conn.begin_nested():
-                    self._execute(conn, table, prepared, pk, is_delete)
+                    if copy and batch is not None:
+                        self._copy_rows(conn, table, [batch])
+                    else:
+                        assert prepared is not None
+                        self._execute(conn, table, prepared, pk, is_delete)
                 return
             except _data_errors() as exc:
                 log.info("SqlSink: writing %d rows into %s failed (%s); finding the bad record(s) row by row",
                          len(rows), table.fullname, type(exc).__name__)
         # slow path: one savepoint per row, so the bad record is named (and dead-lettered when tolerated)
+        records = [r for r, _, _, _ in run]
         for r, row in zip(records, rows, strict=True):
             try:
                 one = self._coerce(row, coerce)
@@ -546,6 +698,29 @@ class SqlSinkTask(SinkTask):
                             self.engine.url)
                 self._report(r, DataError(f"SqlSink: record {_where(r)} does not fit table {table.fullname}: "
                                           f"{type(orig).__name__}: {msg}; row {_short(row)}"))
+
+    @staticmethod
+    def _coerce_batch(rows: list[dict[str, Any]], coercers: Mapping[str, ColumnCoercer | None],
+                      text_ok: bool) -> tuple[tuple[str, ...], list[tuple[Any, ...]]] | None:
+        """Rows that all have the same fields, coerced a column at a time: ``(columns, value tuples)`` in
+        row order; None when the rows differ in their fields (then each row is coerced on its own)."""
+        shapes = set(map(tuple, rows))
+        if len(shapes) != 1:
+            return None
+        cols = shapes.pop()
+        if not cols:
+            return None
+        tuples: list[tuple[Any, ...]] = list(map(tuple, map(dict.values, rows)))
+        columns: list[Sequence[Any]] = list(zip(*tuples, strict=True))
+        changed = False
+        for j, col in enumerate(cols):
+            conv = coercers.get(col)
+            if conv is not None:
+                values = conv(columns[j], text_ok)
+                if values is not columns[j]:
+                    columns[j] = values
+                    changed = True
+        return cols, (list(zip(*columns, strict=True)) if changed else tuples)
 
     def _coerce(self, row: dict[str, Any], coerce: Mapping[str, Callable[[Any], Any] | None]) -> dict[str, Any]:
         out = dict(row)
@@ -630,18 +805,24 @@ class SqlSinkTask(SinkTask):
 
     def _copy(self, conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
         """PostgreSQL: ``COPY ... FROM STDIN`` through psycopg 3, inside the open transaction."""
+        by_cols: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
+        for row in rows:
+            by_cols.setdefault(tuple(row), []).append(tuple(row.values()))
+        if () in by_cols:  # objects without fields: rows of column defaults (COPY needs a column)
+            conn.execute(table.insert(), [{} for _ in by_cols.pop(())])
+        self._copy_rows(conn, table, list(by_cols.items()))
+
+    @staticmethod
+    def _copy_rows(conn: Connection, table: Table, groups: list[tuple[tuple[str, ...], list[tuple[Any, ...]]]]) -> None:
         raw = conn.connection.driver_connection
         assert raw is not None
         prep = conn.dialect.identifier_preparer
-        by_cols: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-        for row in rows:
-            by_cols.setdefault(tuple(row), []).append(row)
-        for cols, group in by_cols.items():
+        for cols, group in groups:
             sql = f"COPY {prep.format_table(table)} ({', '.join(prep.quote(c) for c in cols)}) FROM STDIN"
             with raw.cursor() as cur, cur.copy(sql) as copy:
                 write = copy.write_row
-                for row in group:
-                    write(tuple(row.values()))
+                for values in group:
+                    write(values)
 
     # -- commit points --------------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, cast
 
 from connect_runtime.api.config import (
@@ -32,7 +33,7 @@ from connect_runtime.connectors.sql._common import (
     parse_instant,
     safe_url,
     scrub,
-    to_json,
+    to_json_column,
     utc_naive,
 )
 
@@ -314,7 +315,7 @@ class _Reader:
         except Exception as exc:
             self.task.reset_connection()
             raise _db_error(f"SqlSource: querying {self.name}", exc, self.task.engine) from None
-        self.names = list(self.result.keys())
+        self.names = list(map(str, self.result.keys()))  # plain str: orjson refuses str subclasses as keys
         idx = {n: i for i, n in enumerate(self.names)}
         for what, wanted in (("timestamp.column.name", self.ts_name), ("incrementing.column.name", self.inc_name)):
             if wanted is not None and wanted not in idx:
@@ -383,40 +384,50 @@ class _Reader:
         return self.records(rows)
 
     def records(self, rows: list[tuple[Sequence[Any], bool]]) -> list[SourceRecord]:
+        """The records of a batch of rows: values (and keys) built a column at a time, then each record's
+        offset in row order."""
         names, topic, partition = self.names, self.topic, self.partition
         ts_i, inc_i, key_idx = self.ts_idx, self.inc_idx, self.key_idx
-        conv = to_json
+        self.last_end_index = -1
+        raw = [row for row, _ in rows]
+        columns = [to_json_column(col) for col in zip(*raw, strict=True)]
+        values: list[dict[str, Any]] = list(map(dict, map(zip, repeat(names), zip(*columns, strict=True))))
+        keys: list[dict[str, Any] | None]
+        if key_idx:
+            key_names = [names[i] for i in key_idx]
+            keys = list(map(dict, map(zip, repeat(key_names), zip(*(columns[i] for i in key_idx), strict=True))))
+        else:
+            keys = [None] * len(values)
+        if ts_i < 0:
+            if inc_i >= 0:
+                incs = [int(row[inc_i]) for row in raw]
+                if incs:
+                    self.last_inc = incs[-1]
+                offsets: list[dict[str, Any] | None] = [{"incrementing": i} for i in incs]
+            else:
+                offsets = [None] * len(values)
+            return [SourceRecord(source_partition=partition, source_offset=o, topic=topic, value=v, key=k)
+                    for v, k, o in zip(values, keys, offsets, strict=True)]
         out: list[SourceRecord] = []
         append = out.append
-        self.last_end_index = -1
-        for row, ends in rows:
-            value = {n: conv(v) for n, v in zip(names, row, strict=True)}
-            key = {names[i]: value[names[i]] for i in key_idx} if key_idx else None
-            offset: dict[str, Any] | None
-            timestamp = None
-            if ts_i >= 0:
-                tsv = row[ts_i]
-                if isinstance(tsv, str):
-                    tsv = datetime.fromisoformat(tsv)
-                if not isinstance(tsv, datetime):
-                    raise DataError(f"SqlSource: {self.name} row {value!r}: timestamp column {self.ts_name!r} holds "
-                                    f"{type(tsv).__name__} {tsv!r}; expected a timestamp")
-                ms, nanos = epoch_offset(tsv)
-                timestamp = ms
-                if ends:
-                    self.last_ts = utc_naive(tsv)
-                    self.last_end_index = len(out)
-                else:  # inside a group: the committed position stays before the group (no loss if cut)
-                    ms, nanos = epoch_offset(utc_naive(tsv) - timedelta(microseconds=1))
-                offset = {"timestamp": ms, "timestamp_nanos": nanos}
-                if inc_i >= 0:
-                    self.last_inc = int(row[inc_i])
-                    offset["incrementing"] = self.last_inc
-            elif inc_i >= 0:
+        for (row, ends), value, key in zip(rows, values, keys, strict=True):
+            tsv = row[ts_i]
+            if isinstance(tsv, str):
+                tsv = datetime.fromisoformat(tsv)
+            if not isinstance(tsv, datetime):
+                raise DataError(f"SqlSource: {self.name} row {value!r}: timestamp column {self.ts_name!r} holds "
+                                f"{type(tsv).__name__} {tsv!r}; expected a timestamp")
+            ms, nanos = epoch_offset(tsv)
+            timestamp = ms
+            if ends:
+                self.last_ts = utc_naive(tsv)
+                self.last_end_index = len(out)
+            else:  # inside a group: the committed position stays before the group (no loss if cut)
+                ms, nanos = epoch_offset(utc_naive(tsv) - timedelta(microseconds=1))
+            offset: dict[str, Any] = {"timestamp": ms, "timestamp_nanos": nanos}
+            if inc_i >= 0:
                 self.last_inc = int(row[inc_i])
-                offset = {"incrementing": self.last_inc}
-            else:
-                offset = None
+                offset["incrementing"] = self.last_inc
             append(SourceRecord(source_partition=partition, source_offset=offset, topic=topic, value=value,
                                 key=key, timestamp=timestamp))
         return out
