@@ -46,3 +46,13 @@ def test_parsing_the_example_dag_imports_nothing_heavy() -> None:
 def test_the_probe_does_see_heavy_imports() -> None:
     # the check above can fail: importing a backend is seen
     assert "connect_runtime.backends.sqlite" in _loaded_after("import connect_runtime.backends.sqlite")
+
+
+def test_parsing_every_example_dag_imports_nothing_heavy() -> None:
+    files = sorted((REPO / "dags").glob("*.py"))
+    assert len(files) >= 6
+    code = "import importlib.util\n" + "".join(
+        f"spec = importlib.util.spec_from_file_location('dag_{i}', {str(f)!r})\n"
+        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+        for i, f in enumerate(files))
+    assert _loaded_after(code) == []
