@@ -6,10 +6,11 @@
 
 Both are timed the same way, from the start (topic creation, producer creation and
 ``init_transactions`` included, as every bounded run pays them) to the last commit. The raw loop's
-steady-state figure (its loop alone) is printed too. Prints records/s of both and the ratio (b)/(a);
-the target is at least 0.95.
+steady-state figure (its loop alone) is printed too. Prints records/s of both (best and median of
+``--repeat`` rounds, each on a fresh broker) and the ratios (b)/(a) of the best and of the medians against
+the target (at least 0.95: OK or BELOW TARGET).
 
-    python bench/bench_source_kafka.py [--records N]
+    python bench/bench_source_kafka.py [--records N] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+TARGET = 0.95
+"""(b)/(a) the project guide asks for (issue 10)."""
 
 
 def _free_port() -> int:
@@ -111,7 +115,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3, help="rounds of (a) then (b), each on a fresh broker; "
-                                                              "the median of each is reported")
+                                                              "best and median are reported")
     args = parser.parse_args()
     raws, loops, ours_all = [], [], []
     for round_ in range(args.repeat):
@@ -132,12 +136,19 @@ def main() -> None:
         print(f"round {round_ + 1}: (a) {raw:,.0f} rec/s (loop alone {raw_loop_only:,.0f}), (b) {ours:,.0f} rec/s "
               f"({result['transactions']} transactions, ranges {result['ranges']}): {ours / raw:.2f}x")
     raw, raw_loop_only, ours = (statistics.median(x) for x in (raws, loops, ours_all))
+    raw_best, ours_best = max(raws), max(ours_all)
     print(f"(a) raw confluent-kafka transactional loop: {args.records} records, {args.batch} per transaction: "
-          f"{raw:,.0f} rec/s median (its loop alone, set-up excluded: {raw_loop_only:,.0f} rec/s)")
-    print(f"(b) run_source DataGenSource exactly-once on kafka://, batch.size={args.batch}: {ours:,.0f} rec/s median")
-    ratio = ours / raw
-    print(f"ratio (b)/(a): {ratio:.2f}x (target >= 0.95x): {'OK' if ratio >= 0.95 else 'BELOW TARGET'}; "
-          f"against the raw loop alone: {ours / raw_loop_only:.2f}x")
+          f"{raw_best:,.0f} rec/s best, {raw:,.0f} rec/s median of {len(raws)} (its loop alone, set-up excluded: "
+          f"{raw_loop_only:,.0f} rec/s median)")
+    print(f"(b) run_source DataGenSource exactly-once on kafka://, batch.size={args.batch}: {ours_best:,.0f} rec/s "
+          f"best, {ours:,.0f} rec/s median of {len(ours_all)}")
+
+    def verdict(ratio: float) -> str:
+        return "OK" if ratio >= TARGET else "BELOW TARGET"
+
+    best, median = ours_best / raw_best, ours / raw
+    print(f"ratio (b)/(a) (target >= {TARGET}x): best {best:.2f}x {verdict(best)}, median {median:.2f}x "
+          f"{verdict(median)}; median against the raw loop alone: {ours / raw_loop_only:.2f}x")
 
 
 if __name__ == "__main__":
