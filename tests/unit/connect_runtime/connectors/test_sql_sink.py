@@ -304,3 +304,26 @@ def test_config_cross_checks(sqlite_url: str, tmp_path: Any) -> None:
     with pytest.raises(ConfigError) as err:
         run_sink(cfg(url, **{"insert.mode": "merge", "pk.mode": "kafka"}), sqlite_url)
     assert {"insert.mode", "pk.mode"} <= set(err.value.errors)
+
+
+def test_unreachable_database_fails_bounded_naming_the_host_not_the_password(
+    pg_database: str, sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    import socket
+
+    produce(sqlite_url, "orders", [(None, {"id": i}) for i in range(5)])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    c = cfg(
+        f"postgresql://app@127.0.0.1:{port}/db",
+        **{"connection.password": "s3cr3t-pw", "connection.attempts": 2, "connection.backoff.ms": 100},
+    )
+    with pytest.raises(ConnectError) as err:
+        run_sink(c, sqlite_url, max_seconds=60)
+    msg = str(err.value)
+    assert f"127.0.0.1:{port}" in msg and "2 attempts" in msg
+    assert "s3cr3t-pw" not in msg and "s3cr3t-pw" not in caplog.text
+    # nothing was consumed for good: once the database is there, every record arrives once
+    r = run_sink(cfg(pg_database, **{"auto.create": "true"}), sqlite_url)
+    assert r.records == 5 and query(pg_database, "SELECT count(*) FROM orders") == [(5,)]
