@@ -7,11 +7,11 @@ import binascii
 import json
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime
 from datetime import time as dtime
 from decimal import Decimal, InvalidOperation
-from itertools import repeat
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, cast
 
 from connect_runtime.api.config import (
@@ -370,7 +370,18 @@ class _Tables:
         return fresh
 
 
-_Entry = tuple[SinkRecord, str, "dict[str, Any] | None", "dict[str, Any] | None"]
+class _Run:
+    """Buffered records of one table and one kind (rows to write, or deletes), in offset order: parallel
+    lists, so a batch of records is buffered with a few list extends, not an object per record."""
+
+    __slots__ = ("is_delete", "keys", "records", "rows", "table")
+
+    def __init__(self, table: str, is_delete: bool, keyed: bool) -> None:
+        self.table = table
+        self.is_delete = is_delete
+        self.records: list[SinkRecord] = []
+        self.keys: list[dict[str, Any] | None] | None = [] if keyed else None  # None: no keys (pk.mode=none)
+        self.rows: list[dict[str, Any]] = []  # deletes: the keys
 
 
 def _where(r: SinkRecord) -> str:
@@ -403,7 +414,8 @@ class SqlSinkTask(SinkTask):
         self.tables = _Tables(self)
         self.committed: dict[TopicPartition, int] = {}  # next offset stored in the destination
         self.written: dict[TopicPartition, int] = {}    # next offset after what the open transaction holds
-        self.buffer: list[_Entry] = []  # (record, table, key, row); row None: a delete of the key's row
+        self.buffer: list[_Run] = []
+        self.buffered = 0  # records in the buffer
         self.table_names: dict[str, str] = {}  # topic -> table
         self.fenced: ProducerFencedError | None = None
         self.offsets_table = self._offsets_table()
@@ -517,8 +529,6 @@ class SqlSinkTask(SinkTask):
         if not records:
             return
         written = self.written
-        buf = self.buffer
-        append = buf.append
         keyed, delete, row_of = self.pk_mode != "none", self.delete, self._row
         names = self.table_names
         if not keyed and self._put_run(records):
@@ -544,23 +554,34 @@ class SqlSinkTask(SinkTask):
                 v = r.value
                 if v is None and not delete:
                     continue  # a tombstone without delete.enabled: nothing to write (as Kafka Connect JDBC)
-                if not keyed and type(v) is dict:
-                    append((r, table, None, v))
-                    continue
                 try:
                     key = self._key(r) if keyed else None
-                    append((r, table, key, None if v is None else row_of(r, key)))  # None: a delete
+                    row = (key or {}) if v is None else row_of(r, key)  # a delete: its key
                 except DataError as exc:
-                    if buf:  # write what came before first: dead letters keep the records' order
+                    if self.buffer:  # write what came before first: dead letters keep the records' order
                         self._write()
-                        buf = self.buffer
-                        append = buf.append
                     self._report(r, exc)
+                    continue
+                run = self._run(table, v is None)
+                run.records.append(r)
+                run.rows.append(row)
+                if run.keys is not None:
+                    run.keys.append(key)
+                self.buffered += 1
         finally:
             if tp is not None and nxt is not None:
                 written[tp] = nxt
-        if len(buf) >= self.batch_size:
+        if self.buffered >= self.batch_size:
             self._write()
+
+    def _run(self, table: str, is_delete: bool) -> _Run:
+        """The buffer's last run if it is of this table and kind, else a new one."""
+        buf = self.buffer
+        if buf and buf[-1].table == table and buf[-1].is_delete == is_delete:
+            return buf[-1]
+        run = _Run(table, is_delete, self.pk_mode != "none")
+        buf.append(run)
+        return run
 
     def _put_run(self, records: list[SinkRecord]) -> bool:
         """The common case at once: records of one partition, all new, every value an object, no key.
@@ -580,9 +601,12 @@ class SqlSinkTask(SinkTask):
         table = self.table_names.get(topic)
         if table is None:
             table = self.table_names[topic] = self.fmt.replace("${topic}", topic)
-        self.buffer.extend(zip(records, repeat(table), repeat(None), values))  # type: ignore[arg-type]
+        run = self._run(table, False)
+        run.records += records
+        run.rows += values
+        self.buffered += len(records)
         self.written[tp] = last.offset + 1  # as the loop of put() leaves it
-        if len(self.buffer) >= self.batch_size:
+        if self.buffered >= self.batch_size:
             self._write()
         return True
 
@@ -635,28 +659,23 @@ class SqlSinkTask(SinkTask):
         return conn
 
     def _write(self) -> None:
-        """Write the buffer inside the open transaction: runs of same-table, same-kind rows, in order."""
-        buf, self.buffer = self.buffer, []
+        """Write the buffer inside the open transaction: its runs in order, ``batch.size`` rows per statement."""
+        buf, self.buffer, self.buffered = self.buffer, [], 0
         if not buf:
             return
         conn = self._begin()
         size = self.batch_size
-        i, n = 0, len(buf)
-        while i < n:
-            _, table, _, row = buf[i]
-            is_delete = row is None
-            j = i + 1
-            end = min(n, i + size)
-            while j < end and buf[j][1] == table and (buf[j][3] is None) == is_delete:
-                j += 1
-            self._write_run(conn, table, buf[i:j], is_delete)
-            i = j
+        for run in buf:
+            keys = run.keys
+            for i in range(0, len(run.records), size):
+                self._write_run(conn, run.table, run.records[i:i + size], None if keys is None else keys[i:i + size],
+                                run.rows[i:i + size], run.is_delete)
 
-    def _write_run(self, conn: Connection, name: str, run: list[_Entry], is_delete: bool) -> None:
-        pk = list(run[0][2] or {}) if run[0][2] is not None else list(self.pk_fields)
-        rows: list[dict[str, Any]] = ([k or {} for _, _, k, _ in run] if is_delete
-                                      else [row for _, _, _, row in run])  # type: ignore[misc]
-        table = self.tables.get(conn, name, rows, pk if self.pk_mode != "none" else [], run[0][0])
+    def _write_run(self, conn: Connection, name: str, records: list[SinkRecord],
+                   keys: list[dict[str, Any] | None] | None, rows: list[dict[str, Any]], is_delete: bool) -> None:
+        first_key = keys[0] if keys else None
+        pk = list(first_key) if first_key is not None else list(self.pk_fields)
+        table = self.tables.get(conn, name, rows, pk if self.pk_mode != "none" else [], records[0])
         coerce = self.tables.coercers[table.fullname]
         copy = self.copy and self.mode == "insert" and not is_delete
         try:
@@ -665,15 +684,15 @@ class SqlSinkTask(SinkTask):
             if batch is None:
                 prepared = [self._coerce(row, coerce) for row in rows]
             elif not copy:
-                cols, tuples = batch
-                prepared = [dict(zip(cols, t, strict=True)) for t in tuples]
+                cols, columns = batch
+                prepared = [dict(zip(cols, t, strict=True)) for t in zip(*columns, strict=True)]
         except (ValueError, TypeError):
             batch = prepared = None
         if batch is not None or prepared is not None:
             try:
                 with conn.begin_nested():
                     if copy and batch is not None:
-                        self._copy_rows(conn, table, [batch])
+                        self._copy_rows(conn, table, [(batch[0], zip(*batch[1], strict=True))])
                     else:
                         assert prepared is not None
                         self._execute(conn, table, prepared, pk, is_delete)
@@ -682,7 +701,6 @@ class SqlSinkTask(SinkTask):
                 log.info("SqlSink: writing %d rows into %s failed (%s); finding the bad record(s) row by row",
                          len(rows), table.fullname, type(exc).__name__)
         # slow path: one savepoint per row, so the bad record is named (and dead-lettered when tolerated)
-        records = [r for r, _, _, _ in run]
         for r, row in zip(records, rows, strict=True):
             try:
                 one = self._coerce(row, coerce)
@@ -701,26 +719,22 @@ class SqlSinkTask(SinkTask):
 
     @staticmethod
     def _coerce_batch(rows: list[dict[str, Any]], coercers: Mapping[str, ColumnCoercer | None],
-                      text_ok: bool) -> tuple[tuple[str, ...], list[tuple[Any, ...]]] | None:
-        """Rows that all have the same fields, coerced a column at a time: ``(columns, value tuples)`` in
-        row order; None when the rows differ in their fields (then each row is coerced on its own)."""
-        shapes = set(map(tuple, rows))
-        if len(shapes) != 1:
+                      text_ok: bool) -> tuple[tuple[str, ...], list[Sequence[Any]]] | None:
+        """Rows that all have the same fields, coerced a column at a time: ``(field names, columns)``, each
+        column its values in row order; None when the rows differ in their fields (then each row is coerced
+        on its own). Rows are zipped from the columns only as they are written (no object kept per row)."""
+        cols = tuple(rows[0])
+        if not cols or set(map(len, rows)) != {len(cols)}:
             return None
-        cols = shapes.pop()
-        if not cols:
+        columns: list[Sequence[Any]] = []
+        try:  # the same number of fields and every one of cols in each row: the same fields
+            for col in cols:
+                values = list(map(itemgetter(col), rows))
+                conv = coercers.get(col)
+                columns.append(values if conv is None else conv(values, text_ok))
+        except KeyError:
             return None
-        tuples: list[tuple[Any, ...]] = list(map(tuple, map(dict.values, rows)))
-        columns: list[Sequence[Any]] = list(zip(*tuples, strict=True))
-        changed = False
-        for j, col in enumerate(cols):
-            conv = coercers.get(col)
-            if conv is not None:
-                values = conv(columns[j], text_ok)
-                if values is not columns[j]:
-                    columns[j] = values
-                    changed = True
-        return cols, (list(zip(*columns, strict=True)) if changed else tuples)
+        return cols, columns
 
     def _coerce(self, row: dict[str, Any], coerce: Mapping[str, Callable[[Any], Any] | None]) -> dict[str, Any]:
         out = dict(row)
@@ -813,7 +827,8 @@ class SqlSinkTask(SinkTask):
         self._copy_rows(conn, table, list(by_cols.items()))
 
     @staticmethod
-    def _copy_rows(conn: Connection, table: Table, groups: list[tuple[tuple[str, ...], list[tuple[Any, ...]]]]) -> None:
+    def _copy_rows(conn: Connection, table: Table,
+                   groups: list[tuple[tuple[str, ...], Iterable[tuple[Any, ...]]]]) -> None:
         raw = conn.connection.driver_connection
         assert raw is not None
         prep = conn.dialect.identifier_preparer
@@ -860,7 +875,7 @@ class SqlSinkTask(SinkTask):
     def _rollback(self) -> None:
         """Forget the open transaction: nothing of it was committed; redelivered records are written again."""
         txn, self.txn = self.txn, None
-        self.buffer = []
+        self.buffer, self.buffered = [], 0
         if txn is not None:
             try:
                 txn.rollback()
