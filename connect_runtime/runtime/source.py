@@ -846,7 +846,18 @@ class _ExactlyOnceTask(_WorkerTask):
         self.pending = _Checkpoint(self.plan.name)
         self.txn_open = False  # this transaction is committing; the next one begins after it completed
         if self.overlap:
-            future = self.committer.submit(self.producer.commit_transaction, entries, self.timeout, extra)
+            started = threading.Event()
+            producer, timeout = self.producer, self.timeout
+
+            def commit_transaction() -> Written:
+                started.set()
+                return producer.commit_transaction(entries, timeout, extra)
+
+            future = self.committer.submit(commit_transaction)
+            # Wait (GIL released) until the committer runs: it then holds the GIL only until its commit enters
+            # the client's C code. Without this wait it would start only when this thread next blocks or after
+            # the interpreter's switch interval (5 ms), and the commit would hardly overlap the next poll.
+            started.wait(timeout)
         else:
             future = Future()
             try:
