@@ -16,7 +16,8 @@ Both tables are checked to hold the same rows (count and sums of every column). 
 both, the ratio ours/baseline (target >= 0.7x), best and median of ``--repeat`` runs. ``--profile``
 prints a cProfile of the sink task thread of the first run of (3).
 
-    .venv/bin/python bench/bench_sql_sink.py [--records 300000] [--repeat 3] [--poll-records 5000] [--profile]
+    .venv/bin/python bench/bench_sql_sink.py [--records 300000] [--repeat 3] [--poll-records 5000]
+        [--batch-size N] [--profile]
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import psycopg  # noqa: E402
+import sqlalchemy.dialects.postgresql.psycopg  # noqa: E402, F401 - imported before timing, as psycopg is for the baseline
 from _pg import pg_cluster, psycopg_url  # noqa: E402
 
 from connect_runtime.api import TopicPartition  # noqa: E402
@@ -115,7 +117,8 @@ def _profile_task_threads(into: list[cProfile.Profile] | None) -> None:
     sink_module._Worker._execute = execute  # type: ignore[method-assign]
 
 
-def ours(store: str, pg: str, n: int, table: str, poll_records: int, profile: bool) -> float:
+def ours(store: str, pg: str, n: int, table: str, poll_records: int, profile: bool,
+         batch_size: int | None = None) -> float:
     create_table(pg, table)
     config = {
         "name": f"bench-sql-sink-{table}",  # a fresh consumer group and offsets rows per repetition
@@ -127,6 +130,8 @@ def ours(store: str, pg: str, n: int, table: str, poll_records: int, profile: bo
         "pk.mode": "none",
         "consumer.max.poll.records": str(poll_records),
     }
+    if batch_size is not None:
+        config["batch.size"] = str(batch_size)
     profilers: list[cProfile.Profile] = []
     if profile:
         _profile_task_threads(profilers)
@@ -156,6 +161,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=300_000)
     ap.add_argument("--poll-records", type=int, default=5000, help="consumer.max.poll.records of the sink run")
+    ap.add_argument("--batch-size", type=int, default=None, help="batch.size of the sink (default: the connector's)")
     ap.add_argument("--repeat", type=int, default=3,
                     help="run baseline and ours this many times, alternating (the machine is shared)")
     ap.add_argument("--profile", action="store_true", help="profile the sink task thread (cProfile) of the first run")
@@ -170,12 +176,17 @@ def main() -> int:
         our_runs: list[float] = []
         ok = True
         for i in range(max(1, args.repeat)):
+            c0 = time.process_time()
             base_runs.append(baseline(store, pg, n, f"bench_base_{i}"))
-            our_runs.append(ours(store, pg, n, f"bench_ours_{i}", args.poll_records, args.profile and i == 0))
+            c1 = time.process_time()
+            our_runs.append(ours(store, pg, n, f"bench_ours_{i}", args.poll_records, args.profile and i == 0,
+                                 args.batch_size))
+            c2 = time.process_time()
             expected, got = check(pg, f"bench_base_{i}"), check(pg, f"bench_ours_{i}")
             same = expected == got and expected[0] == n
             ok = ok and same
-            print(f"  run {i + 1}: baseline {n / base_runs[-1]:,.0f} rec/s, ours {n / our_runs[-1]:,.0f} rec/s, "
+            print(f"  run {i + 1}: baseline {n / base_runs[-1]:,.0f} rec/s (cpu {c1 - c0:.2f} s), "
+                  f"ours {n / our_runs[-1]:,.0f} rec/s (cpu {c2 - c1:.2f} s), "
                   f"ratio {base_runs[-1] / our_runs[-1]:.2f}x, same rows: {same}" + ("" if same else f" {expected} != {got}"))
         best_b, best_o = min(base_runs), min(our_runs)
         med_b, med_o = statistics.median(base_runs), statistics.median(our_runs)
