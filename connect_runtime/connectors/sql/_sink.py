@@ -12,7 +12,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, date, datetime
 from datetime import time as dtime
 from decimal import Decimal, InvalidOperation
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from connect_runtime.api.config import (
@@ -206,11 +206,12 @@ ColumnCoercer = Callable[[Sequence[Any], bool], Sequence[Any]]
 
 _STR, _STR_NONE = frozenset({str}), frozenset({str, type(None)})
 # plain decimal numbers, joined by ",": each is one Decimal and PostgreSQL both read as the same number
-_DECIMAL_TEXT = re.compile(r"(?:[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?(?:,|$))+")
+_DECIMAL_TEXT = re.compile(r"(?:[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?(?:,|$))+")
 _ISO_TEXT = {
-    datetime: re.compile(r"(?:\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d{1,6})?(?:[+-]\d\d:\d\d)?(?:,|$))+"),
-    date: re.compile(r"(?:\d{4}-\d\d-\d\d(?:,|$))+"),
-    dtime: re.compile(r"(?:\d\d:\d\d:\d\d(?:\.\d{1,6})?(?:,|$))+"),
+    datetime: re.compile(r"(?:[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?"
+                         r"(?:[+-][0-9]{2}:[0-9]{2})?(?:,|$))+"),
+    date: re.compile(r"(?:[0-9]{4}-[0-9]{2}-[0-9]{2}(?:,|$))+"),
+    dtime: re.compile(r"(?:[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?(?:,|$))+"),
 }
 
 
@@ -305,7 +306,9 @@ class _Tables:
         self.names[name] = frozenset(c.name for c in table.columns)
 
     def get(self, conn: Connection, name: str, rows: list[dict[str, Any]], pk: list[str],
-            first: SinkRecord) -> Table:
+            first: SinkRecord, fields: tuple[str, ...] | None = None) -> Table:
+        """The table ``name``, reflected once (created with auto.create); a field of ``rows`` the table has no
+        column for is added (auto.evolve) or refused. ``fields``: the fields every row has, when known."""
         import sqlalchemy as sa
 
         table = self.tables.get(name)
@@ -324,14 +327,14 @@ class _Tables:
                                   errors={"auto.create": f"true, or create table {name!r} first"})
             self._remember(name, table)
         names = self.names[name]
-        if rows and not set().union(*rows) <= names:  # a field the table has no column for
-            fields: dict[str, list[Any]] = {}
+        if rows and not (names.issuperset(fields) if fields is not None else set().union(*rows) <= names):
+            unknown: dict[str, list[Any]] = {}  # a field the table has no column for
             for row in rows:
                 for k, v in row.items():
                     if k not in names:
-                        fields.setdefault(k, []).append(v)
+                        unknown.setdefault(k, []).append(v)
             self.task.settle()
-            table = self._evolve(conn, name, table, fields, rows)
+            table = self._evolve(conn, name, table, unknown, rows)
         return table
 
     def _create(self, conn: Connection, table_name: str, schema: str | None, rows: list[dict[str, Any]],
@@ -395,6 +398,10 @@ class _Run:
         self.records: list[SinkRecord] = []
         self.keys: list[dict[str, Any] | None] | None = [] if keyed else None  # None: no keys (pk.mode=none)
         self.rows: list[dict[str, Any]] = []  # deletes: the keys
+
+
+_TOPIC_PARTITION = attrgetter("topic", "partition")
+_VALUE = attrgetter("value")
 
 
 def _where(r: SinkRecord) -> str:
@@ -608,13 +615,13 @@ class SqlSinkTask(SinkTask):
         first, last = records[0], records[-1]
         topic, partition = first.topic, first.partition
         if len(records) > 1 and not (last.partition == partition and last.topic == topic
-                                     and {(r.topic, r.partition) for r in records} == {(topic, partition)}):
+                                     and set(map(_TOPIC_PARTITION, records)) == {(topic, partition)}):
             return False
         tp = TopicPartition(topic, partition)
         nxt = self.written.get(tp)
         if nxt is not None and first.offset < nxt:
             return False  # some were written already (delivered again before the rewind took effect)
-        values = [r.value for r in records]
+        values = list(map(_VALUE, records))
         if set(map(type, values)) != {dict}:
             return False
         table = self.table_names.get(topic)
@@ -694,11 +701,14 @@ class SqlSinkTask(SinkTask):
                    keys: list[dict[str, Any] | None] | None, rows: list[dict[str, Any]], is_delete: bool) -> None:
         first_key = keys[0] if keys else None
         pk = list(first_key) if first_key is not None else list(self.pk_fields)
-        table = self.tables.get(conn, name, rows, pk if self.pk_mode != "none" else [], records[0])
+        shaped = self._columns(rows)
+        table = self.tables.get(conn, name, rows, pk if self.pk_mode != "none" else [], records[0],
+                                None if shaped is None else shaped[0])
         coerce = self.tables.coercers[table.fullname]
         copy = self.copy and self.mode == "insert" and not is_delete
         try:
-            batch = self._coerce_batch(rows, self.tables.column_coercers[table.fullname], copy)
+            batch = None if shaped is None else self._coerce_columns(shaped, self.tables.column_coercers[table.fullname],
+                                                                     copy)
             prepared: list[dict[str, Any]] | None = None
             if batch is None:
                 prepared = [self._coerce(row, coerce) for row in rows]
@@ -776,23 +786,29 @@ class SqlSinkTask(SinkTask):
                                           f"{type(orig).__name__}: {msg}; row {_short(row)}"))
 
     @staticmethod
-    def _coerce_batch(rows: list[dict[str, Any]], coercers: Mapping[str, ColumnCoercer | None],
-                      text_ok: bool) -> tuple[tuple[str, ...], list[Sequence[Any]]] | None:
-        """Rows that all have the same fields, coerced a column at a time: ``(field names, columns)``, each
-        column its values in row order; None when the rows differ in their fields (then each row is coerced
-        on its own). Rows are zipped from the columns only as they are written (no object kept per row)."""
+    def _columns(rows: list[dict[str, Any]]) -> tuple[tuple[str, ...], list[list[Any]]] | None:
+        """Rows that all have the same fields as ``(field names, columns)``, each column its values in row
+        order; None when the rows differ in their fields (then each row is coerced on its own)."""
         cols = tuple(rows[0])
         if not cols or set(map(len, rows)) != {len(cols)}:
             return None
-        columns: list[Sequence[Any]] = []
         try:  # the same number of fields and every one of cols in each row: the same fields
-            for col in cols:
-                values = list(map(itemgetter(col), rows))
-                conv = coercers.get(col)
-                columns.append(values if conv is None else conv(values, text_ok))
+            return cols, [list(map(itemgetter(col), rows)) for col in cols]
         except KeyError:
             return None
-        return cols, columns
+
+    @staticmethod
+    def _coerce_columns(shaped: tuple[tuple[str, ...], list[list[Any]]],
+                        coercers: Mapping[str, ColumnCoercer | None],
+                        text_ok: bool) -> tuple[tuple[str, ...], list[Sequence[Any]]]:
+        """The columns of :meth:`_columns` coerced a column at a time (rows are zipped from the columns only
+        as they are written: no object kept per row)."""
+        cols, columns = shaped
+        out: list[Sequence[Any]] = []
+        for col, values in zip(cols, columns, strict=True):
+            conv = coercers.get(col)
+            out.append(values if conv is None else conv(values, text_ok))
+        return cols, out
 
     def _coerce(self, row: dict[str, Any], coerce: Mapping[str, Callable[[Any], Any] | None]) -> dict[str, Any]:
         out = dict(row)
