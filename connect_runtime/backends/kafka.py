@@ -395,16 +395,23 @@ class KafkaBackend(Backend):
 
     def create_topics(self, topics: Mapping[str, int], *, exist_ok: bool = True,
                       config: Mapping[str, str] | None = None, replication: int | None = None) -> None:
-        if not topics:
-            return
-        existing = self.list_topics()
+        if topics:
+            self._create_topics(topics, self.list_topics(), exist_ok=exist_ok, config=config, replication=replication)
+
+    def _create_topics(self, topics: Mapping[str, int], existing: Mapping[str, int], *, exist_ok: bool = True,
+                       config: Mapping[str, str] | None = None, replication: int | None = None,
+                       ) -> tuple[dict[str, int], set[str]]:
+        """:meth:`create_topics` given the topics that exist (``{name: partitions}``). Returns the partition
+        count of every topic in ``topics`` as the metadata shows it afterwards, and the names this call
+        created (not those that existed, or that another client created meanwhile)."""
         wanted = [t for t in topics if t not in existing]
         if not exist_ok:
             clash = sorted(t for t in topics if t in existing)
             if clash:
                 raise BackendError(f"Kafka topics already exist at {self.bootstrap}: {', '.join(clash)}")
+        counts = {t: existing[t] for t in topics if t in existing}
         if not wanted:
-            return
+            return counts, set()
         configs = dict(self.topic_configs)
         configs.update(config or {})
         new = [NewTopic(t, int(topics[t]) if int(topics[t]) > 0 else self.default_partitions,
@@ -415,29 +422,37 @@ class KafkaBackend(Backend):
             futures = self.admin.create_topics(new, operation_timeout=timeout, request_timeout=timeout)
         except ck.KafkaException as exc:
             raise self._unavailable(exc, "creating topics") from exc
+        created = set(wanted)
         for name, fut in futures.items():
             try:
                 fut.result(timeout + 1)
             except ck.KafkaException as exc:
                 err = _kafka_error(exc)
                 if err is not None and err.code() == ck.KafkaError.TOPIC_ALREADY_EXISTS and exist_ok:
+                    created.discard(name)
                     continue
                 raise self._unavailable(exc, f"creating topic {name!r}") from exc
             except TimeoutError as exc:
                 raise BackendUnavailableError(
                     f"Kafka cluster at {self.bootstrap} did not create topic {name!r} within {timeout:g} s") from exc
-        self._wait_for_topics(wanted)
+        counts.update(self._wait_for_topics(wanted))
         log.info("kafka backend %s: created topics %s", self.bootstrap, ", ".join(sorted(wanted)))
+        return counts, created
 
-    def _wait_for_topics(self, names: Iterable[str]) -> None:
-        """Until the metadata shows the topics (bounded by connect.timeout.ms)."""
+    def _wait_for_topics(self, names: Iterable[str]) -> dict[str, int]:
+        """Until the metadata shows the topics (bounded by connect.timeout.ms); their partition counts."""
         deadline = time.monotonic() + self.connect_timeout
         missing = set(names)
+        counts: dict[str, int] = {}
         while True:
             md = self._metadata()
-            missing = {t for t in missing if t not in md.topics or md.topics[t].error is not None}
+            for t in list(missing):
+                meta = md.topics.get(t)
+                if meta is not None and meta.error is None:
+                    counts[t] = len(meta.partitions)
+                    missing.discard(t)
             if not missing:
-                return
+                return counts
             if time.monotonic() >= deadline:
                 raise BackendUnavailableError(
                     f"Kafka cluster at {self.bootstrap}: created topics {sorted(missing)} did not appear in the "
@@ -463,19 +478,18 @@ class KafkaBackend(Backend):
         if known is not None:
             return topic, known
         setting = "offset.storage.topic" if name is None else "offsets.storage.topic"
-        existing = self.list_topics()
-        if topic not in existing:
-            self.create_topics({topic: self.offsets_partitions}, exist_ok=True,
-                               config={"cleanup.policy": "compact"}, replication=self.offsets_replication)
-            existing = self.list_topics()
-        policy = self._topic_cleanup_policy(topic)
+        counts, created = self._create_topics({topic: self.offsets_partitions}, self.list_topics(), exist_ok=True,
+                                              config={"cleanup.policy": "compact"},
+                                              replication=self.offsets_replication)
+        # created here with cleanup.policy=compact: no need to ask; otherwise it must be checked
+        policy = "compact" if topic in created else self._topic_cleanup_policy(topic)
         if "compact" not in [p.strip() for p in policy.split(",")]:
             raise ConfigError(
                 f"Kafka offsets topic {topic!r} at {self.bootstrap} has cleanup.policy={policy}; an offsets topic "
                 f"must be compacted (cleanup.policy=compact). Compact it or name another topic with {setting}.",
                 errors={setting: f"topic {topic!r} is not compacted (cleanup.policy={policy})"},
             )
-        partitions = existing[topic]
+        partitions = counts[topic]
         with self._lock:
             self._offset_topics[topic] = partitions
         return topic, partitions
