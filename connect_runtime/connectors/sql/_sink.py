@@ -8,12 +8,11 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, date, datetime
 from datetime import time as dtime
 from decimal import Decimal, InvalidOperation
 from operator import attrgetter, itemgetter
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from connect_runtime.api.config import (
     ConfigDef,
@@ -40,7 +39,7 @@ from connect_runtime.connectors.sql._common import (
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine, Table
-    from sqlalchemy.engine import NestedTransaction, RootTransaction
+    from sqlalchemy.engine import RootTransaction
 
 OFFSETS_TABLE = "pyconnect_sink_offsets"
 
@@ -313,7 +312,6 @@ class _Tables:
 
         table = self.tables.get(name)
         if table is None:
-            self.task.settle()  # the connection is used below
             table_name, schema = (name.split(".", 1)[::-1] if "." in name else (name, None))
             if sa.inspect(conn).has_table(table_name, schema=schema):
                 table = sa.Table(table_name, sa.MetaData(), schema=schema, autoload_with=conn)
@@ -333,7 +331,6 @@ class _Tables:
                 for k, v in row.items():
                     if k not in names:
                         unknown.setdefault(k, []).append(v)
-            self.task.settle()
             table = self._evolve(conn, name, table, unknown, rows)
         return table
 
@@ -374,16 +371,6 @@ class _Tables:
         fresh = sa.Table(table_name, sa.MetaData(), schema=schema, autoload_with=conn)
         self._remember(key, fresh)
         return fresh
-
-
-class _PendingCopy(NamedTuple):
-    """A COPY running in the background thread, and what settling it needs."""
-
-    future: Future[None]
-    savepoint: NestedTransaction
-    table: Table
-    records: list[SinkRecord]
-    rows: list[dict[str, Any]]
 
 
 class _Run:
@@ -437,11 +424,6 @@ class SqlSinkTask(SinkTask):
         self.buffer: list[_Run] = []
         self.buffered = 0  # records in the buffer
         self.table_names: dict[str, str] = {}  # topic -> table
-        # PostgreSQL: the COPY in flight in a background thread (one at most), so the server inserts while
-        # this thread converts the next records; settled (waited for, errors handled) before any other use
-        # of the connection: see settle()
-        self.pending: _PendingCopy | None = None
-        self.copier: ThreadPoolExecutor | None = None
         self.fenced: ProducerFencedError | None = None
         self.offsets_table = self._offsets_table()
 
@@ -585,7 +567,6 @@ class SqlSinkTask(SinkTask):
                 except DataError as exc:
                     if self.buffer:  # write what came before first: dead letters keep the records' order
                         self._write()
-                    self.settle()
                     self._report(r, exc)
                     continue
                 run = self._run(table, v is None)
@@ -717,53 +698,19 @@ class SqlSinkTask(SinkTask):
                 prepared = [dict(zip(cols, t, strict=True)) for t in zip(*columns, strict=True)]
         except (ValueError, TypeError):
             batch = prepared = None
-        self.settle()
-        if copy and batch is not None:
-            self._copy_in_background(conn, table, batch, records, rows)
-            return
-        if prepared is not None:
+        if batch is not None or prepared is not None:
             try:
                 with conn.begin_nested():
-                    self._execute(conn, table, prepared, pk, is_delete)
+                    if copy and batch is not None:
+                        self._copy_rows(conn, table, [(batch[0], zip(*batch[1], strict=True))])
+                    else:
+                        assert prepared is not None
+                        self._execute(conn, table, prepared, pk, is_delete)
                 return
             except _data_errors() as exc:
                 log.info("SqlSink: writing %d rows into %s failed (%s); finding the bad record(s) row by row",
                          len(rows), table.fullname, type(exc).__name__)
         self._one_by_one(conn, table, records, rows, pk, is_delete)
-
-    def _copy_in_background(self, conn: Connection, table: Table, batch: tuple[tuple[str, ...], list[Sequence[Any]]],
-                            records: list[SinkRecord], rows: list[dict[str, Any]]) -> None:
-        """Start the COPY of a batch in the background thread, inside its own savepoint (settle() ends it)."""
-        assert self.pending is None
-        savepoint = conn.begin_nested()
-        if self.copier is None:
-            self.copier = ThreadPoolExecutor(1, thread_name_prefix=f"{self.connector}-copy")
-        cols, columns = batch
-        future = self.copier.submit(self._copy_rows, conn, table, [(cols, zip(*columns, strict=True))])
-        self.pending = _PendingCopy(future, savepoint, table, records, rows)
-
-    def settle(self) -> None:
-        """Wait for the COPY in flight: release its savepoint, or (a row did not fit) roll it back and write its
-        rows one by one to name the bad record(s). Call before any other use of the connection."""
-        pending, self.pending = self.pending, None
-        if pending is None:
-            return
-        try:
-            pending.future.result()
-        except _data_errors() as exc:
-            pending.savepoint.rollback()
-            log.info("SqlSink: writing %d rows into %s failed (%s); finding the bad record(s) row by row",
-                     len(pending.rows), pending.table.fullname, type(exc).__name__)
-            assert self.conn is not None
-            self._one_by_one(self.conn, pending.table, pending.records, pending.rows, [], False)
-            return
-        except BaseException:
-            try:
-                pending.savepoint.rollback()
-            except Exception as exc:
-                log.debug("SqlSink: rolling back a failed COPY's savepoint raised %r", exc)
-            raise
-        pending.savepoint.commit()
 
     def _one_by_one(self, conn: Connection, table: Table, records: list[SinkRecord], rows: list[dict[str, Any]],
                     pk: list[str], is_delete: bool) -> None:
@@ -926,7 +873,6 @@ class SqlSinkTask(SinkTask):
             return {}
         try:
             self._write()
-            self.settle()
             conn = self._begin()
             stored = self._lock_offsets(conn, list(target))
             self._store_offsets(conn, changed, stored)
@@ -951,12 +897,6 @@ class SqlSinkTask(SinkTask):
         """Forget the open transaction: nothing of it was committed; redelivered records are written again."""
         txn, self.txn = self.txn, None
         self.buffer, self.buffered = [], 0
-        pending, self.pending = self.pending, None
-        if pending is not None:  # let the COPY in flight end (the rollback below undoes it)
-            try:
-                pending.future.result()
-            except BaseException as exc:
-                log.debug("SqlSink: the COPY in flight failed while rolling back: %r", exc)
         if txn is not None:
             try:
                 txn.rollback()
@@ -988,11 +928,8 @@ class SqlSinkTask(SinkTask):
             self._rollback()
 
     def stop(self) -> None:
-        if self.txn is not None or self.pending is not None:
+        if self.txn is not None:
             self._rollback()
-        if self.copier is not None:
-            self.copier.shutdown(wait=True)
-            self.copier = None
         self._drop_connection()
         self.engine.dispose()
 
