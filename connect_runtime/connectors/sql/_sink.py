@@ -698,14 +698,25 @@ class SqlSinkTask(SinkTask):
                 prepared = [dict(zip(cols, t, strict=True)) for t in zip(*columns, strict=True)]
         except (ValueError, TypeError):
             batch = prepared = None
-        if batch is not None or prepared is not None:
+        if copy and batch is not None:
+            # the savepoint through psycopg itself (COPY is psycopg's too): SQLAlchemy's costs more per batch
+            raw = conn.connection.driver_connection
+            assert raw is not None
+            raw.execute("SAVEPOINT pyconnect_copy")
+            try:
+                self._copy_rows(conn, table, [(batch[0], zip(*batch[1], strict=True))])
+            except _data_errors() as exc:
+                raw.execute("ROLLBACK TO SAVEPOINT pyconnect_copy")
+                raw.execute("RELEASE SAVEPOINT pyconnect_copy")
+                log.info("SqlSink: writing %d rows into %s failed (%s); finding the bad record(s) row by row",
+                         len(rows), table.fullname, type(exc).__name__)
+            else:
+                raw.execute("RELEASE SAVEPOINT pyconnect_copy")
+                return
+        elif prepared is not None:
             try:
                 with conn.begin_nested():
-                    if copy and batch is not None:
-                        self._copy_rows(conn, table, [(batch[0], zip(*batch[1], strict=True))])
-                    else:
-                        assert prepared is not None
-                        self._execute(conn, table, prepared, pk, is_delete)
+                    self._execute(conn, table, prepared, pk, is_delete)
                 return
             except _data_errors() as exc:
                 log.info("SqlSink: writing %d rows into %s failed (%s); finding the bad record(s) row by row",
