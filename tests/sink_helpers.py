@@ -53,6 +53,7 @@ _FIELDS = (
     ("pause.partition", "topic:partition paused during the first non-empty put..."),
     ("resume.after.empty", "...and resumed after this many empty puts."),
     ("report.values", "Comma list of record values (as str) reported to the errant record reporter."),
+    ("report.at.commit", "'true': the report.values records are reported from pre_commit, after put returned."),
     ("required.field", "A field the test connector requires when set to 'required'."),
     ("int.field", "An int field of the test connector."),
 )
@@ -79,6 +80,7 @@ class RecordingSinkTask(SinkTask):
         self.path = props["log.path"]
         self.puts = 0
         self.attempts = 0
+        self.late: list[SinkRecord] = []
         self.empty_puts = 0
         self.precommits = 0
         self._log("start", task=props.get("task.id"), generation=getattr(self.context, "generation", None))
@@ -131,7 +133,9 @@ class RecordingSinkTask(SinkTask):
         reported = set(filter(None, (self.props.get("report.values") or "").split(",")))
         kept = []
         for r in records:
-            if str(r.value) in reported:
+            if str(r.value) in reported and self.props.get("report.at.commit") == "true":
+                self.late.append(r)
+            elif str(r.value) in reported:
                 self.context.errant_record_reporter.report(r, ValueError(f"cannot write {r.value!r}"))
             else:
                 kept.append(r)
@@ -151,6 +155,9 @@ class RecordingSinkTask(SinkTask):
     def pre_commit(self, current_offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         self._log("pre_commit", current=sorted([[*tp, o] for tp, o in current_offsets.items()]))
         self.precommits += 1
+        late, self.late = self.late, []
+        for r in late:
+            self.context.errant_record_reporter.report(r, ValueError(f"cannot write {r.value!r}"))
         if self.precommits <= int(self.props.get("precommit.fail.times") or 0):
             self._log("pre_commit_failed")
             raise OSError(f"flush failed (call {self.precommits})")

@@ -32,10 +32,14 @@ from __future__ import annotations
 
 import gc
 import logging
+import re
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from operator import itemgetter
 from typing import Any, NamedTuple
+
+import orjson
 
 from connect_runtime.api.config import ConfigDef, Type, non_empty_string
 from connect_runtime.api.errors import ConfigError, DataError
@@ -464,6 +468,26 @@ class SourcePipeline(_Pipeline):
         return out, kept
 
 
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+"""19 digits in a row: maybe an integer beyond 64 bits, which orjson reads as a float (json: exactly)."""
+_value_of = itemgetter(4)
+
+
+def _loads_many(records: list[ConsumedRecord]) -> list[Any] | None:
+    """Every record's value decoded by orjson (about 2x json's scanner on small objects), or ``None`` when
+    the batch must go through :mod:`json` instead: a tombstone, a run of 19 digits anywhere (an integer
+    orjson would turn into a float, or a false alarm), or any value orjson refuses (invalid JSON, and what
+    only json accepts: ``NaN``, ``Infinity``, numbers beyond float range, lone surrogate escapes), so
+    values and errors are exactly json's."""
+    data = list(map(_value_of, records))
+    if None in data or _LONG_DIGITS.search(b"\n".join(data)) is not None:
+        return None
+    try:
+        return list(map(orjson.loads, data))
+    except (orjson.JSONDecodeError, TypeError):
+        return None
+
+
 class SinkPipeline(_Pipeline):
     """Converts then transforms each consumed batch; builds dead letter records."""
 
@@ -519,6 +543,14 @@ class SinkPipeline(_Pipeline):
         kconv = self.key_converter.to_connect
         hconv = self._connect_headers
         if self._json_value:
+            values = _loads_many(records)
+            if values is not None:
+                return [
+                    SR(topic=t, partition=p, offset=o,
+                       key=None if k is None else kconv(t, k, None),
+                       value=value, timestamp=ts, headers=None if h is None else hconv(t, h))
+                    for (t, p, o, k, _, ts, h), value in zip(records, values)  # noqa: B905 - same length
+                ]
             # The JSON scanner straight away; the full decoder only when the scan did not consume
             # the whole text (trailing blanks or garbage), so errors and edge cases stay its own.
             dec = self.value_converter.decode  # type: ignore[attr-defined]

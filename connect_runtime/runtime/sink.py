@@ -861,7 +861,7 @@ class _Worker:
         key = (record.topic, record.partition, record.offset)
         if self._batch_index is None:
             self._batch_index = {(r[0], r[1], r[2]): r for r in self._batch}
-        original = self._batch_index.get(key) or _consumed_from(record)
+        original = self._batch_index.get(key) or _consumed_from(record, self.pipeline)
         if self.run.log_errors:  # the pipeline logs conversion and transform failures itself
             detail = f" key={record.key!r} value={record.value!r}" if self.run.log_messages else ""
             log.warning("%s: task reported record %s[%d]@%d as failed: %s: %s%s", self.label, record.topic,
@@ -901,11 +901,26 @@ def _to_bytes(value: Any) -> bytes | None:
     return json.dumps(value, separators=(",", ":"), default=str).encode()
 
 
-def _consumed_from(record: SinkRecord) -> ConsumedRecord:
-    """A reported record no longer in the current batch: its fields as JSON/UTF-8 bytes."""
-    headers = [(k, _to_bytes(v)) for k, v in record.headers] if record.headers else None
-    return ConsumedRecord(record.topic, record.partition, record.offset, _to_bytes(record.key),
-                          _to_bytes(record.value), record.timestamp, headers)
+def _consumed_from(record: SinkRecord, pipeline: SinkPipeline) -> ConsumedRecord:
+    """A reported record no longer in the current batch (reported from ``flush``/``pre_commit``): its
+    fields written back by the run's converters, as Kafka Connect's errant record reporter does, so a
+    JSON string value is dead-lettered as JSON; a field a converter cannot write falls back to UTF-8 or
+    JSON bytes (a report never fails on it)."""
+    t = record.topic
+
+    def write(converter: Any, value: Any) -> bytes | None:
+        if value is None or isinstance(value, bytes):
+            return value
+        try:
+            out = converter.from_connect(t, value, None)
+        except Exception:
+            return _to_bytes(value)
+        return out if out is None or isinstance(out, bytes) else _to_bytes(out)
+
+    hc = pipeline.header_converter
+    headers = [(k, write(hc, v)) for k, v in record.headers] if record.headers else None
+    return ConsumedRecord(t, record.partition, record.offset, write(pipeline.key_converter, record.key),
+                          write(pipeline.value_converter, record.value), record.timestamp, headers)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -279,6 +279,20 @@ def test_poison_record_goes_to_the_dead_letter_queue_with_context_headers(tmp_pa
     assert {k: v for k, v in dead[1].headers or []}["__connect.errors.offset"] == b"2"
 
 
+def test_records_reported_from_pre_commit_are_dead_lettered_as_the_converters_write_them(
+        tmp_path: Path, sqlite_url: str) -> None:
+    # reported after their batch is gone: written back by the value converter (JSON), as Kafka Connect does
+    fill(sqlite_url, "in", [b'"keep"', b'"drop me"', b'{"a":1}', b"[1,2]"], raw=True)
+    cfg = config(tmp_path, errors_tolerance="all", errors_deadletterqueue_topic_name="dlq",
+                 report_values="drop me,{'a': 1}", report_at_commit="true")
+    result = run_sink(cfg, sqlite_url)
+    assert result.dead_lettered == 2 and result.committed == {"in": {"0": 4}}
+    with open_backend(sqlite_url) as backend:
+        dead = list(backend.read_range(TopicPartition("dlq", 0), 0, 100))
+    assert [d.value for d in dead] == [b'"drop me"', b'{"a":1}']
+    assert [d[3] for d in delivered(tmp_path / "calls.jsonl")] == ["keep", [1, 2]]
+
+
 def test_without_a_dead_letter_topic_bad_records_are_skipped_and_counted(tmp_path: Path, sqlite_url: str) -> None:
     fill(sqlite_url, "in", [b"1", b"{bad", b"3"], raw=True)
     result = run_sink(config(tmp_path, errors_tolerance="all"), sqlite_url)

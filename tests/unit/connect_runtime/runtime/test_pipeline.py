@@ -487,3 +487,42 @@ def test_every_polled_record_lands_in_exactly_one_list_in_poll_order() -> None:
     assert [r.source_offset["line"] for r in batch.sent] == [0, 6]
     assert [r.source_offset["line"] for r in batch.filtered] == [3]
     assert [r.source_offset["line"] for r in batch.skipped] == [1, 2, 4, 5]
+
+
+# The sink decodes a batch of JSON values with orjson when it can: every value must be exactly what
+# json.loads gives (types included), and a value only json reads, or none reads, must go the json way.
+EDGE_VALUES = [
+    b'{"a":1,"b":[1.5,-0,0.1,1e-7,2.5E10],"c":null,"d":true,"e":"\\u00e9\\ud83d\\ude00","f":{}}',
+    b'123456789012345678',  # 18 digits: an int for both
+    b'12345678901234567890123',  # beyond 64 bits: json keeps the int, orjson would give a float
+    b'{"id":-9223372036854775809}',
+    b'"1234567890123456789 as text"',  # 19 digits in a string: json's way, same answer
+    b'  {"padded": 1}  ',
+    b'{"dup":1,"dup":2}',
+    b'3.141592653589793238462643383279',
+    b'1e400',  # json: inf
+    b'NaN',  # json only
+    b'[Infinity,-Infinity]',
+    b'"\\ud800 lone surrogate"',  # json only
+    b'{"deep":' * 300 + b'1' + b'}' * 300,
+]
+
+
+@pytest.mark.parametrize("value", EDGE_VALUES, ids=range(len(EDGE_VALUES)))
+def test_sink_json_values_decode_exactly_as_json_alone_and_in_a_batch(value: bytes) -> None:
+    plain = [b'{"x":1}', b'[1,2,"three"]', b'"s"', b"0.5"]
+    for batch in ([value], [*plain, value], [value, None, *plain]):
+        got = SinkPipeline.from_config({}).process([consumed(v, i) for i, v in enumerate(batch)])
+        want = [None if v is None else json.loads(v) for v in batch]
+        values = [r.value for r in got.records]
+        assert json.dumps(values) == json.dumps(want)  # NaN-safe equality
+        assert [type(v) for v in values] == [type(v) for v in want]
+
+
+def test_sink_json_batch_with_an_invalid_value_fails_naming_it_like_json() -> None:
+    batch = [consumed(b'{"ok":1}', 0), consumed(b'{"broken":', 1), consumed(b"\xff\xfe", 2)]
+    with pytest.raises(DataError) as err:
+        SinkPipeline.from_config({}).process(batch)
+    assert "orders" in str(err.value)
+    kept = SinkPipeline.from_config({"errors.tolerance": "all"}).process(batch)
+    assert [r.value for r in kept.records] == [{"ok": 1}] and [d[0].offset for d in kept.dead] == [1, 2]
