@@ -82,7 +82,10 @@ SqlSink
   object) is a :class:`DataError` naming the record (``topic-partition@offset``) and the table, found by
   retrying the failed batch row by row in savepoints; with ``errors.tolerance=all`` it goes to the dead
   letter queue and the other rows are written. A missing table (without ``auto.create``) and a field the
-  table has no column for (without ``auto.evolve``) fail the run naming the table and field.
+  table has no column for (without ``auto.evolve``) fail the run at once (a :class:`ConfigError`, never
+  retried) naming the table and field.
+- **Empty and null values**: a null value (a tombstone) deletes the key's row with ``delete.enabled`` and
+  is otherwise skipped; an empty object ``{}`` is a row of column defaults in ``insert`` mode.
 """
 
 from connect_runtime.connectors.sql._sink import OFFSETS_TABLE, SqlSink, SqlSinkTask
