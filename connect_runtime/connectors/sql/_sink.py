@@ -560,7 +560,7 @@ class SqlSinkTask(SinkTask):
                     table = names[topic] = self.fmt.replace("${topic}", topic)
                 v = r.value
                 if v is None and not delete:
-                    continue  # a tombstone without delete.enabled: nothing to write (as Kafka Connect JDBC)
+                    continue  # a tombstone without delete.enabled: nothing to write (the JDBC sink fails the record instead)
                 try:
                     key = self._key(r) if keyed else None
                     row = (key or {}) if v is None else row_of(r, key)  # a delete: its key
