@@ -19,10 +19,8 @@ outputs hold the same bytes. ``--profile`` prints a cProfile of the sink task th
 from __future__ import annotations
 
 import argparse
-import cProfile
 import hashlib
 import json
-import pstats
 import statistics
 import sys
 import tempfile
@@ -31,6 +29,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from _profile import profiled  # noqa: E402
 
 from connect_runtime.api import TopicPartition  # noqa: E402
 from connect_runtime.backends import ProducerRecord, open_backend  # noqa: E402
@@ -70,27 +70,6 @@ def baseline(url: str, n: int, out: Path) -> float:
     return time.perf_counter() - t0
 
 
-_ORIGINAL_EXECUTE = sink_module._Worker._execute
-
-
-def _profile_task_threads(into: list[cProfile.Profile] | None) -> None:
-    """Profile each sink task thread (the work happens there, not in the calling thread)."""
-    if into is None:
-        sink_module._Worker._execute = _ORIGINAL_EXECUTE  # type: ignore[method-assign]
-        return
-
-    def execute(self: sink_module._Worker) -> None:
-        prof = cProfile.Profile()
-        into.append(prof)
-        prof.enable()
-        try:
-            _ORIGINAL_EXECUTE(self)
-        finally:
-            prof.disable()
-
-    sink_module._Worker._execute = execute  # type: ignore[method-assign]
-
-
 def ours(url: str, n: int, directory: Path, poll_records: int, profile: bool, run: int = 0) -> float:
     config = {
         "name": f"bench-file-sink-{run}",  # a fresh consumer group (and directory) per repetition
@@ -99,18 +78,10 @@ def ours(url: str, n: int, directory: Path, poll_records: int, profile: bool, ru
         "directory": str(directory),
         "consumer.max.poll.records": str(poll_records),
     }
-    profilers: list[cProfile.Profile] = []
-    if profile:
-        _profile_task_threads(profilers)
-    t0 = time.perf_counter()
-    try:
+    with profiled(sink_module._Worker, "_execute", 20, enabled=profile):
+        t0 = time.perf_counter()
         result = run_sink(config, url)
-    finally:
-        if profile:
-            _profile_task_threads(None)
-    seconds = time.perf_counter() - t0
-    for prof in profilers:
-        pstats.Stats(prof).sort_stats("tottime").print_stats(20)
+        seconds = time.perf_counter() - t0
     if result.records != n:
         raise SystemExit(f"run_sink delivered {result.records} records, expected {n}")
     return seconds

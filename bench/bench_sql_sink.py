@@ -23,9 +23,7 @@ prints a cProfile of the sink task thread of the first run of (3).
 from __future__ import annotations
 
 import argparse
-import cProfile
 import json
-import pstats
 import statistics
 import sys
 import tempfile
@@ -40,6 +38,7 @@ sys.path.insert(0, str(REPO / "bench"))
 import psycopg  # noqa: E402
 import sqlalchemy.dialects.postgresql.psycopg  # noqa: E402, F401 - imported before timing, as psycopg is for the baseline
 from _pg import pg_cluster, psycopg_url  # noqa: E402
+from _profile import profiled  # noqa: E402
 
 from connect_runtime.api import TopicPartition  # noqa: E402
 from connect_runtime.backends import ProducerRecord, open_backend  # noqa: E402
@@ -96,27 +95,6 @@ def baseline(store: str, pg: str, n: int, table: str) -> float:
     return time.perf_counter() - t0
 
 
-_ORIGINAL_EXECUTE = sink_module._Worker._execute
-
-
-def _profile_task_threads(into: list[cProfile.Profile] | None) -> None:
-    """Profile each sink task thread (the work happens there, not in the calling thread)."""
-    if into is None:
-        sink_module._Worker._execute = _ORIGINAL_EXECUTE  # type: ignore[method-assign]
-        return
-
-    def execute(self: sink_module._Worker) -> None:
-        prof = cProfile.Profile()
-        into.append(prof)
-        prof.enable()
-        try:
-            _ORIGINAL_EXECUTE(self)
-        finally:
-            prof.disable()
-
-    sink_module._Worker._execute = execute  # type: ignore[method-assign]
-
-
 def ours(store: str, pg: str, n: int, table: str, poll_records: int, profile: bool,
          batch_size: int | None = None) -> float:
     create_table(pg, table)
@@ -132,19 +110,10 @@ def ours(store: str, pg: str, n: int, table: str, poll_records: int, profile: bo
     }
     if batch_size is not None:
         config["batch.size"] = str(batch_size)
-    profilers: list[cProfile.Profile] = []
-    if profile:
-        _profile_task_threads(profilers)
-    t0 = time.perf_counter()
-    try:
+    with profiled(sink_module._Worker, "_execute", 25, enabled=profile):
+        t0 = time.perf_counter()
         result = run_sink(config, store)
-    finally:
-        if profile:
-            _profile_task_threads(None)
-    seconds = time.perf_counter() - t0
-    for prof in profilers:
-        pstats.Stats(prof).sort_stats("tottime").print_stats(25)
-        pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
+        seconds = time.perf_counter() - t0
     if result.records != n:
         raise SystemExit(f"run_sink delivered {result.records} records, expected {n}")
     return seconds

@@ -21,9 +21,7 @@ task thread of the first run of (3).
 from __future__ import annotations
 
 import argparse
-import cProfile
 import json
-import pstats
 import statistics
 import sys
 import tempfile
@@ -37,6 +35,7 @@ sys.path.insert(0, str(REPO / "bench"))
 import psycopg  # noqa: E402
 import sqlalchemy.dialects.postgresql.psycopg  # noqa: E402, F401 - imported before timing, as psycopg is for the baseline
 from _pg import pg_cluster, psycopg_url  # noqa: E402
+from _profile import profiled  # noqa: E402
 
 from connect_runtime import run_source  # noqa: E402
 from connect_runtime.api import TopicPartition  # noqa: E402
@@ -83,27 +82,6 @@ def baseline(store: str, pg: str, topic: str, batch: int) -> float:
     return time.perf_counter() - t0
 
 
-_ORIGINAL_CALL = source_module._WorkerTask.__call__
-
-
-def _profile_task_threads(into: list[cProfile.Profile] | None) -> None:
-    """Profile each source task thread (the work happens there, not in the calling thread)."""
-    if into is None:
-        source_module._WorkerTask.__call__ = _ORIGINAL_CALL  # type: ignore[method-assign]
-        return
-
-    def call(self: source_module._WorkerTask) -> None:
-        prof = cProfile.Profile()
-        into.append(prof)
-        prof.enable()
-        try:
-            _ORIGINAL_CALL(self)
-        finally:
-            prof.disable()
-
-    source_module._WorkerTask.__call__ = call  # type: ignore[method-assign]
-
-
 def ours(store: str, pg: str, n: int, run: int, batch: int, profile: bool) -> float:
     config = {
         "name": f"bench-sql-source-{run}",  # fresh offsets per repetition
@@ -118,19 +96,10 @@ def ours(store: str, pg: str, n: int, run: int, batch: int, profile: bool) -> fl
         "poll.idle.timeout.ms": "0",
         "tasks.max": "1",
     }
-    profilers: list[cProfile.Profile] = []
-    if profile:
-        _profile_task_threads(profilers)
-    t0 = time.perf_counter()
-    try:
+    with profiled(source_module._WorkerTask, "__call__", 25, enabled=profile):
+        t0 = time.perf_counter()
         result = run_source(config, store, exactly_once=True)
-    finally:
-        if profile:
-            _profile_task_threads(None)
-    seconds = time.perf_counter() - t0
-    for prof in profilers:
-        pstats.Stats(prof).sort_stats("tottime").print_stats(25)
-        pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
+        seconds = time.perf_counter() - t0
     if result.records != n:
         raise SystemExit(f"run_source committed {result.records} records, expected {n}")
     return seconds
