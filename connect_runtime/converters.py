@@ -60,7 +60,7 @@ _ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATE
 """Dataclasses and datetimes are not JSON values for :mod:`json` either: orjson must refuse them too."""
 
 
-def _json_default(o: Any) -> Any:
+def json_default(o: Any) -> Any:
     """What orjson writes natively beyond JSON's types, written the same way by :mod:`json`."""
     if isinstance(o, enum.Enum):
         return o.value
@@ -82,6 +82,22 @@ def _differs(data: bytes) -> bool:
     ``2`` or ``3``, found with one search after mapping those to ``1``). Strings containing these
     letters make false alarms, which only cost a redo with json."""
     return b"null" in data or b"0.0000" in data or b"e1" in data.translate(_EXPONENT_SIGNS)
+
+
+def json_batch(values: list[Any], redo: Callable[[Any], Any],
+               default: Callable[[Any], Any] | None = None) -> list[Any]:
+    """Each value's compact JSON bytes, exactly :func:`json.dumps`'s, encoded as one batch: one orjson call
+    writes the list, msgspec splits it into each value's bytes (``msgspec.Raw`` views: ``bytes()`` them or
+    join them), and a value whose orjson bytes may differ from json's (:func:`_differs`) is replaced by
+    ``redo(value)``. Raises ``TypeError`` (orjson's encode error) for a list orjson refuses (an integer
+    beyond 64 bits, a non-string dict key, deep nesting, a type json refuses too): the caller uses json."""
+    blob = orjson.dumps(values, default, _ORJSON_OPTIONS)
+    parts: list[Any] = _split_array(blob)
+    if _differs(blob):
+        for i, raw in enumerate(parts):
+            if _differs(bytes(raw)):
+                parts[i] = redo(values[i])
+    return parts
 
 
 class JsonConverter(Converter):
@@ -111,7 +127,7 @@ class JsonConverter(Converter):
     def __init__(self) -> None:
         self.is_key = False
         encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False,
-                                   default=_json_default)
+                                   default=json_default)
         self.encode: Callable[[Any], str] = encoder.encode
         """``value -> str``: the standard library's compact encoder (``.encode()`` its result for the
         bytes); the reference :meth:`encode_many` and :meth:`from_connect` agree with byte for byte."""
@@ -135,17 +151,15 @@ class JsonConverter(Converter):
         encoded as a batch (see the class docstring). Raises (``TypeError``, ``ValueError``, ...) if
         any value cannot be written; the caller redoes the batch value by value to name it."""
         encode = self.encode
+
+        def redo(v: Any) -> bytes | None:
+            return None if v is None else encode(v).encode("utf-8")
+
         try:
-            blob = orjson.dumps(values if type(values) is list else list(values), None, _ORJSON_OPTIONS)
+            parts = json_batch(values if type(values) is list else list(values), redo)
         except TypeError:  # orjson.JSONEncodeError: json decides (big ints, non-str keys) or raises
-            return [None if v is None else encode(v).encode("utf-8") for v in values]
-        out: list[bytes | None] = [bytes(raw) for raw in _split_array(blob)]
-        if _differs(blob):
-            for i, data in enumerate(out):
-                if _differs(data):  # type: ignore[arg-type]  # no None in out yet
-                    v = values[i]
-                    out[i] = None if v is None else encode(v).encode("utf-8")
-        return out
+            return [redo(v) for v in values]
+        return [p if p is None or type(p) is bytes else bytes(p) for p in parts]
 
     def from_connect(self, topic: str, value: Any, headers: Headers | None = None) -> bytes | None:
         if value is None:

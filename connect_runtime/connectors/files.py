@@ -55,21 +55,16 @@ chosen fields of ``topic, partition, offset, timestamp, key, value, headers``.
 from __future__ import annotations
 
 import csv
-import enum
 import io
 import json
 import logging
 import os
 import threading
 import time
-import uuid
 from collections.abc import Iterable, Mapping
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
-
-import msgspec
-import orjson
 
 from connect_runtime.api.config import (
     ConfigDef,
@@ -90,6 +85,7 @@ from connect_runtime.api.errors import ConfigError, ConnectError, DataError
 from connect_runtime.api.records import SinkRecord, SourceRecord, TopicPartition
 from connect_runtime.api.sink import SinkTask
 from connect_runtime.api.source import SourceTask
+from connect_runtime.converters import json_batch, json_default
 
 log = logging.getLogger(__name__)
 
@@ -593,48 +589,20 @@ MANIFEST = "_manifest.json"
 def _json_default(obj: Any) -> Any:
     if isinstance(obj, (bytes, bytearray, memoryview)):
         return bytes(obj).decode("utf-8")
-    # what orjson writes natively, written the same way by json (so both give the same bytes)
-    if isinstance(obj, enum.Enum):
-        return obj.value
-    if isinstance(obj, uuid.UUID):
-        return str(obj)
-    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+    return json_default(obj)  # Enum, UUID: as orjson writes them natively, so both give the same bytes
 
 
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_json_default).encode
 """One value -> its line's text (without the newline): the reference :func:`_encode_lines` agrees with."""
 
-_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
-"""Dataclasses and datetimes are refused by :data:`_encode`: orjson must hand them to the default too."""
-_split_array = msgspec.json.Decoder(list[msgspec.Raw]).decode
-_EXPONENT_SIGNS = bytes.maketrans(b"-23", b"111")
-
-
-def _may_differ(data: bytes) -> bool:
-    """Whether orjson's bytes may differ from :data:`_encode`'s: a ``null`` (NaN and infinities, which json
-    writes as ``NaN``/``Infinity``, come out of orjson as ``null``) or a float in exponent range (json writes
-    ``1e-05``, ``1e+16``; orjson ``0.00001``, ``1e16``). False alarms only cost a redo with json (the same
-    check as ``JsonConverter.encode_many``)."""
-    return b"null" in data or b"0.0000" in data or b"e1" in data.translate(_EXPONENT_SIGNS)
-
-
 def _encode_lines(values: list[Any]) -> bytes:
-    """Each value as one line of JSON (newline-terminated), byte for byte what :data:`_encode` writes.
-
-    One orjson call writes the whole list, msgspec splits it into each value's bytes (``msgspec.Raw``
-    views, joined without a copy each), and values whose orjson bytes may differ from json's are encoded
-    again by json. A list orjson refuses (an integer beyond 64 bits, a non-string dict key, a lone
-    surrogate, deep nesting, a type json refuses too) is encoded by json alone, which raises what it
-    raises (the caller then finds the bad records one by one)."""
+    """Each value as one line of JSON (newline-terminated), byte for byte what :data:`_encode` writes,
+    encoded as one batch (:func:`connect_runtime.converters.json_batch`). A list orjson refuses is encoded
+    by json alone, which raises what it raises (the caller then finds the bad records one by one)."""
     try:
-        blob = orjson.dumps(values, _json_default, _ORJSON_OPTIONS)
+        parts = json_batch(values, lambda v: _encode(v).encode("utf-8"), _json_default)
     except TypeError:  # orjson.JSONEncodeError
         return ("\n".join([_encode(v) for v in values]) + "\n").encode("utf-8")
-    parts: list[Any] = _split_array(blob)
-    if _may_differ(blob):
-        for i, raw in enumerate(parts):
-            if _may_differ(bytes(raw)):
-                parts[i] = _encode(values[i]).encode("utf-8")
     parts.append(b"")
     return b"\n".join(parts)
 

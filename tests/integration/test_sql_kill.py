@@ -13,7 +13,6 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,21 +20,11 @@ from connect_runtime.api import TopicPartition
 from connect_runtime.backends import ProducerRecord, open_backend
 from tests.conftest import REPO, slow_iterations
 from tests.integration.test_sink_kill import kill_loop
+from tests.unit.connect_runtime.connectors.test_sql_sink import query
 
 PYCONNECT = str(Path(sys.executable).with_name("pyconnect"))
 SINK = "connect_runtime.connectors.sql.SqlSink"
 SOURCE = "connect_runtime.connectors.sql.SqlSource"
-
-
-def query(url: str, sql: str) -> list[tuple[Any, ...]]:
-    import sqlalchemy as sa
-
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return [tuple(r) for r in conn.exec_driver_sql(sql)]
-    finally:
-        engine.dispose()
 
 
 def table_count(url: str, table: str) -> int:
