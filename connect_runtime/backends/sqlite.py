@@ -1354,6 +1354,7 @@ class SQLiteBackend(Backend):
                 wanted = [c for c, on in (("key", keys), ("ts", timestamps), ("headers", headers)) if on]
                 size = max(1, batch_size)
                 joined = conn.execute("PRAGMA encoding").fetchone()[0] == "UTF-8"  # blobs concatenate as is
+                conn.execute(f"PRAGMA mmap_size = {_SCAN_MMAP_BYTES}")  # a scan reads pages in place, not copied
                 lo = start
                 while lo < end:
                     hi = min(end, lo + size)
@@ -1390,6 +1391,8 @@ class SQLiteBackend(Backend):
 
 
 # -- columnar reads (read_range_batches) -----------------------------------------------------------
+
+_SCAN_MMAP_BYTES = 1073741824
 
 # Per window one pass over a rowid range. SQLite visits the rows, and so concatenates each column, in
 # rowid order (offset order within a partition). Byte columns come concatenated with their lengths as
