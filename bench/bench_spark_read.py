@@ -18,7 +18,9 @@ column is used) over
 - ``pyconnect, default columns``: the same with the default metadata columns (topic, partition, offset,
   key, timestamp, headers);
 - ``pyconnect text + from_json``: the value as text (``metadata.columns=value``), parsed by Spark's
-  ``from_json`` (the issue's starting point, then 0.24x).
+  ``from_json`` (the issue's starting point, then 0.24x);
+- ``no-work source, schema`` / ``query cols``: a Python data source that reads nothing and parses nothing
+  (it yields one prebuilt Arrow batch again and again): the floor of any Python data source here.
 
 Runs alternate between the readers; records/s per run, then best and median, and the ratio of the
 medians (pyconnect / json file). Results are checked equal across readers. No timed asserts.
@@ -47,6 +49,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+# Spark's Python workers import the no-work source by name (pickled by reference, as a real source is)
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "bench"), os.environ.get("PYTHONPATH")) if p)
 
 SCHEMA = "order_id string, customer string, amount double, items int"
 TOPIC = "orders"
@@ -89,10 +94,14 @@ def _session() -> Any:
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    from _no_work_source import NoWorkSource
+
+    spark.dataSource.register(NoWorkSource)
     return spark
 
 
-def _readers(spark: Any, url: str, ranges: dict[str, Any], path: Path, query: str) -> dict[str, Callable[[], Any]]:
+def _readers(spark: Any, url: str, ranges: dict[str, Any], path: Path, query: str, n: int
+             ) -> dict[str, Callable[[], Any]]:
     from pyspark.sql import functions as F
 
     from connect_runtime.spark import read_ranges
@@ -108,6 +117,10 @@ def _readers(spark: Any, url: str, ranges: dict[str, Any], path: Path, query: st
         "pyconnect text + from_json": lambda: read_ranges(spark, url, ranges, metadata_columns="value",
                                                           value_converter="string")
         .select(F.from_json("value", SCHEMA).alias("v")).select("v.*"),
+        # the floor of any Python data source: no store, no parsing
+        "no-work source, schema": lambda: spark.read.format("bench_no_work").option("n", n).option("schema", SCHEMA).load(),
+        "no-work source, query cols": lambda: spark.read.format("bench_no_work").option("n", n)
+        .option("schema", QUERY_SCHEMA[query]).load(),
     }
 
 
@@ -122,12 +135,12 @@ def _run(df: object, query: str = "sum") -> tuple[float, tuple[object, ...]]:
     return time.perf_counter() - t0, (int(row["n"]), round(float(row["s"]), 2), *row[2:])
 
 
-def _child(name: str, url: str, ranges: str, path: str, query: str) -> int:
+def _child(name: str, url: str, ranges: str, path: str, query: str, n: int) -> int:
     """One cold run: a fresh SparkSession (as one spark-submit per DAG run has), the reader's DataFrame
     built and the query run once; prints the seconds from building the DataFrame to the result."""
     spark = _session()
     try:
-        make = _readers(spark, url, json.loads(ranges), Path(path), query)[name]
+        make = _readers(spark, url, json.loads(ranges), Path(path), query, n)[name]
         t0 = time.perf_counter()
         _seconds, result = _run(make(), query)
         print(json.dumps({"seconds": time.perf_counter() - t0, "result": result}))
@@ -159,7 +172,7 @@ def main() -> int:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if args.child:
         reader, url, ranges, path = args.child
-        return _child(reader, url, ranges, path, args.query)
+        return _child(reader, url, ranges, path, args.query, args.records[0])
     what = "count(*) and sum(amount)" if args.query == "sum" else "count(*), sums and maxima of every column"
     spark = None if args.cold else _session()
     try:
@@ -171,14 +184,14 @@ def main() -> int:
                 path = Path(tmp) / f"orders-{n}.jsonl"
                 path.write_bytes(b"\n".join(values) + b"\n")
                 del values
-                names = list(_readers(None, url, ranges, path, args.query))
+                names = list(_readers(None, url, ranges, path, args.query, n))
                 rates: dict[str, list[float]] = {name: [] for name in names}
                 results: dict[str, set[tuple[object, ...]]] = {name: set() for name in names}
                 if spark is None:
                     for _ in range(args.runs):
                         for name in names:
                             out = subprocess.run(
-                                [sys.executable, __file__, "--query", args.query, "--child", name, url,
+                                [sys.executable, __file__, "--query", args.query, "--records", str(n), "--child", name, url,
                                  json.dumps(ranges), str(path)], capture_output=True, text=True, timeout=600)
                             lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
                             if out.returncode or not lines:
@@ -187,7 +200,7 @@ def main() -> int:
                             rates[name].append(n / done["seconds"])
                             results[name].add(tuple(done["result"]))
                 else:
-                    readers = _readers(spark, url, ranges, path, args.query)
+                    readers = _readers(spark, url, ranges, path, args.query, n)
                     for make in readers.values():  # warm-up: Python workers, JIT of the JSON path
                         _run(make(), args.query)
                     for _ in range(args.runs):
@@ -195,7 +208,9 @@ def main() -> int:
                             seconds, result = _run(make(), args.query)
                             rates[name].append(n / seconds)
                             results[name].add(result)
-                if len({r for rs in results.values() for r in rs}) != 1 or next(iter(results["json file"]))[0] != n:
+                real = {r for name, rs in results.items() if not name.startswith("no-work") for r in rs}
+                counts = {r[0] for rs in results.values() for r in rs}  # the no-work source repeats its batch
+                if len(real) != 1 or counts != {n}:
                     raise SystemExit(f"readers disagree: {results}")
                 _report(n, args.runs, rates, what + (", cold (a fresh session per run)" if args.cold else ""))
     finally:
