@@ -23,7 +23,8 @@ column is used) over
   (it yields one prebuilt Arrow batch again and again): the floor of any Python data source here.
 
 Runs alternate between the readers; records/s per run, then best and median, and the ratio of the
-medians (pyconnect / json file). Results are checked equal across readers. No timed asserts.
+medians (pyconnect / json file). Results are checked equal across readers (the no-work source's: its
+count only, as it repeats one batch). No timed asserts.
 
 Settings: the session is Spark's defaults (``local[2]``, no Arrow setting changed: the source hands Spark
 ``pyarrow.RecordBatch`` objects, which Spark takes as they are whatever ``spark.sql.execution.arrow.*``
@@ -49,7 +50,6 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
 # Spark's Python workers import the no-work source by name (pickled by reference, as a real source is)
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "bench"), os.environ.get("PYTHONPATH")) if p)
 

@@ -1392,7 +1392,9 @@ class SQLiteBackend(Backend):
 
 # -- columnar reads (read_range_batches) -----------------------------------------------------------
 
-_SCAN_MMAP_BYTES = 1073741824
+_SCAN_MMAP_BYTES = 1 << 30
+"""How much of the file a columnar scan maps (SQLite maps at most the file's size): pages are read in place
+instead of copied into the page cache (safe here: the store never truncates its file under a reader)."""
 
 # Per window one pass over a rowid range. SQLite visits the rows, and so concatenates each column, in
 # rowid order (offset order within a partition). Byte columns come concatenated with their lengths as
