@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from connect_runtime.api.config import ConfigDef, ConfigValue
+from connect_runtime.api.records import TopicPartition
 
 if TYPE_CHECKING:
     from connect_runtime.api.source import OffsetStorageReader
@@ -121,16 +123,54 @@ class SourceConnector(Connector):
         return ConnectorTransactionBoundaries.UNSUPPORTED
 
 
+@dataclass(frozen=True)
+class DestinationOffsets:
+    """What a sink that keeps its offsets in its destination holds there (see
+    :meth:`SinkConnector.read_offsets`)."""
+
+    offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    """The next offset to write per topic partition (partitions never written are absent)."""
+    generation: int = -1
+    """The newest run generation recorded in the destination (``-1``: none). A new run of the
+    connector starts above it, so a replaced offsets store (a new ``AIRFLOW_HOME``, SQLite to Kafka)
+    continues from the destination instead of being refused there as a zombie."""
+    where: str = ""
+    """Where they live, for messages (no secrets): ``table pyconnect_sink_offsets on postgresql://db/dw``."""
+
+
 class SinkConnector(Connector):
-    """A connector that pushes topics into an external system."""
+    """A connector that pushes topics into an external system.
+
+    A sink that keeps its offsets in its destination (written in the same transaction or atomic step
+    as the data; ``pre_commit`` returns ``{}``) overrides :meth:`read_offsets` and
+    :meth:`alter_offsets` (KIP-875's ``SinkConnector.alterOffsets``), so offsets management (the
+    admin API, ``pyconnect offsets``, the Connectors view) reads and changes the real position, and a
+    new run's generation starts above the destination's. Both are called on an instance that was
+    initialised but **not started**, with the connector's full config.
+    """
 
     context: SinkConnectorContext
+
+    def read_offsets(self, connector_config: Mapping[str, Any]) -> DestinationOffsets | None:
+        """The offsets this connector keeps in its destination; ``None`` (the default): it keeps none
+        there and the consumer group's committed offsets are the truth."""
+        return None
+
+    def alter_offsets(self, connector_config: Mapping[str, Any],
+                      offsets: Mapping[TopicPartition, int | None], generation: int) -> bool:
+        """KIP-875: set (an int: the next offset to write) or reset (``None``) these partitions' offsets
+        in the destination, as ``generation`` (a generation the runtime just began for this alteration:
+        writing it there fences every older run). Returns ``True`` when it did; ``False`` (the
+        default) when the connector keeps no offsets there (the runtime alters the group's instead).
+        Raise :class:`~connect_runtime.api.errors.ConnectError` to refuse, saying why and what to do."""
+        return False
 
 
 __all__ = [
     "Connector",
     "ConnectorContext",
     "ConnectorTransactionBoundaries",
+    "DestinationOffsets",
     "ExactlyOnceSupport",
     "SinkConnector",
     "SinkConnectorContext",

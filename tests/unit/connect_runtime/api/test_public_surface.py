@@ -8,7 +8,7 @@ import connect_runtime.api as api
 EXPECTED_API = {
     "HIDDEN", "NO_DEFAULT", "BackendError", "BackendUnavailableError", "ConfigDef", "ConfigError",
     "ConfigKey", "ConfigValue", "ConnectError", "ConnectRecord", "Connector", "ConnectorContext",
-    "ConnectorTransactionBoundaries", "Converter", "DataError", "ErrantRecordReporter",
+    "ConnectorTransactionBoundaries", "Converter", "DataError", "DestinationOffsets", "ErrantRecordReporter",
     "ExactlyOnceSupport", "Headers", "Importance", "OffsetStorageReader", "Password", "Predicate",
     "ProducerFencedError", "Range", "RecordMetadata", "RetriableError", "SinkConnector",
     "SinkConnectorContext", "SinkRecord", "SinkTask", "SinkTaskContext", "SourceConnector",
