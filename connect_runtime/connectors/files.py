@@ -32,18 +32,30 @@ JSON value; ``csv``: a dict keyed by the header row), into ``topic``.
 
 FileSink
 --------
-Writes each topic partition to ``<directory>/<topic>/partition=<p>/<topic>-<p>.jsonl`` (or ``.csv``;
-with ``file.max.bytes`` > 0, segments ``<topic>-<p>-<first offset, 20 digits>.jsonl`` of which only the
-last grows) and keeps its offsets **in the destination**: ``_manifest.json`` next to the data records
-the next offset to write, the current file and its size at the last commit point. It is replaced
-atomically (temp file, fsync, ``os.replace``, directory fsync) after the data was fsynced, so after
-any crash:
+Writes each topic partition under ``<directory>/<topic>/partition=<p>/`` and keeps its offsets **in the
+destination**, exactly once, the way Kafka Connect's S3 and HDFS sinks make their objects the truth
+(details: :mod:`connect_runtime.connectors._files_dest`):
 
-- ``open()`` reads the manifest, removes segments started after it and truncates bytes past the
-  recorded size (written by a run that died before its commit point), and rewinds the consumer to
-  the recorded next offset (records before it that still arrive are dropped, too);
-- ``pre_commit()`` fsyncs data, then writes the manifest, and returns ``{}``: the runtime commits
-  nothing to the consumer group, the manifest is the only truth. No duplicates, no loss.
+- Each commit point **publishes whole files** named by the offsets they hold,
+  ``<topic>+<p>+<first>+<last>.jsonl`` (or ``.csv``; 20-digit zero-padded, inclusive, as the HDFS
+  connector names them), by ``rename`` after the bytes were fsynced. Until then records are in a hidden
+  in-flight file (``.inflight-...tmp``). A reader of the directory (``*.jsonl``) sees committed records
+  only, never a growing or half-written file. ``file.max.bytes`` > 0 also rolls to a new file within a
+  commit; each file (CSV: each with its header) stands alone. :func:`committed_files` lists them in
+  offset order.
+- ``_manifest.json`` holds the partition's **generation** and next offset; the committed position is
+  the later of it and the last file's end, so a crash between a rename and the manifest loses nothing.
+- **The destination is the fence**: ``open()`` claims each partition for the run's generation under an
+  exclusive lock (``.lock``), removes in-flight files of runs that died, and rewinds the consumer to the
+  committed position; every commit re-checks, under the same lock, that no newer generation claimed the
+  partition. An older run (a zombie, or an overlapping run that started earlier, as a backfill makes
+  them) publishes nothing: it fails with ``ProducerFencedError`` and its in-flight files are removed.
+- ``pre_commit()`` publishes and returns ``{}``: the consumer group commits nothing.
+- Offsets management (KIP-875): ``read_offsets`` / ``alter_offsets`` read and move the position in the
+  destination. Moving forward skips records; moving back or resetting is refused while published files
+  hold records at or past the new position (files are never deleted for you; the error names them).
+- Directories written by earlier versions (one growing file and a manifest with its committed size) are
+  taken over: bytes past that size are cut off, the old files stay as committed data.
 
 ``put()`` encodes a whole batch per partition with one orjson call (split into lines with msgspec; byte for
 byte what ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))`` writes, values whose orjson bytes
@@ -54,11 +66,13 @@ chosen fields of ``topic, partition, offset, timestamp, key, value, headers``.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -77,6 +91,7 @@ from connect_runtime.api.config import (
 )
 from connect_runtime.api.connector import (
     ConnectorTransactionBoundaries,
+    DestinationOffsets,
     ExactlyOnceSupport,
     SinkConnector,
     SourceConnector,
@@ -85,6 +100,7 @@ from connect_runtime.api.errors import ConfigError, ConnectError, DataError
 from connect_runtime.api.records import SinkRecord, SourceRecord, TopicPartition
 from connect_runtime.api.sink import SinkTask
 from connect_runtime.api.source import SourceTask
+from connect_runtime.connectors._files_dest import MANIFEST, PartitionDir, read_manifest
 from connect_runtime.converters import json_batch, json_default
 
 log = logging.getLogger(__name__)
@@ -577,13 +593,11 @@ _SINK_CONFIG = (
     .define("csv.columns", Type.LIST, default=[],
             doc="csv: the value's columns (default: the keys of the first record's value).")
     .define("file.max.bytes", Type.LONG, default=0, validator=Range.at_least(0),
-            doc="Roll to a new segment file <topic>-<p>-<first offset>.<ext> once the current one holds at "
-                "least this many bytes (0: one file per partition).")
+            doc="Roll to a new file once the current one holds at least this many bytes (0: one file per "
+                "partition and commit point).")
     .define("fsync", Type.BOOLEAN, default=True,
             doc="fsync data and manifest at each commit point (false survives process crashes, not power loss).")
 )
-
-MANIFEST = "_manifest.json"
 
 
 def _json_default(obj: Any) -> Any:
@@ -607,142 +621,73 @@ def _encode_lines(values: list[Any]) -> bytes:
     return b"\n".join(parts)
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse fsync on a directory
-    finally:
-        os.close(fd)
-
-
-def write_atomically(path: Path, data: bytes, *, fsync: bool = True) -> None:
-    """Replace ``path`` with ``data``: temp file, fsync, ``os.replace``, directory fsync."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        if fsync:
-            fh.flush()
-            os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    if fsync:
-        _fsync_dir(path.parent)
-
-
-def partition_dir(directory: str | os.PathLike[str], tp: TopicPartition) -> Path:
-    return Path(directory) / tp.topic / f"partition={tp.partition}"
-
-
-def read_manifest(path: Path) -> dict[str, Any] | None:
-    """The manifest at ``path``, ``None`` if there is none; ConnectError if it is unreadable."""
-    try:
-        data = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except ValueError as exc:
-        raise ConnectError(f"{path}: corrupt FileSink manifest ({exc}); it is only ever replaced atomically, "
-                           "so something else wrote it") from exc
-    if not (isinstance(data, dict) and isinstance(data.get("next_offset"), int)
-            and isinstance(data.get("size"), int) and isinstance(data.get("file"), str)):
-        raise ConnectError(f"{path}: not a FileSink manifest (needs file, size, next_offset)")
-    return data
-
-
 class _PartitionWriter:
-    """One partition's data files and manifest.
+    """One partition of one FileSink task: records go to a hidden in-flight file; a commit point renames
+    it (and any rolled ones) to its published name under the partition's lock, after checking that no
+    newer generation claimed the partition (see :mod:`connect_runtime.connectors._files_dest`)."""
 
-    Without rolling (``file.max.bytes=0``) the partition has one data file ``<topic>-<p>.<ext>``;
-    with it, segments ``<topic>-<p>-<first offset, 20 digits>.<ext>`` of which only the last grows.
-    The manifest names the current file and its committed size: segments started after it and bytes
-    past that size were written by a run that did not reach its next commit point, and are removed.
-    """
-
-    def __init__(self, directory: str, tp: TopicPartition, fmt: str, fsync: bool, max_bytes: int = 0) -> None:
+    def __init__(self, task: FileSinkTask, tp: TopicPartition) -> None:
         self.tp = tp
-        self.dir = partition_dir(directory, tp)
-        self.fsync = fsync
-        self.fmt = fmt
-        self.max_bytes = max_bytes
-        self.manifest_path = self.dir / MANIFEST
-        self._single = f"{tp.topic}-{tp.partition}.{fmt}"
-        if not self.dir.is_dir():
-            self.dir.mkdir(parents=True, exist_ok=True)
-            if fsync:  # the new directory entries survive a power loss too
-                _fsync_dir(self.dir.parent)
-                _fsync_dir(self.dir.parent.parent)
-        manifest = read_manifest(self.manifest_path)
-        if manifest and manifest.get("format", fmt) != fmt:
-            raise ConnectError(f"{self.manifest_path}: this partition was written as {manifest.get('format')}, "
-                               f"not {fmt}; use another directory to change the format")
-        self.fh: io.BufferedWriter | None = None
+        self.task = task
+        self.generation = task.context.generation
+        self.max_bytes = task._max_bytes
+        self.fsync = task._fsync
+        self.dest = PartitionDir(task._directory, tp, task._format, fsync=task._fsync)
+        self.fh: Any = None
         self.path: Path | None = None
-        self.size = 0
+        self.first = 0  # first offset the in-flight file covers
+        self.size = 0   # bytes in the in-flight file
+        self.pending: list[tuple[Path, int, int]] = []  # rolled in-flight files: (path, first, last)
         self.columns: list[str] | None = None
-        self.next_offset: int | None = manifest["next_offset"] if manifest else None
-        self.committed_next = self.next_offset
-        if manifest is None:
-            # nothing was ever committed here: every data file is a leftover of a run that died
-            for stale in [self.dir / self._single, *self._segments()]:
-                if stale.exists():
+        self.committed_next: int | None = None
+        self.next_offset: int | None = None
+
+    def claim(self) -> None:
+        """``open()``: take the partition for this generation (an older run can publish nothing after
+        this), clean up what runs that died left, and learn the committed position."""
+        who = repr(self.task._name)
+        with self.dest.locked("claiming the partition"):
+            st = self.dest.state()
+            self.dest.check_generation(st, self.generation, who)
+            if st.generation < 0 and not self.dest.manifest_path.exists():
+                for stale in self.dest._legacy_names():  # a version-1 run that died before any commit point
                     log.info("FileSink: removing %s (written before any commit point)", stale)
                     stale.unlink()
-            self.committed_size = 0
-            return
-        self.path = self.dir / manifest["file"]
-        committed_size = int(manifest["size"])
-        current_start = self._start_of(self.path.name)
-        for seg in self._segments():
-            if self._start_of(seg.name) > current_start:
-                log.info("FileSink: removing %s (started after the last commit point)", seg)
-                seg.unlink()
-        fh = open(self.path, "ab")  # noqa: SIM115 - closed in close()
-        actual = os.fstat(fh.fileno()).st_size
-        if actual < committed_size:
-            fh.close()
-            raise ConnectError(f"{self.path} has {actual} bytes but its manifest recorded {committed_size}: "
-                               "the destination was changed outside the sink; refusing to continue")
-        if actual > committed_size:
-            log.info("FileSink: truncating %s from %d to %d bytes (written after the last commit point "
-                     "by a run that did not finish)", self.path, actual, committed_size)
-            fh.truncate(committed_size)
-            if fsync:
-                os.fsync(fh.fileno())
-        self.fh = fh
-        self.size = self.committed_size = committed_size
-        if fmt == "csv" and committed_size > 0:
-            with open(self.path, "rb") as rf:
-                self.columns = next(csv.reader([rf.readline().decode("utf-8").rstrip("\r\n")]))
-
-    def _segments(self) -> list[Path]:
-        prefix = f"{self.tp.topic}-{self.tp.partition}-"
-        suffix = f".{self.fmt}"
-        return [p for p in self.dir.iterdir()
-                if p.name.startswith(prefix) and p.name.endswith(suffix)
-                and p.name[len(prefix):-len(suffix)].isdigit()]
-
-    def _start_of(self, name: str) -> int:
-        """First offset of a segment file (-1 for the single-file name, which always comes first)."""
-        if name == self._single:
-            return -1
-        return int(name[len(f"{self.tp.topic}-{self.tp.partition}-"):-len(f".{self.fmt}")])
+            self.dest.take_over_v1(st)
+            self.dest.remove_inflight()
+            self.dest.write_manifest(st, self.generation, st.next_offset)  # the claim
+        self.committed_next = self.next_offset = st.next_offset
+        if self.task._format == "csv":
+            last = st.files[-1].path if st.files else (st.legacy[-1] if st.legacy else None)
+            if last is not None and last.stat().st_size > 0:
+                with open(last, "rb") as rf:
+                    self.columns = next(csv.reader([rf.readline().decode("utf-8").rstrip("\r\n")]))
 
     def prepare(self, first_offset: int) -> None:
-        """Before writing records starting at ``first_offset``: open the file, or roll to a new segment."""
+        """Before writing records starting at ``first_offset``: open an in-flight file, or roll."""
         if self.fh is not None and not (self.max_bytes and self.size >= self.max_bytes):
             return
         if self.fh is not None:
-            self.fh.flush()
-            if self.fsync:  # the finished segment is durable before a manifest can point past it
-                os.fsync(self.fh.fileno())
-            self.fh.close()
-        name = f"{self.tp.topic}-{self.tp.partition}-{first_offset:020d}.{self.fmt}" if self.max_bytes else self._single
-        self.path = self.dir / name
-        self.fh = open(self.path, "wb")  # noqa: SIM115 - closed in close()
-        self.size = 0
+            assert self.next_offset is not None
+            self._close_inflight(self.next_offset - 1)
+            first = self.next_offset
+        else:
+            first = self.next_offset if self.next_offset is not None else first_offset
+        self.path, self.fh = self.dest.new_inflight(self.generation, first)
+        self.first, self.size = first, 0
+
+    def _close_inflight(self, last: int) -> None:
+        fh, path = self.fh, self.path
+        self.fh = self.path = None
+        assert fh is not None and path is not None
+        fh.flush()
+        if self.fsync:  # durable before a rename can publish it
+            os.fsync(fh.fileno())
+        fh.close()
+        if self.size:
+            self.pending.append((path, self.first, last))
+        else:
+            path.unlink()
 
     def write(self, data: bytes, next_offset: int) -> None:
         assert self.fh is not None
@@ -751,28 +696,70 @@ class _PartitionWriter:
         self.next_offset = next_offset
 
     def commit(self, delivered: int | None) -> None:
-        """Make the data durable, then record it in the manifest."""
+        """The commit point: publish the in-flight files and record the position, or be fenced."""
         nxt = self.next_offset
         if delivered is not None and (nxt is None or delivered > nxt):
             nxt = delivered  # records delivered but not written (filtered, reported as errant)
-        if nxt is None or (nxt == self.committed_next and self.size == self.committed_size):
+        if nxt is None or (nxt == self.committed_next and self.fh is None and not self.pending):
             return
-        if self.fh is None:
-            self.prepare(nxt)
-        assert self.fh is not None and self.path is not None
-        self.fh.flush()
-        if self.fsync:
-            os.fsync(self.fh.fileno())
-        manifest = {"version": 1, "topic": self.tp.topic, "partition": self.tp.partition,
-                    "file": self.path.name, "format": self.fmt, "size": self.size, "next_offset": nxt}
-        write_atomically(self.manifest_path, _encode(manifest).encode(), fsync=self.fsync)
+        if self.fh is not None:
+            self._close_inflight(nxt - 1)
+        try:
+            with self.dest.locked("committing"):
+                st = self.dest.state()
+                self.dest.check_generation(st, self.generation, repr(self.task._name))
+                if st.next_offset != self.committed_next:
+                    raise ConnectError(
+                        f"FileSink {self.task._name!r}: {self.tp.topic}-{self.tp.partition} in {self.dest.dir} is at "
+                        f"offset {st.next_offset} (generation {st.generation}), not where this run (generation "
+                        f"{self.generation}) found it ({self.committed_next}): another run of the same generation "
+                        "wrote it, or it was changed outside the sink; this run publishes nothing")
+                self.dest.publish(self.pending)
+                self.dest.write_manifest(st, self.generation, nxt)
+        except BaseException:
+            self.discard()
+            raise
+        self.pending = []
         self.next_offset = self.committed_next = nxt
-        self.committed_size = self.size
 
-    def close(self) -> None:
+    def discard(self) -> None:
+        """Forget what was not committed (its in-flight files are removed; the records come again)."""
         if self.fh is not None:
             self.fh.close()
             self.fh = None
+        for path, _, _ in self.pending + ([(self.path, 0, 0)] if self.path is not None else []):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        self.pending, self.path = [], None
+        self.next_offset = self.committed_next
+
+    close = discard
+
+
+def committed_files(directory: str | os.PathLike[str], topic: str, partition: int, fmt: str = "jsonl") -> list[Path]:
+    """The data files of one FileSink partition, in offset order: every record in them is committed, and
+    nothing else is under a data file's name (what a reader of the directory reads; files of a version-1
+    manifest first)."""
+    dest = PartitionDir(directory, TopicPartition(topic, partition), fmt, fsync=False)
+    st = dest.state()
+    return [*st.legacy, *(f.path for f in st.files)]
+
+
+def _sink_partitions(cfg: Mapping[str, Any]) -> list[TopicPartition]:
+    """The partitions a FileSink config has directories for (``topics``, or ``topics.regex`` matched
+    against the topic directories)."""
+    root = Path(cfg["directory"])
+    topics = [str(t) for t in cfg.get("topics") or []]
+    if not topics and cfg.get("topics.regex"):
+        rx = re.compile(str(cfg["topics.regex"]))
+        topics = sorted(p.name for p in root.iterdir() if p.is_dir() and rx.fullmatch(p.name)) if root.is_dir() else []
+    out = []
+    for topic in topics:
+        for p in sorted((root / topic).glob("partition=*")) if (root / topic).is_dir() else []:
+            num = p.name[len("partition="):]
+            if num.isdigit():
+                out.append(TopicPartition(topic, int(num)))
+    return out
 
 
 class FileSink(SinkConnector):
@@ -786,6 +773,8 @@ class FileSink(SinkConnector):
     def start(self, props: Mapping[str, str]) -> None:
         self._props = {k: v for k, v in props.items() if k in _SINK_CONFIG.keys}
         _SINK_CONFIG.parse(self._props)
+        if props.get("name"):
+            self._props["name"] = props["name"]  # named in the tasks' messages
 
     def task_class(self) -> type:
         return FileSinkTask
@@ -796,6 +785,68 @@ class FileSink(SinkConnector):
             out[k] = ",".join(map(str, v)) if isinstance(v, list) else str(v)
         return [dict(out) for _ in range(max_tasks)]
 
+    # -- offsets in the destination (KIP-875) -------------------------------------------------------
+
+    def _parse(self, connector_config: Mapping[str, Any]) -> dict[str, Any]:
+        cfg = dict(_SINK_CONFIG.parse({k: v for k, v in connector_config.items() if k in _SINK_CONFIG.keys}))
+        cfg["topics"] = _list_of(connector_config.get("topics"))
+        cfg["topics.regex"] = connector_config.get("topics.regex")
+        return cfg
+
+    def read_offsets(self, connector_config: Mapping[str, Any]) -> DestinationOffsets:
+        """The committed position of every partition directory (manifest and file names)."""
+        cfg = self._parse(connector_config)
+        offsets: dict[TopicPartition, int] = {}
+        generation = -1
+        for tp in _sink_partitions(cfg):
+            st = PartitionDir(cfg["directory"], tp, cfg["format"], fsync=False).state()
+            generation = max(generation, st.generation)
+            if st.next_offset is not None:
+                offsets[tp] = int(st.next_offset)
+        return DestinationOffsets(offsets, generation, f"FileSink manifests and file names under {cfg['directory']}")
+
+    def alter_offsets(self, connector_config: Mapping[str, Any], offsets: Mapping[TopicPartition, int | None],
+                      generation: int) -> bool:
+        """Move partitions forward (the records before the new offset are never written), or back / reset
+        (``None``) where no published file holds records at or past the new offset: files are never
+        removed for you (that would delete data); the error names them."""
+        cfg = self._parse(connector_config)
+        dests = {TopicPartition(*tp): PartitionDir(cfg["directory"], TopicPartition(*tp), cfg["format"],
+                                                   fsync=cfg["fsync"]) for tp in offsets}
+        for check_only in (True, False):
+            for tp, off in offsets.items():
+                tp = TopicPartition(*tp)
+                dest = dests[tp]
+                if not dest.exists() and (off is None or check_only):
+                    continue
+                with dest.locked("altering offsets"):
+                    st = dest.state()
+                    dest.check_generation(st, generation, repr(connector_config.get("name")))
+                    target = 0 if off is None else int(off)
+                    holding = [f.path.name for f in st.files if f.last >= target]
+                    if st.legacy and target < st.legacy_next:
+                        holding = [p.name for p in st.legacy] + holding
+                    if holding and (st.next_offset is None or target < st.next_offset):
+                        what = "reset" if off is None else f"move back to offset {target}"
+                        raise ConnectError(
+                            f"FileSink keeps its offsets in its destination: to {what} {tp.topic}-{tp.partition}, the "
+                            f"records at or after offset {target} would be written again next to their copies in "
+                            f"{dest.dir}: {', '.join(holding[:5])}{' ...' if len(holding) > 5 else ''}. Remove those "
+                            "files first (they are the committed data), then alter or reset again; or move forward")
+                    if check_only:
+                        continue
+                    # a reset keeps the manifest (with no position): its generation keeps older runs fenced
+                    dest.write_manifest(st, generation, None if off is None else target)
+        return True
+
+
+def _list_of(value: Any) -> list[str]:
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        return [t.strip() for t in value.split(",") if t.strip()]
+    return [str(t) for t in value]
+
 
 class FileSinkTask(SinkTask):
     """See the module docstring: data per partition, manifest after fsync, ``pre_commit`` returns {}."""
@@ -803,7 +854,8 @@ class FileSinkTask(SinkTask):
     VERSION = VERSION
 
     def start(self, props: Mapping[str, str]) -> None:
-        cfg = _SINK_CONFIG.parse(props)
+        cfg = _SINK_CONFIG.parse({k: v for k, v in props.items() if k in _SINK_CONFIG.keys})
+        self._name = str(props.get("name") or "file-sink")
         self._directory = cfg["directory"]
         self._format = cfg["format"]
         self._fields: list[str] = cfg["output.fields"]
@@ -814,12 +866,14 @@ class FileSinkTask(SinkTask):
         self._writers: dict[TopicPartition, _PartitionWriter] = {}
 
     def open(self, partitions: list[TopicPartition]) -> None:
+        """Claim each partition for this run's generation and rewind to its committed position."""
         rewind = {}
         for tp in partitions:
             tp = TopicPartition(*tp)
             if tp in self._writers:
                 continue
-            w = _PartitionWriter(self._directory, tp, self._format, self._fsync, self._max_bytes)
+            w = _PartitionWriter(self, tp)
+            w.claim()
             self._writers[tp] = w
             if w.next_offset is not None:
                 rewind[tp] = w.next_offset
@@ -933,11 +987,11 @@ class FileSinkTask(SinkTask):
         for tp in partitions:
             w = self._writers.pop(TopicPartition(*tp), None)
             if w is not None:
-                w.close()  # no manifest: what was not committed gets truncated on the next open
+                w.discard()  # not committed: its in-flight files go, its records come again
 
     def stop(self) -> None:
         for w in self._writers.values():
-            w.close()
+            w.discard()
         self._writers = {}
 
 
@@ -963,6 +1017,7 @@ __all__ = [
     "DirectorySourceTask",
     "FileSink",
     "FileSinkTask",
+    "committed_files",
     "is_finished",
     "read_manifest",
     "scan_directory",

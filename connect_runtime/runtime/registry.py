@@ -128,8 +128,10 @@ class Registry:
         return sorted(out, key=lambda r: (r.name, r.scope))
 
     def begin(self, name: str, *, scope: str = "", kind: str, connector_class: str,
-              offsets_store: str | None = None, owns_offsets: bool = False) -> tuple[ConnectorRecord, ConnectorRecord | None]:
-        """Start a new generation: ``(new entry, the previous entry or None)``. Atomic on SQLite."""
+              offsets_store: str | None = None, owns_offsets: bool = False,
+              floor: int = 0) -> tuple[ConnectorRecord, ConnectorRecord | None]:
+        """Start a new generation, at least ``floor``: ``(new entry, the previous entry or None)``. Atomic on
+        SQLite."""
         previous: list[ConnectorRecord | None] = [None]
 
         def bump(current: bytes | None) -> bytes:
@@ -137,7 +139,8 @@ class Registry:
             previous[0] = before
             now = _now_ms()
             rec = ConnectorRecord(
-                name=name, scope=scope, kind=kind, generation=0 if before is None else before.generation + 1,
+                name=name, scope=scope, kind=kind,
+                generation=max(floor, 0 if before is None else before.generation + 1),
                 tasks=0, state="running", connector_class=connector_class, offsets_store=offsets_store,
                 topics=[] if before is None else before.topics,
                 owns_offsets=owns_offsets or (before is not None and before.owns_offsets),

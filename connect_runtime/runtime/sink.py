@@ -1069,7 +1069,9 @@ def run_sink(
     store = open_backend(backend, backend_settings)
     pipelines: list[SinkPipeline] = [first_pipeline]
     try:
-        generation = Generation.begin(store, name, kind="sink", connector_class=str(values["connector.class"]))
+        floor = _destination_floor(connector, config, name)
+        generation = Generation.begin(store, name, kind="sink", connector_class=str(values["connector.class"]),
+                                      floor=floor)
         try:
             result = _run(config, values, connector, store, pipelines, targets_given,
                           max_records, max_seconds, progress, generation, stop)
@@ -1081,6 +1083,22 @@ def run_sink(
     finally:
         if owned:
             store.close()
+
+
+def _destination_floor(connector: SinkConnector, config: Mapping[str, Any], name: str) -> int:
+    """The lowest generation this run may take: above the newest one recorded in the destination of a sink
+    that keeps its offsets there (``read_offsets``), so a replaced offsets store (a new ``AIRFLOW_HOME``,
+    SQLite to Kafka) continues from the destination instead of being refused there as a zombie."""
+    try:
+        dest = connector.read_offsets(_string_props(config))
+    except (ConfigError, ConnectError):
+        raise
+    except Exception as exc:
+        raise ConnectError(f"sink connector {name!r}: reading the offsets it keeps in its destination failed: "
+                           f"{type(exc).__name__}: {exc}") from exc
+    if dest is None:
+        return 0
+    return dest.generation + 1
 
 
 def _finish_registration(generation: Generation, exc: BaseException | None, result: SinkRunResult | None,

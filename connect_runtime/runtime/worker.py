@@ -188,9 +188,14 @@ class Generation:
 
     @classmethod
     def begin(cls, backend: Backend, name: str, *, kind: str, connector_class: str, scope: str = "",
-              offsets_store: str | None = None) -> Generation:
+              offsets_store: str | None = None, floor: int = 0) -> Generation:
+        """``floor``: the lowest generation to take (a sink's destination records newer ones)."""
         record, previous = Registry(backend).begin(name, scope=scope, kind=kind, connector_class=connector_class,
-                                                   offsets_store=offsets_store)
+                                                   offsets_store=offsets_store, floor=floor)
+        if floor and record.generation == floor and (previous is None or previous.generation + 1 < floor):
+            log.warning("%s connector %s: its destination records generation %d, newer than this offsets store knows "
+                        "(%s): this run is generation %d (was the store replaced?)", kind, name, floor - 1,
+                        "no run" if previous is None else f"generation {previous.generation}", record.generation)
         if previous is not None and previous.running:
             log.warning("%s connector %s: generation %d (started by %s) was still running; generation %d fences it",
                         kind, name, previous.generation, previous.owner, record.generation)

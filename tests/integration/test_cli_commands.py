@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from connect_runtime.backends import open_backend
+from connect_runtime.connectors.files import committed_files
 
 PYCONNECT = str(Path(sys.executable).with_name("pyconnect"))
 REPO = Path(__file__).resolve().parents[2]
@@ -133,7 +134,7 @@ def test_sink_run_until_a_source_result_and_group_offsets(tmp_path: Path, sqlite
     r = cli("run", str(sink), "--until", f"@{tmp_path / 'result.json'}", url=sqlite_url)
     assert r.rc == 0, r.err
     assert r.json()["records"] == 30
-    lines = (tmp_path / "out" / "events" / "partition=0" / "events-0.jsonl").read_text().splitlines()
+    lines = [line for f in committed_files(tmp_path / "out", "events", 0) for line in f.read_text().splitlines()]
     assert [json.loads(line)["id"] for line in lines] == list(range(30))
 
     # the FileSink keeps its offsets in its files: the group has none

@@ -18,6 +18,7 @@ import pytest
 
 from connect_runtime.api import TopicPartition
 from connect_runtime.backends import ProducerRecord, open_backend
+from connect_runtime.connectors.files import committed_files
 from tests.conftest import PYTHON, REPO, slow_iterations
 from tests.sink_helpers import read_ledger, read_log
 
@@ -160,7 +161,9 @@ def file_sink_loop(tmp_path: Path, url: str, kills: int, n: int) -> None:
               progress=lambda: sum(len(f.read_bytes().splitlines()) for f in out.glob("in/partition=*/*.jsonl")))
     values: Counter[int] = Counter()
     for p in range(parts):
-        data = (out / "in" / f"partition={p}" / f"in-{p}.jsonl").read_text().splitlines()
+        files = committed_files(out, "in", p)
+        assert files == sorted((out / "in" / f"partition={p}").glob("*.jsonl")), "a file a reader sees is not committed"
+        data = [line for f in files for line in f.read_text().splitlines()]
         assert [json.loads(v) % parts for v in data] == [p] * len(data)
         assert [json.loads(v) for v in data] == sorted(json.loads(v) for v in data)  # in offset order
         values.update(json.loads(v) for v in data)

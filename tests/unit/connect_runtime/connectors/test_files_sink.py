@@ -1,4 +1,5 @@
-"""FileSink: offsets kept in the destination (manifest), truncation of unacknowledged bytes, rewinds.
+"""FileSink: offsets kept in the destination (manifest and file names), whole files published at the
+commit point, in-flight files of dead runs removed, rewinds, version-1 directories taken over.
 
 Every test is a real ``run_sink`` over a real SQLite backend file. The SIGKILL test (a real
 subprocess killed mid-run) is in ``tests/integration/test_cli_sink_kill.py``.
@@ -7,6 +8,7 @@ subprocess killed mid-run) is in ``tests/integration/test_cli_sink_kill.py``.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +18,8 @@ import pytest
 
 from connect_runtime.api import ConnectError, TopicPartition
 from connect_runtime.backends import Backend, ProducerRecord, open_backend
-from connect_runtime.connectors.files import MANIFEST, read_manifest
+from connect_runtime.connectors._files_dest import file_name
+from connect_runtime.connectors.files import MANIFEST, committed_files, read_manifest
 from connect_runtime.runtime.sink import run_sink
 
 TOPIC = "in"
@@ -50,12 +53,21 @@ def config(out: Path, **extra: str) -> dict[str, str]:
     return cfg
 
 
-def data_file(out: Path, p: int, ext: str = "jsonl") -> Path:
-    return out / TOPIC / f"partition={p}" / f"{TOPIC}-{p}.{ext}"
+def files(out: Path, p: int, ext: str = "jsonl") -> list[Path]:
+    return committed_files(out, TOPIC, p, ext)
+
+
+def data_bytes(out: Path, p: int, ext: str = "jsonl") -> bytes:
+    return b"".join(f.read_bytes() for f in files(out, p, ext))
 
 
 def lines(out: Path, p: int) -> list[Any]:
-    return [json.loads(line) for line in data_file(out, p).read_text().splitlines()]
+    return [json.loads(line) for line in data_bytes(out, p).decode().splitlines()]
+
+
+def visible(out: Path) -> list[str]:
+    """Every name a reader of the directory sees (hidden names left out)."""
+    return sorted(str(f.relative_to(out)) for f in out.rglob("*") if f.is_file() and not f.name.startswith("."))
 
 
 def group_committed(backend: Backend, partitions: int = 2) -> dict[int, int | None]:
@@ -79,9 +91,12 @@ def test_writes_each_partition_with_a_manifest_and_commits_nothing_to_the_group(
     for p in (0, 1):
         manifest = read_manifest(out / TOPIC / f"partition={p}" / MANIFEST)
         assert manifest is not None
-        assert manifest["next_offset"] == 20
-        assert manifest["size"] == data_file(out, p).stat().st_size
-        assert manifest["file"] == f"{TOPIC}-{p}.jsonl"
+        assert manifest["next_offset"] == 20 and manifest["version"] == 2
+        assert manifest["generation"] == 0
+        # one commit point, one whole file named by the offsets it holds (first and last, inclusive)
+        assert [f.name for f in files(out, p)] == [file_name(TopicPartition(TOPIC, p), 0, 19, "jsonl")]
+    assert visible(out) == sorted([f"{TOPIC}/partition={p}/{n}" for p in (0, 1) for n in
+                                   (MANIFEST, file_name(TopicPartition(TOPIC, p), 0, 19, "jsonl"))])
     assert group_committed(backend) == {0: None, 1: None}  # pre_commit returned {}
     assert result.committed == {}
 
@@ -95,42 +110,69 @@ def test_restart_rewinds_to_the_manifest_without_duplicates(tmp_path: Path, sqli
     assert run_sink(config(out), sqlite_url).records == 6
     assert lines(out, 0) == [0, 2, 4, 6, 8, 10, 12, 14]
     assert lines(out, 1) == [1, 3, 5, 7, 9, 11, 13, 15]
+    assert [f.name for f in files(out, 0)] == [file_name(TopicPartition(TOPIC, 0), 0, 4, "jsonl"),
+                                               file_name(TopicPartition(TOPIC, 0), 5, 7, "jsonl")]
     assert run_sink(config(out), sqlite_url).records == 0
 
 
-def test_bytes_written_after_the_last_commit_point_are_truncated(
+def test_in_flight_files_of_a_run_that_died_are_removed_and_never_visible(
     tmp_path: Path, sqlite_url: str, backend: Backend
 ) -> None:
     out = tmp_path / "out"
     fill(backend, list(range(10)))
     run_sink(config(out), sqlite_url)
-    committed_size = data_file(out, 0).stat().st_size
-    # what a run killed between its write and its manifest leaves behind: records past the manifest
-    with open(data_file(out, 0), "a") as f:
-        f.write("10\n12\n14\n{\"torn")
+    part = out / TOPIC / "partition=0"
+    # what a run killed before its commit point leaves: a hidden in-flight file no data-file glob matches
+    (part / ".inflight-7-12345-5.jsonl.tmp").write_text('10\n12\n{"torn')
+    assert [f.name for f in part.glob("*.jsonl")] == [file_name(TopicPartition(TOPIC, 0), 0, 4, "jsonl")]
     fill(backend, list(range(10, 14)), start=10)
     run_sink(config(out), sqlite_url)
     assert lines(out, 0) == [0, 2, 4, 6, 8, 10, 12]
     assert lines(out, 1) == [1, 3, 5, 7, 9, 11, 13]
-    assert data_file(out, 0).stat().st_size == committed_size + len("10\n12\n")
+    assert not [f for f in part.iterdir() if f.name.startswith(".inflight-")]
 
 
-def test_data_without_any_manifest_is_dropped_and_rewritten(tmp_path: Path, sqlite_url: str, backend: Backend) -> None:
+def test_a_file_published_just_before_a_crash_counts_as_committed(tmp_path: Path, sqlite_url: str,
+                                                                  backend: Backend) -> None:
+    """A crash after the rename (the commit point) but before the manifest was rewritten: the file's name
+    says what it holds, so the next run goes on after it (no duplicate, no gap)."""
     out = tmp_path / "out"
-    fill(backend, list(range(4)))
-    data_file(out, 0).parent.mkdir(parents=True)
-    data_file(out, 0).write_text("0\n2\n")  # a first run that died before its first commit point
+    fill(backend, list(range(10)), partitions=1)
     run_sink(config(out), sqlite_url)
-    assert lines(out, 0) == [0, 2]
-    assert lines(out, 1) == [1, 3]
+    fill(backend, [10, 11], partitions=1, start=10)
+    part = out / TOPIC / "partition=0"
+    (part / file_name(TopicPartition(TOPIC, 0), 10, 11, "jsonl")).write_text("10\n11\n")
+    fill(backend, [12, 13], partitions=1, start=12)
+    assert run_sink(config(out), sqlite_url).records == 2
+    assert lines(out, 0) == list(range(14))
 
 
-def test_a_data_file_shorter_than_its_manifest_is_refused(tmp_path: Path, sqlite_url: str, backend: Backend) -> None:
+def test_a_version_1_directory_is_taken_over(tmp_path: Path, sqlite_url: str, backend: Backend) -> None:
+    """One growing file and a manifest with its committed size (what earlier versions wrote): bytes past the
+    size and segments started after it are removed, the file stays as committed data, the run goes on."""
     out = tmp_path / "out"
-    fill(backend, list(range(10)))
-    run_sink(config(out), sqlite_url)
-    data_file(out, 1).write_text("1\n")
-    with pytest.raises(ConnectError, match=r"in-1\.jsonl has 2 bytes but its manifest recorded"):
+    fill(backend, list(range(8)), partitions=1)
+    part = out / TOPIC / "partition=0"
+    part.mkdir(parents=True)
+    (part / f"{TOPIC}-0.jsonl").write_text("0\n1\n2\n3\n4\n5\n")  # 4 and 5 are past the committed size
+    (part / MANIFEST).write_text(json.dumps({"version": 1, "topic": TOPIC, "partition": 0, "format": "jsonl",
+                                             "file": f"{TOPIC}-0.jsonl", "size": 8, "next_offset": 4}))
+    assert run_sink(config(out), sqlite_url).records == 4
+    assert lines(out, 0) == list(range(8))
+    assert [f.name for f in files(out, 0)] == [f"{TOPIC}-0.jsonl", file_name(TopicPartition(TOPIC, 0), 4, 7, "jsonl")]
+    manifest = read_manifest(part / MANIFEST)
+    assert manifest is not None and manifest["version"] == 2 and manifest["legacy"] == [f"{TOPIC}-0.jsonl"]
+
+
+def test_a_version_1_file_shorter_than_its_manifest_is_refused(tmp_path: Path, sqlite_url: str,
+                                                               backend: Backend) -> None:
+    out = tmp_path / "out"
+    fill(backend, list(range(4)), partitions=1)
+    part = out / TOPIC / "partition=0"
+    part.mkdir(parents=True)
+    (part / f"{TOPIC}-0.jsonl").write_text("0\n")
+    (part / MANIFEST).write_text(json.dumps({"version": 1, "file": f"{TOPIC}-0.jsonl", "size": 4, "next_offset": 2}))
+    with pytest.raises(ConnectError, match=r"in-0\.jsonl has 2 bytes but its manifest recorded 4"):
         run_sink(config(out), sqlite_url)
 
 
@@ -143,7 +185,7 @@ def test_output_fields_wrap_each_record(tmp_path: Path, sqlite_url: str, backend
         {"topic": TOPIC, "partition": 0, "offset": 1, "key": "k1", "value": {"a": "é"}},
         {"topic": TOPIC, "partition": 0, "offset": 2, "key": "k2", "value": None},
     ]
-    assert '"é"' in data_file(out, 0).read_text(encoding="utf-8")
+    assert '"é"' in data_bytes(out, 0).decode("utf-8")
 
 
 def test_csv_format_writes_one_header_and_keeps_it_across_runs(
@@ -156,7 +198,8 @@ def test_csv_format_writes_one_header_and_keeps_it_across_runs(
     with pytest.raises(ConnectError, match=r"not among the CSV columns"):
         run_sink(config(out, format="csv", output_fields="offset,value"), sqlite_url)
     # the failed run wrote nothing durable: the file still ends after the first run's rows
-    with open(data_file(out, 0, "csv"), newline="") as f:
+    assert [f.name for f in files(out, 0, "csv")] == [file_name(TopicPartition(TOPIC, 0), 0, 1, "csv")]
+    with open(files(out, 0, "csv")[0], newline="") as f:
         assert list(csv.reader(f)) == [["offset", "id", "name"], ["0", "1", "a,b"], ["1", "2", ""]]
 
 
@@ -175,36 +218,30 @@ def test_changing_the_format_of_a_written_partition_is_refused(tmp_path: Path, s
         run_sink(config(out, format="csv"), sqlite_url)
 
 
-def segments(out: Path, p: int = 0, ext: str = "jsonl") -> list[Path]:
-    return sorted((out / TOPIC / f"partition={p}").glob(f"{TOPIC}-{p}-*.{ext}"))
-
-
-def test_segments_roll_and_a_crashed_runs_segments_are_removed(
-    tmp_path: Path, sqlite_url: str, backend: Backend
-) -> None:
+def test_files_roll_at_file_max_bytes_and_each_is_whole(tmp_path: Path, sqlite_url: str, backend: Backend) -> None:
     out = tmp_path / "out"
     fill(backend, list(range(100, 130)), partitions=1)
     run_sink(config(out, file_max_bytes="20"), sqlite_url)
-    segs = segments(out)
+    segs = files(out, 0)
     assert len(segs) >= 4
-    assert segs[0].name == f"{TOPIC}-0-{0:020d}.jsonl"
+    assert segs[0].name.startswith(f"{TOPIC}+0+{0:020d}+")
     assert [json.loads(v) for f in segs for v in f.read_text().splitlines()] == list(range(100, 130))
+    # contiguous: each file starts right after the previous one's last offset
+    bounds = [tuple(int(x) for x in f.stem.split("+")[2:]) for f in segs]
+    assert bounds[0][0] == 0 and bounds[-1][1] == 29
+    assert all(b[0] == a[1] + 1 for a, b in itertools.pairwise(bounds))
     manifest = read_manifest(out / TOPIC / "partition=0" / MANIFEST)
-    assert manifest is not None and manifest["file"] == segs[-1].name and manifest["next_offset"] == 30
-    # a run that died after rolling: bytes past the manifest in the current segment, and a new segment
-    with open(segs[-1], "a") as f:
-        f.write("999\n")
-    (segs[-1].parent / f"{TOPIC}-0-{10**12:020d}.jsonl").write_text("998\n")
+    assert manifest is not None and manifest["next_offset"] == 30
     fill(backend, list(range(130, 140)), partitions=1, start=30)
     run_sink(config(out, file_max_bytes="20"), sqlite_url)
-    assert [json.loads(v) for f in segments(out) for v in f.read_text().splitlines()] == list(range(100, 140))
+    assert [json.loads(v) for f in files(out, 0) for v in f.read_text().splitlines()] == list(range(100, 140))
 
 
-def test_csv_segments_each_start_with_the_header(tmp_path: Path, sqlite_url: str, backend: Backend) -> None:
+def test_csv_files_each_start_with_the_header(tmp_path: Path, sqlite_url: str, backend: Backend) -> None:
     out = tmp_path / "out"
     fill(backend, [{"id": i} for i in range(20)], partitions=1)
     run_sink(config(out, format="csv", file_max_bytes="15"), sqlite_url)
-    segs = segments(out, ext="csv")
+    segs = files(out, 0, "csv")
     assert len(segs) >= 3
     ids = []
     for seg in segs:
@@ -230,11 +267,11 @@ def test_batched_json_lines_are_byte_for_byte_what_json_writes(tmp_path: Path, s
     fill(backend, values, partitions=1)
     run_sink(config(out, consumer_max_poll_records=str(len(values) - 1)), sqlite_url)
     expected = "".join(json.dumps(v, ensure_ascii=False, separators=(",", ":")) + "\n" for v in values)
-    assert data_file(out, 0).read_bytes() == expected.encode("utf-8")
+    assert data_bytes(out, 0) == expected.encode("utf-8")
 
     raw = tmp_path / "raw"
     run_sink({**config(raw), "name": "raw", "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter"}, sqlite_url)
-    assert data_file(raw, 0).read_bytes() == "".join(
+    assert data_bytes(raw, 0) == "".join(
         json.dumps(json.dumps(v), separators=(",", ":")) + "\n" for v in values).encode()
 
 
