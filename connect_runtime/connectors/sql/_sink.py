@@ -23,7 +23,7 @@ from connect_runtime.api.config import (
     ValidString,
     non_empty_string,
 )
-from connect_runtime.api.connector import SinkConnector
+from connect_runtime.api.connector import DestinationOffsets, SinkConnector
 from connect_runtime.api.errors import ConfigError, ConnectError, DataError, ProducerFencedError
 from connect_runtime.api.records import SinkRecord, TopicPartition
 from connect_runtime.api.sink import SinkTask
@@ -39,7 +39,7 @@ from connect_runtime.connectors.sql._common import (
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine, Table
-    from sqlalchemy.engine import RootTransaction
+    from sqlalchemy.engine import URL, RootTransaction
 
 OFFSETS_TABLE = "pyconnect_sink_offsets"
 
@@ -66,6 +66,50 @@ SINK_CONFIG = (
 )
 
 _DATA_ERRORS: tuple[type[BaseException], ...] = ()
+
+
+def _offsets_table(cfg: Mapping[str, Any]) -> Table:
+    """The offsets table (``offsets.table.name``, ``schema.name`` allowed): one row per connector and
+    topic partition: the next offset to write (NULL: claimed by a run, nothing written yet) and the
+    generation of the run that last claimed or wrote it."""
+    import sqlalchemy as sa
+
+    name = str(cfg["offsets.table.name"])
+    table_name, schema = (name.split(".", 1)[::-1] if "." in name else (name, None))
+    return sa.Table(
+        table_name, sa.MetaData(),
+        sa.Column("connector", sa.String(255), primary_key=True),
+        sa.Column("topic", sa.String(255), primary_key=True),
+        sa.Column("kafka_partition", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("next_offset", sa.BigInteger, nullable=True),
+        sa.Column("generation", sa.BigInteger, nullable=False),
+        sa.Column("updated_ms", sa.BigInteger, nullable=False),
+        schema=schema,
+    )
+
+
+def _create_offsets_table(conn: Connection, table: Table) -> None:
+    """Create the offsets table if missing, committed at once (``conn`` outside a transaction); another
+    task or process creating it at the same moment is fine."""
+    try:
+        table.create(conn, checkfirst=True)
+        conn.commit()
+    except Exception:
+        conn.rollback()
+        if not conn.dialect.has_table(conn, table.name, schema=table.schema):
+            raise
+        conn.rollback()
+
+
+def _connector_name(props: Mapping[str, Any]) -> str:
+    return str(props.get("name") or "sql-sink")
+
+
+def _db_error(connector: str, what: str, url: URL, exc: BaseException) -> ConnectError:
+    """A database failure as one message: what was done where (password hidden), the driver's cause."""
+    orig = getattr(exc, "orig", None) or exc
+    return ConnectError(f"SqlSink {connector!r}: {what} failed: {type(orig).__name__}: "
+                        f"{scrub(str(orig).strip(), url)}")
 
 
 def _data_errors() -> tuple[type[BaseException], ...]:
@@ -128,6 +172,103 @@ class SqlSink(SinkConnector):
 
     def task_class(self) -> type:
         return SqlSinkTask
+
+    # -- KIP-875: the offsets kept in the destination (called on a connector that is not started) -------
+
+    @staticmethod
+    def _parse(connector_config: Mapping[str, Any]) -> dict[str, Any]:
+        cfg = SINK_CONFIG.parse(connector_config)
+        errors = _cross_check(cfg)
+        if errors:
+            raise ConfigError(errors=errors)
+        return cfg
+
+    def read_offsets(self, connector_config: Mapping[str, Any]) -> DestinationOffsets:
+        """The next offset per partition in the offsets table (rows of ``name``; a claimed row without an
+        offset is none) and the newest generation there (``-1``: no row, or no table)."""
+        import sqlalchemy as sa
+
+        cfg = self._parse(connector_config)
+        name = _connector_name(connector_config)
+        table = _offsets_table(cfg)
+        engine = create_engine(cfg)
+        where = f"table {table.fullname} on {safe_url(engine.url)}"
+        try:
+            with connect(engine, cfg, f"reading the offsets of sink {name!r}") as conn:
+                if not conn.dialect.has_table(conn, table.name, schema=table.schema):
+                    return DestinationOffsets({}, -1, where)
+                t = table.c
+                rows = conn.execute(sa.select(t.topic, t.kafka_partition, t.next_offset, t.generation)
+                                    .where(t.connector == name)).all()
+        except ConnectError:
+            raise
+        except Exception as exc:
+            raise _db_error(name, f"reading the offsets from {where}", engine.url, exc) from exc
+        finally:
+            engine.dispose()
+        offsets = {TopicPartition(str(topic), int(p)): int(nxt) for topic, p, nxt, _ in rows if nxt is not None}
+        return DestinationOffsets(offsets, max((int(r[3]) for r in rows), default=-1), where)
+
+    def alter_offsets(self, connector_config: Mapping[str, Any], offsets: Mapping[TopicPartition, int | None],
+                      generation: int) -> bool:
+        """In one transaction: lock the connector's rows, refuse (:class:`ProducerFencedError`) when one
+        holds a generation newer than ``generation``, then set each partition's next offset (an int) or
+        reset it (``None``: the row keeps no offset, so the next run starts where the consumer group
+        does), and raise every row of the connector to ``generation``: every older run is fenced, also
+        on partitions not altered, and the generation stays recorded after a reset. Creates the offsets
+        table when missing."""
+        import sqlalchemy as sa
+
+        cfg = self._parse(connector_config)
+        name = _connector_name(connector_config)
+        table = _offsets_table(cfg)
+        changes = {TopicPartition(*tp): (None if off is None else int(off)) for tp, off in offsets.items()}
+        bad = {f"{tp.topic}-{tp.partition}": off for tp, off in changes.items()
+               if (off is not None and off < 0) or tp.partition < 0}
+        if bad:
+            raise ConnectError(f"SqlSink {name!r}: offsets and partitions must not be negative, got {bad}")
+        engine = create_engine(cfg, serializable_sqlite=True)
+        where = f"table {table.fullname} on {safe_url(engine.url)}"
+        t = table.c
+        try:
+            with connect(engine, cfg, f"altering the offsets of sink {name!r}") as conn:
+                _create_offsets_table(conn, table)
+                with conn.begin():
+                    stmt = sa.select(t.topic, t.kafka_partition, t.generation).where(t.connector == name)
+                    if conn.dialect.name != "sqlite":  # SQLite: BEGIN IMMEDIATE already holds the write lock
+                        stmt = stmt.with_for_update()
+                    rows = conn.execute(stmt).all()
+                    newest = max((int(r[2]) for r in rows), default=-1)
+                    if newest > generation:
+                        raise ProducerFencedError(
+                            f"SqlSink {name!r}: generation {newest} of this connector already wrote offsets in "
+                            f"{where}; refusing to alter them as generation {generation} (a newer run started "
+                            "since: alter its offsets again)")
+                    have = {TopicPartition(str(topic), int(p)) for topic, p, _ in rows}
+                    now = int(time.time() * 1000)
+                    new = [{"connector": name, "topic": tp.topic, "kafka_partition": tp.partition, "next_offset": off,
+                            "generation": generation, "updated_ms": now}
+                           for tp, off in changes.items() if tp not in have]
+                    if new:
+                        conn.execute(table.insert(), new)
+                    old = [{"b_topic": tp.topic, "b_partition": tp.partition, "next_offset": off}
+                           for tp, off in changes.items() if tp in have]
+                    if old:
+                        conn.execute(table.update().where(
+                            t.connector == name, t.topic == sa.bindparam("b_topic"),
+                            t.kafka_partition == sa.bindparam("b_partition")).values(next_offset=sa.bindparam(
+                                "next_offset")), old)
+                    conn.execute(table.update().where(t.connector == name).values(generation=generation,
+                                                                                  updated_ms=now))
+        except ConnectError:
+            raise
+        except Exception as exc:
+            raise _db_error(name, f"altering the offsets in {where}", engine.url, exc) from exc
+        finally:
+            engine.dispose()
+        log.info("SqlSink %s: offsets altered in %s as generation %d: %s", name, where, generation,
+                 {f"{tp.topic}-{tp.partition}": off for tp, off in changes.items()})
+        return True
 
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
         # PASSWORD values stay Password objects (the runtime hands them over as they are)
@@ -260,23 +401,66 @@ def _column_coercer(col_type: Any, copy_json: bool) -> ColumnCoercer | None:
     return iso
 
 
+# auto.create / auto.evolve: which strings are typed values (see the package docstring). Strict on purpose:
+# a column gets a type only when every value seen reads back exactly from it.
+_TIMESTAMPTZ_FORM = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,6})?)?"
+                               r"(?:Z|[+-][0-9]{2}:[0-9]{2})")
+_DATE_FORM = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_DECIMAL_FORM = re.compile(r"-?(?:0|[1-9][0-9]*)\.([0-9]+)")
+_NON_FINITE = frozenset({"NaN", "Infinity", "-Infinity"})  # SqlSource's forms of non-finite floats
+_INT64 = range(-(2**63), 2**63)
+
+
+def _all_parse(values: list[str], form: re.Pattern[str], parse: Callable[[str], Any]) -> bool:
+    """Every value in ``form`` and a real date/time (``2026-02-30`` is not)."""
+    for v in values:
+        if not form.fullmatch(v):
+            return False
+        try:
+            parse(v[:-1] + "+00:00" if v.endswith("Z") else v)
+        except ValueError:
+            return False
+    return True
+
+
 def _sql_type(values: list[Any], dialect: str, key: bool) -> Any:
-    """A column type for auto.create / auto.evolve from the JSON values seen."""
+    """A column type for auto.create / auto.evolve from the JSON values seen (the rule of the package
+    docstring): booleans, integers, numbers, objects/arrays by their JSON type; strings that are all ISO
+    8601 date-times with an offset, all dates, or all canonical decimals get that type; the rest is text.
+    SQLite has no such types: decimals and date-times stay TEXT there (the exact string is kept), dates
+    get ``DATE`` (the text form is what SQLite stores)."""
     import sqlalchemy as sa
 
-    kinds = {type(v) for v in values if v is not None}
+    present = [v for v in values if v is not None]
+    kinds = set(map(type, present))
     if kinds and kinds <= {bool}:
         return sa.Boolean()
     if kinds and kinds <= {int}:
+        if dialect == "postgresql" and not all(v in _INT64 for v in present):
+            return sa.Numeric()  # beyond BIGINT: exact
         return sa.BigInteger()
-    if kinds and kinds <= {int, float}:
-        return sa.Float(53)
+    if kinds and kinds <= {int, float, str} and float in kinds \
+            and all(v in _NON_FINITE for v in present if type(v) is str):
+        return sa.Double()
     if kinds and kinds <= {dict, list}:
         if dialect == "postgresql":
             from sqlalchemy.dialects.postgresql import JSONB
 
             return JSONB()
         return sa.JSON()
+    if kinds == {str}:
+        if _all_parse(present, _DATE_FORM, date.fromisoformat):
+            return sa.Date()
+        if dialect != "sqlite":
+            if _all_parse(present, _TIMESTAMPTZ_FORM, datetime.fromisoformat):
+                return sa.DateTime(timezone=True)
+            scales = [m.end() - m.start(1) if (m := _DECIMAL_FORM.fullmatch(v)) else -1 for v in present]
+            if min(scales) >= 0:
+                if dialect == "postgresql":
+                    return sa.Numeric()  # unconstrained: each value keeps its digits and scale
+                scale = max(scales)
+                digits = max(len(v.lstrip("-")) - 1 for v in present)
+                return sa.Numeric(precision=max(38, digits), scale=scale)
     return sa.String(255) if key else sa.Text()
 
 
@@ -336,6 +520,14 @@ class _Tables:
 
     def _create(self, conn: Connection, table_name: str, schema: str | None, rows: list[dict[str, Any]],
                 pk: list[str]) -> Table:
+        """auto.create. Other tasks of the connector may create the same table at the same moment (as Kafka
+        Connect's JDBC sink, a create that lost the race refreshes its view of the table and goes on):
+
+        - SQLite: inside the data transaction (``BEGIN IMMEDIATE`` holds the one write lock: no race);
+        - other databases: in a short transaction of its own on a second connection, committed at once,
+          so a failed CREATE never aborts the data transaction and the new table's locks are not held
+          until the data commits (two tasks creating two tables could deadlock on them otherwise).
+        """
         import sqlalchemy as sa
 
         dialect = conn.dialect.name
@@ -347,13 +539,40 @@ class _Tables:
                           autoincrement=False)
                 for k, v in names.items()]
         table = sa.Table(table_name, sa.MetaData(), *cols, schema=schema)
-        log.info("SqlSink: auto.create: creating table %s (%s)", table_name,
+        shown = table_name if schema is None else f"{schema}.{table_name}"
+        log.info("SqlSink: auto.create: creating table %s (%s)", shown,
                  ", ".join(f"{c.name} {c.type.compile(conn.dialect)}" for c in cols))
-        table.create(conn)
+        task = self.task
+        try:
+            if dialect == "sqlite":
+                with conn.begin_nested():
+                    table.create(conn)
+            else:
+                with connect(task.engine, task.cfg, f"auto.create of table {shown}") as apart, apart.begin():
+                    table.create(apart)
+        except ConnectError:
+            raise
+        except Exception as exc:
+            if not sa.inspect(conn).has_table(table_name, schema=schema):
+                raise task._db_error(f"auto.create of table {shown}", exc) from exc
+            log.info("SqlSink: auto.create: table %s was created by another task meanwhile (%s); using it",
+                     shown, type(getattr(exc, "orig", None) or exc).__name__)
+            table = sa.Table(table_name, sa.MetaData(), schema=schema, autoload_with=conn)
         return table
 
     def _evolve(self, conn: Connection, key: str, table: Table, fields: dict[str, list[Any]],
                 rows: list[dict[str, Any]]) -> Table:
+        """auto.evolve: ``ALTER TABLE ... ADD COLUMN`` for each missing field. Another task may add the same
+        column at the same moment: a column that exists when the ALTER failed is simply used (the JDBC
+        sink's refresh-and-go-on).
+
+        - SQLite: inside the data transaction, in a savepoint (``BEGIN IMMEDIATE``: no other writer).
+        - Other databases: the data transaction may already hold locks on the table (rows written to it
+          since the last commit), and so may the other tasks': two ALTERs would deadlock. So the task first
+          commits what it has written (rows and their offsets, as at a commit point, fenced the same way),
+          then runs each ALTER in a short transaction of its own (it waits, holding nothing, for other
+          tasks' transactions on the table to end), and goes on in a new data transaction.
+        """
         import sqlalchemy as sa
 
         name = table.fullname
@@ -362,15 +581,41 @@ class _Tables:
             raise DataError(f"SqlSink: table {name!r} has no column {sorted(fields)[0]!r} for field(s) "
                             f"{sorted(fields)} of row {_short(first)}; set auto.evolve=true or add the column(s)")
         prep = conn.dialect.identifier_preparer
+        table_name, schema = table.name, table.schema
+        inside = conn.dialect.name == "sqlite"
+        if not inside:
+            self.task._commit_written(conn)
         for col, values in fields.items():
             typ = _sql_type(values, conn.dialect.name, False)
-            log.info("SqlSink: auto.evolve: adding column %s.%s %s", name, col, typ.compile(conn.dialect))
-            conn.exec_driver_sql(f"ALTER TABLE {prep.format_table(table)} ADD COLUMN {prep.quote(col)} "
-                                 f"{typ.compile(conn.dialect)} NULL")
-        table_name, schema = table.name, table.schema
+            ddl = typ.compile(conn.dialect)
+            for attempt in range(1, _DDL_ATTEMPTS + 1):
+                log.info("SqlSink: auto.evolve: adding column %s.%s %s", name, col, ddl)
+                try:
+                    with conn.begin_nested() if inside else conn.begin():
+                        conn.exec_driver_sql(f"ALTER TABLE {prep.format_table(table)} ADD COLUMN {prep.quote(col)} "
+                                             f"{ddl} NULL")
+                    break
+                except Exception as exc:
+                    have = {c["name"] for c in sa.inspect(conn).get_columns(table_name, schema=schema)}
+                    if not inside:
+                        conn.rollback()  # the inspection's implicit transaction
+                    if col in have:
+                        log.info("SqlSink: auto.evolve: column %s.%s was added by another task meanwhile (%s); "
+                                 "using it", name, col, type(getattr(exc, "orig", None) or exc).__name__)
+                        break
+                    if attempt == _DDL_ATTEMPTS:
+                        raise self.task._db_error(f"auto.evolve (adding column {col!r} to table {name})",
+                                                  exc) from exc
+                    log.info("SqlSink: auto.evolve: adding column %s.%s failed (%s); trying again", name, col,
+                             type(getattr(exc, "orig", None) or exc).__name__)
+        if not inside:
+            self.task._begin()
         fresh = sa.Table(table_name, sa.MetaData(), schema=schema, autoload_with=conn)
         self._remember(key, fresh)
         return fresh
+
+
+_DDL_ATTEMPTS = 3  # auto.evolve: an ALTER that failed while the column is still missing is tried again
 
 
 class _Run:
@@ -407,7 +652,7 @@ class SqlSinkTask(SinkTask):
 
     def start(self, props: Mapping[str, str]) -> None:
         self.cfg = SINK_CONFIG.parse(props)
-        self.connector = str(props.get("name") or "sql-sink")
+        self.connector = _connector_name(props)
         self.engine: Engine = create_engine(self.cfg, serializable_sqlite=True)
         self.mode = str(self.cfg["insert.mode"]).lower()
         self.pk_mode = str(self.cfg["pk.mode"]).lower()
@@ -425,25 +670,10 @@ class SqlSinkTask(SinkTask):
         self.buffered = 0  # records in the buffer
         self.table_names: dict[str, str] = {}  # topic -> table
         self.fenced: ProducerFencedError | None = None
-        self.offsets_table = self._offsets_table()
+        self.writing: tuple[list[_Run], int, int] | None = None  # _write's place: (buffer, run, first record)
+        self.offsets_table = _offsets_table(self.cfg)
 
     # -- the offsets table ----------------------------------------------------------------------------
-
-    def _offsets_table(self) -> Table:
-        import sqlalchemy as sa
-
-        name = str(self.cfg["offsets.table.name"])
-        table_name, schema = (name.split(".", 1)[::-1] if "." in name else (name, None))
-        return sa.Table(
-            table_name, sa.MetaData(),
-            sa.Column("connector", sa.String(255), primary_key=True),
-            sa.Column("topic", sa.String(255), primary_key=True),
-            sa.Column("kafka_partition", sa.Integer, primary_key=True, autoincrement=False),
-            sa.Column("next_offset", sa.BigInteger, nullable=True),
-            sa.Column("generation", sa.BigInteger, nullable=False),
-            sa.Column("updated_ms", sa.BigInteger, nullable=False),
-            schema=schema,
-        )
 
     def _connection(self) -> Connection:
         if self.conn is None:
@@ -501,14 +731,9 @@ class SqlSinkTask(SinkTask):
             return
         conn = self._connection()
         try:
-            self.offsets_table.create(conn, checkfirst=True)
-            conn.commit()
+            _create_offsets_table(conn, self.offsets_table)
         except Exception as exc:
-            conn.rollback()
-            # another task created it at the same moment
-            if not conn.dialect.has_table(conn, self.offsets_table.name, schema=self.offsets_table.schema):
-                raise self._db_error("creating the offsets table", exc) from exc
-            conn.rollback()
+            raise self._db_error("creating the offsets table", exc) from exc
         try:
             with conn.begin():
                 stored = self._lock_offsets(conn, parts)
@@ -672,11 +897,62 @@ class SqlSinkTask(SinkTask):
             return
         conn = self._begin()
         size = self.batch_size
-        for run in buf:
-            keys = run.keys
-            for i in range(0, len(run.records), size):
-                self._write_run(conn, run.table, run.records[i:i + size], None if keys is None else keys[i:i + size],
-                                run.rows[i:i + size], run.is_delete)
+        try:
+            for n, run in enumerate(buf):
+                keys = run.keys
+                for i in range(0, len(run.records), size):
+                    self.writing = (buf, n, i)  # what is written so far, should the transaction commit early
+                    self._write_run(conn, run.table, run.records[i:i + size],
+                                    None if keys is None else keys[i:i + size], run.rows[i:i + size], run.is_delete)
+        finally:
+            self.writing = None
+
+    def _written_offsets(self) -> dict[TopicPartition, int]:
+        """In the middle of :meth:`_write`: the next offset per partition after what the open transaction
+        holds (every record below it written, skipped or dead-lettered). ``written`` counts the whole
+        buffer (and may lag for the partition ``put`` is in the middle of): the records of the buffer
+        written so far move it up, those not written yet take it back to the first of them."""
+        out = dict(self.written)
+        if self.writing is None:
+            return out
+        buf, n, i = self.writing
+        for run in buf[:n + 1]:
+            for r in run.records[:i] if run is buf[n] else run.records:
+                tp = TopicPartition(r.topic, r.partition)
+                if out.get(tp, -1) <= r.offset:
+                    out[tp] = r.offset + 1
+        pending: dict[TopicPartition, int] = {}
+        for run in buf[n:]:
+            for r in run.records[i:] if run is buf[n] else run.records:
+                tp = TopicPartition(r.topic, r.partition)
+                if tp not in pending:
+                    pending[tp] = r.offset
+        out.update(pending)  # a partition's records come in offset order through the runs
+        return out
+
+    def _commit_written(self, conn: Connection) -> None:
+        """Commit the open transaction early (before DDL that other tasks may race on): the rows written so
+        far and, with them, the offsets after them; fenced as at a commit point. A new transaction begins
+        with the next write."""
+        offsets = self._written_offsets()
+        changed = {tp: off for tp, off in offsets.items() if self.committed.get(tp) != off}
+        try:
+            stored = self._lock_offsets(conn, list(offsets))
+            self._store_offsets(conn, changed, stored)
+            assert self.txn is not None
+            self.txn.commit()
+            self.txn = None
+        except BaseException as exc:
+            self._rollback()
+            if isinstance(exc, ProducerFencedError):
+                self.fenced = exc
+                raise
+            if isinstance(exc, (DataError, ConnectError)):
+                raise
+            raise self._db_error("committing rows and offsets before auto.evolve", exc) from exc
+        self.committed.update(changed)
+        log.info("SqlSink %s: committed the rows written so far before changing a table (offsets %s)",
+                 self.connector, {f"{tp.topic}-{tp.partition}": o for tp, o in changed.items()})
 
     def _write_run(self, conn: Connection, name: str, records: list[SinkRecord],
                    keys: list[dict[str, Any] | None] | None, rows: list[dict[str, Any]], is_delete: bool) -> None:
@@ -926,9 +1202,7 @@ class SqlSinkTask(SinkTask):
                 log.debug("SqlSink: closing the connection raised %r", exc)
 
     def _db_error(self, what: str, exc: BaseException) -> ConnectError:
-        orig = getattr(exc, "orig", None) or exc
-        return ConnectError(f"SqlSink {self.connector!r}: {what} on {safe_url(self.engine.url)} failed: "
-                            f"{type(orig).__name__}: {scrub(str(orig).strip(), self.engine.url)}")
+        return _db_error(self.connector, f"{what} on {safe_url(self.engine.url)}", self.engine.url, exc)
 
     def close(self, partitions: list[TopicPartition]) -> None:
         for tp in partitions:

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from connect_runtime import ConfigError, ConnectError, run_sink, run_source
+from connect_runtime.api import ProducerFencedError, SinkRecord, SinkTaskContext, TopicPartition
 from connect_runtime.backends import ProducerRecord, open_backend
+from connect_runtime.connectors.sql import SqlSinkTask
 from tests.source_connectors import read_topic
 
 SINK = "connect_runtime.connectors.sql.SqlSink"
@@ -243,18 +245,79 @@ def test_a_value_that_does_not_fit_names_the_record_or_goes_to_the_dead_letter_q
     assert query(pg_database, "SELECT count(*), sum(amount) FROM orders") == [(16, Decimal("20.00"))]
 
 
+class TaskContext(SinkTaskContext):
+    """A sink task context for driving a :class:`SqlSinkTask` by hand (a run of a given generation)."""
+
+    def __init__(self, generation: int) -> None:
+        self._generation = generation
+        self.rewinds: dict[TopicPartition, int] = {}
+
+    @property
+    def configs(self) -> dict[str, str]:
+        return {}
+
+    def offset(self, offsets: Any, offset: int | None = None) -> None:
+        self.rewinds.update({offsets: offset} if isinstance(offsets, TopicPartition) else offsets)
+
+    def assignment(self) -> set[TopicPartition]:
+        return set()
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        pass
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        pass
+
+    def request_commit(self) -> None:
+        pass
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    def timeout(self, timeout_ms: int) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+    @property
+    def errant_record_reporter(self) -> None:
+        return None
+
+
+def open_task(config: dict[str, Any], generation: int, partitions: list[TopicPartition]) -> tuple[
+        SqlSinkTask, TaskContext]:
+    """A started and opened SqlSinkTask of this generation (as the runtime makes one)."""
+    task, ctx = SqlSinkTask(), TaskContext(generation)
+    task.initialize(ctx)
+    task.start({k: str(v) for k, v in config.items()})
+    task.open(partitions)
+    return task, ctx
+
+
 def test_a_zombie_generation_cannot_commit(db: str, sqlite_url: str) -> None:
     produce(sqlite_url, "orders", [(None, {"id": i}) for i in range(10)])
     c = cfg(db, **{"auto.create": "true"})
     run_sink(c, sqlite_url)
     (gen,) = query(db, "SELECT generation FROM pyconnect_sink_offsets")[0]
-    # a newer run of the connector claimed the partition (its open() wrote its generation); this one is older
-    execute(db, f"UPDATE pyconnect_sink_offsets SET generation = {gen + 1000}")
-    produce(sqlite_url, "orders", [(None, {"id": 100})])
-    with pytest.raises(ConnectError) as err:
-        run_sink(c, sqlite_url)
-    assert "generation" in str(err.value) and "zombie" in str(err.value)
-    assert query(db, "SELECT count(*) FROM orders") == [(10,)]
+    tp = TopicPartition("orders", 0)
+    # a run that started before the newest one (its generation is lower) and is still alive: a zombie
+    zombie, zctx = open_task(c, gen + 1, [tp])
+    assert zctx.rewinds == {tp: 10}
+    newer, _ = open_task(c, gen + 2, [tp])  # the newer run claims the partition
+    try:
+        zombie.put([SinkRecord(topic="orders", partition=0, offset=10, value={"id": 100})])
+        with pytest.raises(ProducerFencedError) as err:
+            zombie.pre_commit({tp: 11})
+        assert "generation" in str(err.value) and "zombie" in str(err.value)
+        with pytest.raises(ProducerFencedError):  # and stays fenced
+            zombie.put([SinkRecord(topic="orders", partition=0, offset=11, value={"id": 101})])
+        assert query(db, "SELECT count(*) FROM orders") == [(10,)]
+        assert query(db, "SELECT next_offset, generation FROM pyconnect_sink_offsets") == [(10, gen + 2)]
+    finally:
+        zombie.stop()
+        newer.stop()
 
 
 def test_lossless_round_trip_postgresql_to_postgresql(pg_database: str, sqlite_url: str) -> None:
