@@ -292,7 +292,11 @@ def open_task(config: dict[str, Any], generation: int, partitions: list[TopicPar
     task, ctx = SqlSinkTask(), TaskContext(generation)
     task.initialize(ctx)
     task.start({k: str(v) for k, v in config.items()})
-    task.open(partitions)
+    try:
+        task.open(partitions)
+    except BaseException:
+        task.stop()
+        raise
     return task, ctx
 
 
