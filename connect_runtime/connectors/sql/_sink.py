@@ -293,15 +293,20 @@ def _decimal(v: Any) -> Any:
         try:
             return Decimal(v)
         except InvalidOperation:
-            raise ValueError(f"a decimal number, got {v!r}") from None
+            raise ValueError(f"a decimal number, got {_short(v)}") from None
     return v
 
 
 def _iso(kind: type) -> Callable[[Any], Any]:
+    what = {datetime: "date-time", date: "date", dtime: "time"}[kind]
+
     def conv(v: Any) -> Any:
         if isinstance(v, str):
             s = v[:-1] + "+00:00" if v.endswith(("Z", "z")) else v
-            return kind.fromisoformat(s)  # type: ignore[attr-defined]
+            try:
+                return kind.fromisoformat(s)  # type: ignore[attr-defined]
+            except ValueError:
+                raise ValueError(f"an ISO 8601 {what}, got {_short(v)}") from None
         if kind is datetime and isinstance(v, (int, float)) and not isinstance(v, bool):
 
             return datetime.fromtimestamp(v / 1000, UTC)  # epoch milliseconds
@@ -643,6 +648,46 @@ def _where(r: SinkRecord) -> str:
 def _short(v: Any) -> str:
     s = repr(v)
     return s if len(s) <= 300 else s[:300] + "..."
+
+
+_COPY_COLUMN = re.compile(r'\bcolumn "?([^":]+)"?: ')  # PostgreSQL's COPY context: "COPY t, line 1, column c: ..."
+_QUOTED_COLUMN = re.compile(r'\bcolumn "([^"]+)"')
+_INT_BITS = {"SmallInteger": 16, "BigInteger": 64, "Integer": 32}  # subclasses of Integer first
+
+
+def _bad_field(orig: BaseException, table: Table, row: Mapping[str, Any]) -> str | None:
+    """The field of a row the database refused, when it can be told: the driver's diagnostics (PostgreSQL
+    names the column of a NOT NULL or COPY failure, or in its message), else the first value that cannot
+    fit its column's declared type (NULL into NOT NULL, text longer than its length, an integer out of
+    range, an object or array into a column that is neither JSON nor text)."""
+    import sqlalchemy as sa
+
+    diag = getattr(orig, "diag", None)
+    found: list[str | None] = [getattr(diag, "column_name", None)]
+    for text in (getattr(diag, "context", None), str(orig)):
+        m = text and (_COPY_COLUMN.search(text) or _QUOTED_COLUMN.search(text))
+        found.append(m.group(1) if m else None)
+    for name in found:
+        if name and name in row:
+            return name
+    for k, v in row.items():
+        col = table.c.get(k)
+        if col is None:
+            continue
+        typ = col.type
+        if v is None:
+            if not col.nullable:
+                return k
+        elif isinstance(v, (dict, list)):
+            if not isinstance(typ, (sa.JSON, sa.String, sa.ARRAY)):
+                return k
+        elif isinstance(typ, sa.String) and typ.length and isinstance(v, str) and len(v) > typ.length:
+            return k
+        elif isinstance(typ, sa.Integer) and isinstance(v, int):
+            bits = next((b for name, b in _INT_BITS.items() if isinstance(typ, getattr(sa, name))), 64)
+            if not -(2 ** (bits - 1)) <= v < 2 ** (bits - 1):
+                return k
+    return None
 
 
 class SqlSinkTask(SinkTask):
@@ -1016,8 +1061,10 @@ class SqlSinkTask(SinkTask):
                 orig = getattr(exc, "orig", None) or exc
                 msg = scrub(str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__,
                             self.engine.url)
+                field = _bad_field(orig, table, row)
+                named = "" if field is None else f"field {field!r}: "
                 self._report(r, DataError(f"SqlSink: record {_where(r)} does not fit table {table.fullname}: "
-                                          f"{type(orig).__name__}: {msg}; row {_short(row)}"))
+                                          f"{named}{type(orig).__name__}: {msg}; row {_short(row)}"))
 
     @staticmethod
     def _columns(rows: list[dict[str, Any]]) -> tuple[tuple[str, ...], list[list[Any]]] | None:
@@ -1052,7 +1099,7 @@ class SqlSinkTask(SinkTask):
                 try:
                     out[k] = c(v)
                 except (ValueError, TypeError) as exc:
-                    raise ValueError(f"column {k!r}: {exc}") from None
+                    raise ValueError(f"field {k!r}: {exc}") from None
         return out
 
     def _execute(self, conn: Connection, table: Table, rows: list[dict[str, Any]], pk: list[str],
