@@ -1,11 +1,18 @@
 """Parallel backfill intervals: one connector, several data intervals running at the same time.
 
 Each interval reads its own source partitions: ``DirectorySource`` keys a partition by the file's
-path, and the ``pattern`` ``{{ ds }}/*.jsonl`` puts the interval's date in it. So intervals never
-share a source partition, and the source operator gives each interval its own **task identity**
-(``identity=INTERVAL_IDENTITY``): transactional ids ``<cluster>-<connector>-<interval>-<task>``,
-generations counted per interval. Intervals do not fence each other (``max_active_runs=3``), while a
-retry or a rerun of one interval still fences that interval's previous attempt.
+path, and the ``pattern`` ``{{ data_interval_start | ds }}/*.jsonl`` puts the interval's day in it. So
+intervals never share a source partition, and the source operator gives each interval its own **task
+identity** (``identity=INTERVAL_IDENTITY``): transactional ids ``<cluster>-<connector>-<interval>-<task>``,
+generations counted per interval. Intervals do not fence each other (``max_active_runs=3``, and
+``airflow backfill create`` runs them at the same time too), while a retry or a rerun of one interval
+still fences that interval's previous attempt.
+
+The schedule has data intervals (``CronDataIntervalTimetable``: each run covers one day): Airflow 3's
+plain ``"@daily"`` gives every run an empty interval, and a task using ``INTERVAL_IDENTITY`` refuses it
+when the file is parsed. The partitions are keyed by ``data_interval_start``, the same instant the
+identity names (``{{ ds }}`` is the logical date, which differs from it for a manual run:
+``airflow dags test example_pyconnect_parallel_intervals 2026-01-02`` covers the day 2026-01-01).
 
 The intervals' records interleave in the topic; each interval's ``interval_ranges`` lists exactly
 its own records (exact spans, see :mod:`connect_runtime.ranges`). ``check`` reads back exactly those
@@ -20,8 +27,10 @@ from __future__ import annotations
 
 import os
 from datetime import datetime
+from typing import Any
 
 from airflow.sdk import DAG, task
+from airflow.timetables.interval import CronDataIntervalTimetable
 
 from airflow_pyconnect.operators.source import INTERVAL_IDENTITY, PyConnectSourceOperator
 
@@ -34,7 +43,7 @@ ORDERS_PER_DAY = 200
 with DAG(
     dag_id="example_pyconnect_parallel_intervals",
     description="Data intervals of one connector ingesting at the same time, exactly once",
-    schedule="@daily",
+    schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
     start_date=datetime(2026, 1, 1),
     end_date=datetime(2026, 1, 3),
     catchup=True,
@@ -44,10 +53,11 @@ with DAG(
 ) as dag:
 
     @task
-    def land_orders(ds: str | None = None) -> str:
+    def land_orders(data_interval_start: Any = None) -> str:
         """Stands in for the upstream system: drops the interval's file once (atomic rename)."""
         import json
 
+        ds = data_interval_start.strftime("%Y-%m-%d")
         day_dir = os.path.join(DATA_DIR, "incoming", str(ds))
         path = os.path.join(day_dir, "orders.jsonl")
         if not os.path.exists(path):
@@ -65,7 +75,7 @@ with DAG(
             "name": "parallel-orders",
             "connector.class": "connect_runtime.connectors.files.DirectorySource",
             "directory": os.path.join(DATA_DIR, "incoming"),
-            "pattern": "{{ ds }}/*.jsonl",
+            "pattern": "{{ data_interval_start | ds }}/*.jsonl",
             "format": "jsonl",
             "topic": TOPIC,
             "batch.size": "10",
@@ -78,7 +88,7 @@ with DAG(
     )
 
     @task
-    def check(result: dict[str, object], ds: str | None = None) -> int:
+    def check(result: dict[str, object], data_interval_start: Any = None) -> int:
         """Reads exactly the interval's spans back: the interval's orders, each once, nothing else."""
         import json
 
@@ -86,6 +96,7 @@ with DAG(
         from connect_runtime import ranges
         from connect_runtime.api.records import TopicPartition
 
+        ds = data_interval_start.strftime("%Y-%m-%d")
         ids = []
         with PyConnectHook().get_conn() as backend:
             for topic, parts in ranges.parse(result["interval_ranges"]).items():  # type: ignore[arg-type]

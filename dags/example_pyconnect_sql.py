@@ -27,10 +27,15 @@ A backfill of the three days, then a rerun of any day, changes nothing: no new r
 the same totals file, the same table rows.
 
 The schedule is a ``CronDataIntervalTimetable``: each run covers one day, ``[data_interval_start,
-data_interval_end)``; Airflow 3's plain ``"@daily"`` has runs with empty data intervals, which interval
-mode refuses. ``airflow backfill create --dag-id example_pyconnect_sql --from-date 2026-01-01 --to-date
-2026-01-03`` runs the three days; ``airflow dags test example_pyconnect_sql 2026-01-02`` is a manual run,
-whose interval Airflow infers as the day that *ends* at that date (2026-01-01).
+data_interval_end)``; Airflow 3's plain ``"@daily"`` has runs with empty data intervals, and the
+``ingest`` task refuses it when the file is parsed. ``airflow backfill create --dag-id
+example_pyconnect_sql --from-date 2026-01-01 --to-date 2026-01-03`` (with a scheduler) runs the three
+days, up to 10 DAG runs at once (Airflow's default for a backfill; the DAG's ``max_active_runs`` applies
+to its catch-up only): the connector tasks ``ingest``, ``publish`` and ``load`` have no ``identity``, so
+the operators give them ``max_active_tis_per_dag=1`` and Airflow runs each of them one interval at a
+time (the other days' instances wait in state *scheduled*), while ``seed_orders`` and the Spark step of
+different days run side by side. ``airflow dags test example_pyconnect_sql 2026-01-02`` is a manual
+run, whose interval Airflow infers as the day that *ends* at that date (2026-01-01).
 
 Database: the Airflow connection ``pyconnect_example_sql`` (PostgreSQL: host, port, schema = the
 database, login, password), e.g. ``AIRFLOW_CONN_PYCONNECT_EXAMPLE_SQL='{"conn_type": "postgres",
@@ -85,7 +90,8 @@ TOTALS_DIR = "{{ var.value.get('pyconnect_example_data', " + repr(_default_data)
     start_date=datetime(2026, 1, 1),
     end_date=datetime(2026, 1, 3),
     catchup=True,
-    max_active_runs=1,  # one connector per step; a sink run fences a concurrent run of itself
+    max_active_runs=1,  # catch-up one day at a time (a backfill has its own --max-active-runs, default 10);
+    # either way the connector tasks run one interval at a time (max_active_tis_per_dag=1 by default)
     tags=["pyconnect", "example", "sql", "spark"],
     doc_md=__doc__,
 )
@@ -109,6 +115,9 @@ def example_pyconnect_sql() -> None:
         engine = sa.create_engine(url)
         try:
             with engine.begin() as conn:
+                # days of a backfill seed at the same time: concurrent CREATE TABLE IF NOT EXISTS of one
+                # table can fail in PostgreSQL (unique violation in pg_type), so they take turns
+                conn.exec_driver_sql("SELECT pg_advisory_xact_lock(804217)")
                 conn.exec_driver_sql(
                     "CREATE TABLE IF NOT EXISTS shop_orders (id BIGINT PRIMARY KEY, customer TEXT NOT NULL, "
                     "amount NUMERIC(12,2) NOT NULL, created_at TIMESTAMPTZ NOT NULL)")

@@ -8,10 +8,36 @@ field, of every field whose name looks secret to the runtime or to Airflow
 config is then a :class:`MaskedConfig`: a dict whose text form shows those values as ``[hidden]``,
 so the task log, the Rendered Templates view, ``airflow tasks render``, XCom and error messages never
 show them. Parsing a DAG file loads no connector class.
+
+Runs of one connector must not overlap
+--------------------------------------
+Every run of a connector is a *generation* that fences every older generation of the same identity
+(see the README, "Delivery guarantees"). Airflow runs a task's data intervals at the same time in a
+backfill (``airflow backfill create`` runs up to 10 DAG runs at once by default, whatever the DAG's
+``max_active_runs``), a catch-up, or a manual run beside a scheduled one. So the operators ask Airflow
+to serialise the runs of one connector task through its task concurrency, ``max_active_tis_per_dag=1``
+(:func:`serialised_runs`): the sink always (a sink connector has one identity), the source when it has
+no ``identity``. A later run then waits in state *scheduled* until the earlier one finished; the task
+instance's page in the UI lists "Task Concurrency: The max task concurrency has been reached." under
+*Dependencies Blocking Task From Getting Scheduled*, and the scheduler logs "Not executing ... since
+the task concurrency for this task has been reached". ``execution_timeout`` does not count that wait
+(it starts when the task runs); only the DAG's ``dagrun_timeout`` bounds it. An explicit
+``max_active_tis_per_dag`` (argument or ``default_args``) wins.
+
+Schedules with data intervals
+-----------------------------
+A task whose connector config or identity is rendered from the data interval (``data_interval_start``
+/ ``data_interval_end``: :data:`~airflow_pyconnect.operators.source.INTERVAL_IDENTITY`, the SQL source's
+``interval.start`` / ``interval.end``) needs runs whose data interval is not empty. Airflow 3's cron
+presets and cron strings (``schedule="@daily"``) make a ``CronTriggerTimetable`` whose runs have
+``data_interval_start == data_interval_end``; so do ``schedule=None``, ``"@once"`` and asset schedules.
+Such a task fails when the DAG file is parsed (an import error naming the task, the schedule and the
+fix: :func:`check_schedule`), and, if it gets a run with an empty interval anyway, when it runs.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Mapping
 from functools import cached_property
@@ -68,6 +94,100 @@ class MaskedConfig(dict):  # type: ignore[type-arg]
         return (MaskedConfig, (dict(self), set(self.secret)))
 
 
+INTERVAL_FIX = (
+    'give the DAG a schedule with data intervals, e.g. schedule=CronDataIntervalTimetable("@daily", '
+    'timezone="UTC") (from airflow.timetables.interval; each run covers the day before it runs) or '
+    'CronTriggerTimetable("@daily", timezone="UTC", interval=timedelta(days=1)) (from airflow.timetables.trigger)')
+"""The fix named by the schedule errors."""
+
+_INTERVAL_REF = re.compile(r"data_interval_(?:start|end)")
+_NO_LOGICAL_DATE = re.compile(r"'(data_interval_start|data_interval_end|logical_date|ds|ds_nodash|ts|ts_nodash|"
+                              r"ts_nodash_with_tz|prev_data_interval_start_success|prev_data_interval_end_success)' "
+                              r"is undefined")
+
+
+def interval_fields(**fields: Any) -> list[str]:
+    """The names of the given template fields (and of their keys, for a mapping) whose templates
+    use the data interval (``data_interval_start`` / ``data_interval_end``)."""
+    found = []
+    for name, value in fields.items():
+        if isinstance(value, str):
+            if _INTERVAL_REF.search(value):
+                found.append(name)
+        elif isinstance(value, Mapping):
+            found += [f"{name}[{k!r}]" for k, v in value.items() if isinstance(v, str) and _INTERVAL_REF.search(v)]
+    return found
+
+
+def _empty_intervals(dag: Any) -> str | None:
+    """Which runs of ``dag`` have an empty data interval (``data_interval_start == data_interval_end``),
+    asked of its timetable; ``None`` when they have data intervals, or when this cannot be told at parse
+    time (a custom timetable Airflow cannot convert): the task's own check when it runs covers that."""
+    from datetime import datetime, timezone
+
+    timetable = getattr(dag, "timetable", None)
+    if timetable is None:
+        return None
+    try:
+        if not hasattr(timetable, "next_dagrun_info"):  # an SDK timetable: its core twin does the scheduling
+            from airflow.serialization.encoders import coerce_to_core_timetable
+
+            timetable = coerce_to_core_timetable(timetable)
+        from airflow.timetables.base import TimeRestriction
+        from pendulum import instance
+
+        start = instance(dag.start_date or datetime(2026, 1, 1, tzinfo=timezone.utc))
+        info = None
+        if getattr(timetable, "can_be_scheduled", True):
+            info = timetable.next_dagrun_info(last_automated_data_interval=None,
+                                              restriction=TimeRestriction(earliest=start, latest=None, catchup=True))
+        if info is not None:
+            interval, runs = info.data_interval, "scheduled runs, catch-up and backfills"
+        else:
+            interval, runs = timetable.infer_manual_data_interval(run_after=start), "manual runs"
+    except Exception:  # noqa: BLE001 - undecidable here; checked again when the task runs
+        return None
+    return runs if interval.start == interval.end else None
+
+
+def _verb(fields: list[str]) -> str:
+    return "uses" if len(fields) == 1 else "use"
+
+
+def _schedule_text(dag: Any) -> str:
+    schedule = getattr(dag, "schedule", None)
+    kind = type(getattr(dag, "timetable", None)).__name__
+    text = repr(schedule) if isinstance(schedule, (str, type(None))) else type(schedule).__name__
+    return f"schedule={text} ({kind})" if kind not in text else f"schedule={text}"
+
+
+def check_schedule(task: BaseOperator, fields: list[str]) -> None:
+    """Fail (when the DAG file is parsed) if ``fields`` use the data interval but the task's DAG gives
+    its runs empty data intervals; the error names the task, the DAG's schedule and the fix."""
+    dag = task.dag if task.has_dag() else None
+    if not fields or dag is None:
+        return
+    runs = _empty_intervals(dag)
+    if runs is None:
+        return
+    raise ValueError(
+        f"Task {task.task_id!r} of DAG {dag.dag_id!r}: {', '.join(fields)} {_verb(fields)} the data interval "
+        f"(data_interval_start / data_interval_end), but the DAG's {_schedule_text(dag)} gives its {runs} an "
+        f"empty data interval (data_interval_start == data_interval_end; Airflow 3's cron presets such as "
+        f"\"@daily\" and cron strings make a CronTriggerTimetable without interval): an interval-mode source "
+        f"would read nothing and INTERVAL_IDENTITY would name no interval. Fix: {INTERVAL_FIX}.")
+
+
+def serialised_runs(kwargs: dict[str, Any], serialise: bool) -> dict[str, Any]:
+    """``kwargs`` with ``max_active_tis_per_dag=1`` when ``serialise`` and neither the arguments nor
+    ``default_args`` (the DAG's and the task's, merged by Airflow) set it: runs of the task wait for
+    each other instead of fencing each other (see the module docstring)."""
+    if serialise and "max_active_tis_per_dag" not in kwargs \
+            and "max_active_tis_per_dag" not in (kwargs.get("default_args") or {}):
+        kwargs = {**kwargs, "max_active_tis_per_dag": 1}
+    return kwargs
+
+
 def _check_bound(name: str, value: float | None) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
         raise ValueError(f"{name} must be a number >= 0 or None, got {value!r}")
@@ -109,7 +229,22 @@ class _ConnectorOperator(BaseOperator):
         """Render, then register every secret of the rendered config (by the connector's ConfigDef
         types and by name) with Airflow's secret masker, before the rendered fields are stored or
         printed, and keep the config as a :class:`MaskedConfig`."""
-        super().render_template_fields(context, jinja_env)
+        try:
+            super().render_template_fields(context, jinja_env)
+        except Exception as exc:
+            missing = _NO_LOGICAL_DATE.search(str(exc))
+            if missing is None or context.get("logical_date") is not None:
+                raise
+            from airflow.sdk.exceptions import AirflowFailException
+
+            dag_run = context.get("dag_run")
+            raise AirflowFailException(
+                f"Task {self.task_id!r}: its templates use {missing.group(1)!r}, but this run "
+                f"({getattr(dag_run, 'run_id', '?')}) has no logical date, so no data interval and no ds (a manual "
+                f"run triggered without a logical date, e.g. `airflow dags trigger {self.dag_id}` or the UI's "
+                f"Trigger with the logical date left empty). Trigger it with the logical date of the interval: "
+                f"`airflow dags trigger {self.dag_id} --logical-date 2026-01-02T00:00:00+00:00`, or run "
+                f"`airflow backfill create --dag-id {self.dag_id} --from-date ... --to-date ...`.") from exc
         try:
             self.connector_config = self._config()
         except (TypeError, ValueError):
@@ -136,6 +271,18 @@ class _ConnectorOperator(BaseOperator):
         from connect_runtime.secrets import mask_config
 
         return mask_config(config, name_rule=airflow_name_rule)
+
+    def _check_interval(self, context: Context, fields: list[str]) -> None:
+        """Fail (no retry can help) when ``fields`` use the data interval and this run's is empty."""
+        start, end = context.get("data_interval_start"), context.get("data_interval_end")
+        if not fields or start is None or start != end:
+            return
+        from airflow.sdk.exceptions import AirflowFailException
+
+        raise AirflowFailException(
+            f"Task {self.task_id!r}: {', '.join(fields)} {_verb(fields)} the data interval, but this run's is empty "
+            f"({start.isoformat()} to {end.isoformat()}; the DAG's {_schedule_text(self.dag)}): an interval-mode "
+            f"source would read nothing and INTERVAL_IDENTITY would name no interval. Fix: {INTERVAL_FIX}.")
 
     # -- on_kill -------------------------------------------------------------------------------------
     @cached_property

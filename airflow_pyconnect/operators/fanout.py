@@ -22,7 +22,17 @@
 
 On the embedded SQLite backend the mapped instances share the file (LocalExecutor, one machine); on
 Kafka they run on any worker. The DAG needs nothing else: ``max_active_tis_per_dag`` /
-``max_active_tis_per_dagrun`` bound how many run at once (default: all).
+``max_active_tis_per_dagrun`` bound how many run at once (default: all). Unlike
+``PyConnectSourceOperator`` without ``identity``, the mapped task does not default
+``max_active_tis_per_dag`` to 1: its instances are the tasks of one generation and run in parallel.
+
+Overlapping DAG runs: the plan of a later run starts a newer generation, which fences the mapped
+instances of an earlier run of the same identity that are still running (they fail, and a retry of
+them stays fenced: clear the whole run). Airflow's task concurrency cannot hold a later plan back
+until an earlier run's mapped instances finished, so when runs may overlap (``airflow backfill
+create``, catch-up with ``max_active_runs`` > 1) give the fan-out ``identity=INTERVAL_IDENTITY``
+(with source partitions keyed by the interval), or keep its runs from overlapping (``max_active_runs=1``
+and ``airflow backfill create ... --max-active-runs 1``).
 """
 
 from __future__ import annotations
@@ -34,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_pyconnect.hooks.pyconnect import DEFAULT_CONN_ID
-from airflow_pyconnect.operators._base import MaskedConfig, _ConnectorOperator
+from airflow_pyconnect.operators._base import MaskedConfig, _ConnectorOperator, check_schedule, interval_fields
 from airflow_pyconnect.operators.source import (
     MAX_SOURCE_OFFSETS,
     PyConnectSourceOperator,
@@ -97,11 +107,14 @@ class PyConnectPlanSourceOperator(_ConnectorOperator):
         super().__init__(connector_config=connector_config, pyconnect_conn_id=pyconnect_conn_id, **kwargs)
         self.identity = identity
         self.exactly_once = bool(exactly_once)
+        self._interval_fields = interval_fields(connector_config=connector_config, identity=identity)
+        check_schedule(self, self._interval_fields)
 
     def execute(self, context: Context) -> list[int]:
         from connect_runtime import plan_source
         from connect_runtime.api.errors import ConnectError
 
+        self._check_interval(context, getattr(self, "_interval_fields", []))
         config = self._config()
         name = str(config.get("name", ""))
         try:
@@ -131,6 +144,7 @@ class PyConnectSourceTaskOperator(PyConnectSourceOperator):
     """
 
     template_fields: Sequence[str] = ("connector_config", "plan")
+    serialise_runs_without_identity = False  # the instances of one generation run in parallel
 
     def __init__(self, *, plan: Any, task_index: int, connector_config: Mapping[str, Any] | str,
                  pyconnect_conn_id: str = DEFAULT_CONN_ID, max_records: int | None = None,

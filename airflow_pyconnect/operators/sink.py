@@ -14,6 +14,20 @@ The operator renders ``connector_config`` and ``until_offsets``, opens the backe
 of these (JSON) work too. As in the runtime, a partition the target does not name has nothing to
 read in this run. ``on_kill`` stops the run at once: nothing more is committed, and the next run delivers again
 what this one consumed after its last commit.
+
+Overlapping runs: a sink connector has one identity, so each run is a generation that fences the
+run still going (its next commit fails with ``ProducerFencedError``). The operator therefore sets
+``max_active_tis_per_dag=1`` by default: Airflow runs this task's intervals one after the other, in a
+backfill (``airflow backfill create`` runs up to 10 DAG runs at once by default, whatever the DAG's
+``max_active_runs``), a catch-up or a manual run beside a scheduled one, while the rest of each DAG
+run goes on in parallel. A waiting run's task instance stays *scheduled*; the UI lists "Task
+Concurrency: The max task concurrency has been reached." under *Dependencies Blocking Task From
+Getting Scheduled*. ``execution_timeout`` does not count the wait, only the DAG's
+``dagrun_timeout`` bounds it. Each run consumes from where the sink's committed offsets are up to its
+``until_offsets``; a run whose target lies behind them (a later interval's run went first) delivers
+nothing, so every record is delivered once whatever the order. An explicit ``max_active_tis_per_dag``
+(or one in ``default_args``) wins; the limit is per task (the same sink connector in two tasks or
+DAGs is not serialised by it).
 """
 
 from __future__ import annotations
@@ -24,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_pyconnect._offsets import check_target_type, structured, topic_targets
 from airflow_pyconnect.hooks.pyconnect import DEFAULT_CONN_ID
-from airflow_pyconnect.operators._base import _ConnectorOperator
+from airflow_pyconnect.operators._base import _ConnectorOperator, check_schedule, interval_fields, serialised_runs
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -45,6 +59,8 @@ class PyConnectSinkOperator(_ConnectorOperator):
     :param max_records: stop after this many records consumed; ``None``: no bound.
     :param max_seconds: stop after this many seconds (the final commit still happens); ``None``:
         no bound.
+    :param max_active_tis_per_dag: (``BaseOperator``) default 1: runs of one sink connector fence
+        each other, so Airflow runs them one at a time.
     """
 
     template_fields: Sequence[str] = ("connector_config", "until_offsets")
@@ -62,9 +78,11 @@ class PyConnectSinkOperator(_ConnectorOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(connector_config=connector_config, pyconnect_conn_id=pyconnect_conn_id,
-                         max_records=max_records, max_seconds=max_seconds, **kwargs)
+                         max_records=max_records, max_seconds=max_seconds, **serialised_runs(kwargs, True))
         check_target_type(until_offsets, "until_offsets")
         self.until_offsets = until_offsets
+        self._interval_fields = interval_fields(connector_config=connector_config, until_offsets=until_offsets)
+        check_schedule(self, self._interval_fields)
 
     def _until(self) -> dict[str, dict[str, int]] | None:
         if self.until_offsets is None:
@@ -78,6 +96,7 @@ class PyConnectSinkOperator(_ConnectorOperator):
         from connect_runtime import run_sink
         from connect_runtime.api.errors import ConnectError
 
+        self._check_interval(context, getattr(self, "_interval_fields", []))
         config = self._config()
         until = self._until()
         name = str(config.get("name", ""))

@@ -38,9 +38,30 @@ Exactly-once, retries and parallel intervals: each connector task has its own tr
 producer, id ``<cluster>-<connector>[-<identity>]-<task>``; a retry fences the previous attempt,
 whose next commit then fails and writes nothing. With ``identity`` (e.g. :data:`INTERVAL_IDENTITY`,
 for a connector whose source partitions are keyed by the interval) runs of different intervals do
-not fence each other and may run at the same time (``max_active_runs`` > 1); retries of the same
-interval still do. A failed or fenced run fails the task with the runtime's message (an
-``AirflowException`` chained to the runtime error). ``on_kill`` stops the run.
+not fence each other and may run at the same time; retries of the same interval still do. A failed
+or fenced run fails the task with the runtime's message (an ``AirflowException`` chained to the
+runtime error). ``on_kill`` stops the run.
+
+Overlapping runs (backfills, catch-up, a manual run beside a scheduled one): without ``identity``
+every run of the connector is the same identity, and a new run fences the one still running. So the
+operator sets ``max_active_tis_per_dag=1`` by default when ``identity`` is ``None``: Airflow runs this
+task's intervals one after the other (another run's task instance waits in state *scheduled*; the UI
+shows "Task Concurrency: The max task concurrency has been reached." under *Dependencies Blocking Task
+From Getting Scheduled*), while the DAG's other tasks still run in parallel. Airflow applies it to
+``airflow backfill create`` (which runs up to 10 DAG runs at once by default and ignores the DAG's
+``max_active_runs``) and to catch-up alike. With ``identity`` it is left unset: intervals run at the
+same time. The wait is not bounded by ``execution_timeout`` (counted from the start of the task),
+only by the DAG's ``dagrun_timeout``. An explicit ``max_active_tis_per_dag`` (or one in
+``default_args``) wins. The limit is per task: the same connector name in two tasks or DAGs is not
+serialised by it (give those tasks a pool of one slot).
+
+Schedules: a ``connector_config`` or ``identity`` that uses ``data_interval_start`` /
+``data_interval_end`` (:data:`INTERVAL_IDENTITY`, the SQL source's ``interval.start`` /
+``interval.end``) needs a schedule whose runs have a data interval: with Airflow 3's
+``schedule="@daily"`` (a ``CronTriggerTimetable``, empty intervals), ``None``, ``"@once"`` or an asset
+schedule, parsing the DAG file fails with an error naming the task, the schedule and the fix
+(``schedule=CronDataIntervalTimetable("@daily", timezone="UTC")``); see
+:mod:`airflow_pyconnect.operators._base`.
 """
 
 from __future__ import annotations
@@ -51,7 +72,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_pyconnect.assets import pyconnect_asset, topic_of
 from airflow_pyconnect.hooks.pyconnect import DEFAULT_CONN_ID
-from airflow_pyconnect.operators._base import _ConnectorOperator
+from airflow_pyconnect.operators._base import _ConnectorOperator, check_schedule, interval_fields, serialised_runs
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -108,15 +129,21 @@ class PyConnectSourceOperator(_ConnectorOperator):
     :param max_seconds: stop after this many seconds (the last boundary is still committed);
         ``None``: no bound. Without either bound the run ends when the source is idle.
     :param identity: task identity scope (templated), e.g. :data:`INTERVAL_IDENTITY`: runs with
-        different identities do not fence each other (parallel intervals); ``None``: one identity.
+        different identities do not fence each other (parallel intervals); ``None``: one identity, and
+        runs of this task wait for each other (``max_active_tis_per_dag`` defaults to 1).
     :param max_source_offsets: bound on the ``source_offsets`` entries of the XCom result.
     :param emit_asset_events: when this attempt committed new records, attach its ranges of each
         topic written to its outlet's Asset event. A literal ``topic`` in ``connector_config`` adds
         its asset (``pyconnect://<conn id>/<topic>``) to ``outlets`` by itself.
+    :param max_active_tis_per_dag: (``BaseOperator``) default 1 when ``identity`` is ``None`` (runs of
+        one identity fence each other: Airflow runs them one at a time), unset otherwise.
     """
 
     template_fields: Sequence[str] = ("connector_config", "identity")
     ui_color = "#e8f4d9"
+    serialise_runs_without_identity = True
+    """Whether ``max_active_tis_per_dag`` defaults to 1 without ``identity`` (not for the fan-out's
+    mapped connector tasks, which are one generation and run in parallel)."""
 
     def __init__(
         self,
@@ -139,22 +166,26 @@ class PyConnectSourceOperator(_ConnectorOperator):
                 if asset not in outlets:
                     outlets.append(asset)
                 kwargs["outlets"] = outlets
-        super().__init__(connector_config=connector_config, pyconnect_conn_id=pyconnect_conn_id,
-                         max_records=max_records, max_seconds=max_seconds, **kwargs)
-        self.exactly_once = bool(exactly_once)
         if identity is not None and not isinstance(identity, str):
             raise TypeError(f"identity must be a string (a template such as INTERVAL_IDENTITY) or None, "
                             f"got {type(identity).__name__}")
+        kwargs = serialised_runs(kwargs, self.serialise_runs_without_identity and not identity)
+        super().__init__(connector_config=connector_config, pyconnect_conn_id=pyconnect_conn_id,
+                         max_records=max_records, max_seconds=max_seconds, **kwargs)
+        self.exactly_once = bool(exactly_once)
         if isinstance(max_source_offsets, bool) or not isinstance(max_source_offsets, int) or max_source_offsets < 0:
             raise ValueError(f"max_source_offsets must be an int >= 0, got {max_source_offsets!r}")
         self.identity = identity
         self.max_source_offsets = max_source_offsets
         self.emit_asset_events = bool(emit_asset_events)
+        self._interval_fields = interval_fields(connector_config=connector_config, identity=identity)
+        check_schedule(self, self._interval_fields)
 
     def execute(self, context: Context) -> dict[str, Any]:
         from connect_runtime import run_source
         from connect_runtime.api.errors import ConnectError
 
+        self._check_interval(context, getattr(self, "_interval_fields", []))
         config = self._config()
         name = str(config.get("name", ""))
         identity = self.identity or None
