@@ -73,19 +73,55 @@ SqlSink
 - **Fencing**: ``open()`` claims its partitions' rows for ``context.generation`` (a newer run's claim);
   every commit locks those rows and refuses (:class:`ProducerFencedError`, the transaction rolled back)
   when a newer generation claimed them: a zombie run cannot commit after its successor started.
+- **Offsets management** (KIP-875): ``SqlSink.read_offsets(config)`` returns the stored next offsets of
+  the connector (rows of ``name``; a claimed row without an offset is none) and the newest generation in
+  the table (``-1``: no rows or no table), so the runtime starts a new run above it: a replaced offsets
+  store (a new ``AIRFLOW_HOME``, SQLite to Kafka) continues from the destination instead of being
+  refused there. ``SqlSink.alter_offsets(config, offsets, generation)`` sets (an int) or resets
+  (``None``: the row keeps no offset, so the next run starts where the consumer group does) partitions in
+  one transaction, the connector's rows locked, refused (:class:`ProducerFencedError`) when a newer
+  generation already wrote there; every row of the connector takes ``generation``, fencing all older
+  runs. Both validate the config (a :class:`ConfigError` naming the field) and connect as the task does;
+  messages name ``table <name> on <url>`` with the password hidden.
 - **Writing**: PostgreSQL ``insert`` uses ``COPY ... FROM STDIN`` (psycopg 3) inside the transaction;
   ``upsert`` is ``INSERT ... ON CONFLICT (key) DO UPDATE`` (SQLite the same, MySQL ``ON DUPLICATE KEY``,
   other dialects update-then-insert); ``update`` updates by key; other dialects use executemany. Values
   in the forms above are turned back by column type (decimal strings, ISO timestamps, base64 bytes,
   JSON); an object or array into a text column is written as its JSON text.
 - **Bad input**: a record that does not fit (wrong type, too long, NOT NULL, invalid base64, not a JSON
-  object) is a :class:`DataError` naming the record (``topic-partition@offset``) and the table, found by
-  retrying the failed batch row by row in savepoints; with ``errors.tolerance=all`` it goes to the dead
-  letter queue and the other rows are written. A missing table (without ``auto.create``) and a field the
-  table has no column for (without ``auto.evolve``) fail the run at once (a :class:`ConfigError`, never
-  retried) naming the table and field.
+  object) is one :class:`DataError` naming the record (``topic-partition@offset``), the table and, when it
+  can be told, the field, found by retrying the failed batch row by row in savepoints; the open
+  transaction is rolled back (what was committed stays, and the next run resumes after it); with
+  ``errors.tolerance=all`` the record goes to the dead letter queue and the other rows are written. A
+  missing table (without ``auto.create``) and a field the table has no column for (without
+  ``auto.evolve``) fail the run at once (a :class:`ConfigError`, never retried) naming the table and field.
 - **Empty and null values**: a null value (a tombstone) deletes the key's row with ``delete.enabled`` and
   is otherwise skipped; an empty object ``{}`` is a row of column defaults in ``insert`` mode.
+- **auto.create / auto.evolve types**, while records carry no schema (typed schemas, when they come,
+  supersede this rule): a column's type comes from the non-null values of the batch that creates it,
+  PostgreSQL's type first (other dialects in brackets), then SQLite's:
+
+  * all ``true``/``false``: ``BOOLEAN``; all integers: ``BIGINT`` (beyond 64 bits: PostgreSQL ``NUMERIC``);
+    numbers with a fraction (integers and SqlSource's ``"NaN"``/``"Infinity"``/``"-Infinity"`` among
+    them): ``DOUBLE PRECISION`` / ``DOUBLE``; all objects or arrays: ``JSONB`` (``JSON``) / ``JSON``;
+  * all ISO 8601 date-times **with an offset** (``2026-01-01T10:00:00+00:00``, ``...Z``, a space for
+    ``T``, at most 6 fraction digits): ``TIMESTAMP WITH TIME ZONE`` / ``TEXT``;
+  * all ISO dates ``YYYY-MM-DD``: ``DATE`` / ``DATE``;
+  * all canonical decimals (``-?(0|[1-9][0-9]*)[.][0-9]+``: ``"12.50"``, ``"-0.5"``): ``NUMERIC``
+    unconstrained (``NUMERIC(38, s)``, ``s`` the largest scale seen) / ``TEXT``;
+  * anything else, or a mix (``"01234"``, ``"1.2.3"``, ``"1e5"``, ``"12"``, a date-time without offset,
+    ``1`` and ``"a"``): ``TEXT`` (``VARCHAR(255)`` for a key column).
+
+  So SqlSource's forms of NUMERIC and TIMESTAMPTZ columns come back as NUMERIC and TIMESTAMPTZ, and
+  values round-trip exactly (a decimal keeps its digits and scale, a timestamp its instant). SQLite has
+  no such types: its columns keep the exact text. A later value that does not fit the type chosen is
+  bad input (above).
+- **Several tasks** (``tasks.max`` > 1) creating or evolving the same table at once: as Kafka Connect's
+  JDBC sink, a CREATE or ALTER that lost the race reads the table again and goes on. The CREATE runs in
+  a short transaction of its own; before an ``ALTER TABLE ... ADD COLUMN`` a task commits the rows it
+  wrote so far with their offsets (a commit point of its own), then alters in its own transaction, so
+  two tasks never hold the table while waiting for each other (SQLite: inside the data transaction,
+  ``BEGIN IMMEDIATE`` admits one writer).
 """
 
 from connect_runtime.connectors.sql._sink import OFFSETS_TABLE, SqlSink, SqlSinkTask
