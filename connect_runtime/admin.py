@@ -13,7 +13,11 @@ three front ends answer the same question the same way:
 
 Source offsets are read from the connector's own offsets store (``offsets.storage.topic``) with the
 global store as fallback for partitions it lacks (KIP-618). Sink offsets are the consumer group
-``connect-<name>``'s. Nothing here prints or returns connection settings.
+``connect-<name>``'s, except for a sink that keeps its offsets in its destination (``FileSink``,
+``SqlSink``: ``SinkConnector.read_offsets`` is not ``None``): given the connector's config, they are read
+and altered there, through the connector (KIP-875's ``SinkConnector.alterOffsets``); without it, reading
+shows what the last run recorded in the registry (``as_of``) and altering is refused, saying what to pass.
+Nothing here prints or returns connection settings.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from connect_runtime import ranges as ranges_mod
+from connect_runtime.api.connector import DestinationOffsets, SinkConnector
 from connect_runtime.api.errors import ConfigError, ConnectError
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends.base import RANGES_STORE, Backend
@@ -113,33 +118,79 @@ def sink_offsets(backend: Backend, name: str, topics: Sequence[str] | None = Non
     return {tp: off for tp, off in sorted(committed.items()) if off is not None}
 
 
+def _sink_connector(config: Mapping[str, Any] | None) -> SinkConnector | None:
+    """The (not started) sink connector of ``config``, or ``None`` when no config or not a sink."""
+    if config is None:
+        return None
+    from connect_runtime.runtime.plugins import load_class
+
+    path = config.get("connector.class")
+    if not path:
+        raise ConfigError(errors={"connector.class": "missing required field"})
+    cls = load_class(str(path), "connector.class")
+    if not (isinstance(cls, type) and issubclass(cls, SinkConnector)):
+        return None
+    return cls()
+
+
+def destination_offsets(config: Mapping[str, Any]) -> DestinationOffsets | None:
+    """The offsets a sink keeps in its destination, read there through its connector (``None``: it keeps
+    none there, or the config is not a sink's)."""
+    connector = _sink_connector(config)
+    if connector is None:
+        return None
+    from connect_runtime.runtime.worker import connector_props
+
+    return connector.read_offsets(connector_props(config))
+
+
+def _sink_entries(offsets: Mapping[TopicPartition, int]) -> list[dict[str, Any]]:
+    return [{"partition": {"kafka_topic": tp.topic, "kafka_partition": tp.partition},
+             "offset": {"kafka_offset": off}} for tp, off in sorted(offsets.items())]
+
+
 def get_offsets(backend: Backend, name: str, *, kind: str | None = None,
-                offsets_store: str | None = None) -> dict[str, Any]:
+                offsets_store: str | None = None, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """KIP-875's ``GET /connectors/{name}/offsets`` shape: ``{"offsets": [{"partition": ..., "offset": ...}]}``.
 
     Source partitions and offsets are the connector's own JSON objects; a sink's are
     ``{"kafka_topic": t, "kafka_partition": p}`` / ``{"kafka_offset": n}``. ``kind`` defaults to what the
-    registry says; for a connector no run registered, both kinds are looked up.
+    registry says; for a connector no run registered, both kinds are looked up. For a sink that keeps its
+    offsets in its destination the answer also has ``"managed_by": "destination"`` and ``"where"``: read
+    there when ``config`` (the connector's config) is given, else the last run's record of them with
+    ``"as_of"`` (epoch ms).
     """
-    k, _ = _kind(backend, name, kind)
+    k, rec = _kind(backend, name, kind)
+    dest = destination_offsets(config) if config is not None else None
+    if dest is not None:
+        return {"offsets": _sink_entries(dest.offsets), "managed_by": "destination", "where": dest.where}
+    if rec is not None and rec.kind == "sink" and rec.owns_offsets and rec.destination is not None:
+        mirrored = {TopicPartition(str(t), int(p)): int(o) for t, p, o in rec.destination_offsets}
+        return {"offsets": _sink_entries(mirrored), "managed_by": "destination", "where": rec.destination,
+                "as_of": rec.destination_read}
     out: list[dict[str, Any]] = []
     if k in ("source", "unknown"):
         out.extend(source_offsets(backend, name, offsets_store))
     if k in ("sink", "unknown"):
-        out.extend({"partition": {"kafka_topic": tp.topic, "kafka_partition": tp.partition},
-                    "offset": {"kafka_offset": off}} for tp, off in sink_offsets(backend, name).items())
+        out.extend(_sink_entries(sink_offsets(backend, name)))
     return {"offsets": out}
 
 
 def sink_lag(backend: Backend, name: str, topics: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Per topic partition of the sink's topics: committed offset, end offset and lag (end - committed;
-    the whole partition when nothing was committed). On Kafka the end includes transaction markers."""
+    the whole partition when nothing was committed). On Kafka the end includes transaction markers. For a
+    sink that keeps its offsets in its destination, ``committed`` is what its last run recorded there
+    (``"in": "destination"``)."""
     parts = _sink_partitions(backend, name, topics)
     if not parts:
         return []
+    rec = connector(backend, name)
+    mirrored = None
+    if rec is not None and rec.owns_offsets and rec.destination is not None:
+        mirrored = {TopicPartition(str(t), int(p)): int(o) for t, p, o in rec.destination_offsets}
     consumer = backend.consumer(sink_group(name))
     try:
-        committed = consumer.committed(parts, TIMEOUT)
+        committed = consumer.committed(parts, TIMEOUT) if mirrored is None else {tp: mirrored.get(tp) for tp in parts}
         ends = consumer.end_offsets(parts, TIMEOUT)
         begins = consumer.beginning_offsets(parts, TIMEOUT)
     finally:
@@ -148,7 +199,10 @@ def sink_lag(backend: Backend, name: str, topics: Sequence[str] | None = None) -
     for tp in parts:
         c, end = committed.get(tp), ends.get(tp, 0)
         lag = max(0, end - (begins.get(tp, 0) if c is None else c))
-        out.append({"topic": tp.topic, "partition": tp.partition, "committed": c, "end": end, "lag": lag})
+        entry: dict[str, Any] = {"topic": tp.topic, "partition": tp.partition, "committed": c, "end": end, "lag": lag}
+        if mirrored is not None:
+            entry["in"] = "destination"
+        out.append(entry)
     return out
 
 
@@ -160,13 +214,21 @@ def _check_idle(backend: Backend, name: str, rec: ConnectorRecord | None) -> Non
 
 
 def alter_offsets(backend: Backend, name: str, offsets: Sequence[Mapping[str, Any]], *,
-                  kind: str | None = None, offsets_store: str | None = None) -> dict[str, Any]:
+                  kind: str | None = None, offsets_store: str | None = None,
+                  config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """KIP-875 ``PATCH /connectors/{name}/offsets``: set (or with ``"offset": None`` delete) the given offsets.
+
+    A sink that keeps its offsets in its destination has them altered there by its connector
+    (``SinkConnector.alter_offsets``), which needs ``config``; without it the change is refused with a
+    :class:`ConnectError` saying so (never a silent success on the unused group offsets).
 
     :raises ConnectorRunningError: a run holds the connector.
     :raises ConfigError: an entry that is not ``{"partition": {...}, "offset": {...} | None}``, naming it.
     """
     k, rec = _kind(backend, name, kind)
+    sink_connector = _sink_connector(config) if config is not None else None
+    if sink_connector is not None and k == "unknown":
+        k = "sink"
     if not isinstance(offsets, Sequence) or isinstance(offsets, (str, bytes)):
         raise ConfigError(errors={"offsets": f"expected a list of {{partition, offset}} objects, got {offsets!r}"})
     source: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
@@ -192,6 +254,10 @@ def alter_offsets(backend: Backend, name: str, offsets: Sequence[Mapping[str, An
     if k == "source" and sink:
         raise ConfigError(errors={"offsets": f"connector {name!r} is a source: kafka_topic/kafka_partition "
                                              f"partitions belong to sinks"})
+    if sink and (sink_connector is not None or (rec is not None and rec.owns_offsets)):
+        done = _alter_in_destination(backend, name, rec, sink_connector, config, sink)
+        if done is not None:
+            return done
     _check_idle(backend, name, rec)
     if source:
         store_name = offsets_store or (None if rec is None else rec.offsets_store)
@@ -218,17 +284,50 @@ def alter_offsets(backend: Backend, name: str, offsets: Sequence[Mapping[str, An
 
 
 def reset_offsets(backend: Backend, name: str, *, kind: str | None = None,
-                  offsets_store: str | None = None) -> dict[str, Any]:
+                  offsets_store: str | None = None, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """KIP-875 ``DELETE /connectors/{name}/offsets``: every source offset deleted, the sink group back to the
-    beginning of each partition it committed. :raises ConnectorRunningError: a run holds the connector."""
-    current = get_offsets(backend, name, kind=kind, offsets_store=offsets_store)["offsets"]
+    beginning of each partition it committed; a sink that keeps its offsets in its destination resets them
+    there (see :func:`alter_offsets`). :raises ConnectorRunningError: a run holds the connector."""
+    current = get_offsets(backend, name, kind=kind, offsets_store=offsets_store, config=config)["offsets"]
     if not current:
         _check_idle(backend, name, _kind(backend, name, kind)[1])
         return {"connector": name, "source_partitions_reset": 0, "sink_partitions_reset": 0}
     changes = [{"partition": e["partition"], "offset": None} for e in current]
-    alter_offsets(backend, name, changes, kind=kind, offsets_store=offsets_store)
+    alter_offsets(backend, name, changes, kind=kind, offsets_store=offsets_store, config=config)
     n_sink = sum(1 for e in current if set(e["partition"]) == {"kafka_topic", "kafka_partition"})
     return {"connector": name, "source_partitions_reset": len(current) - n_sink, "sink_partitions_reset": n_sink}
+
+
+def _alter_in_destination(backend: Backend, name: str, rec: ConnectorRecord | None,
+                          sink_connector: SinkConnector | None, config: Mapping[str, Any] | None,
+                          sink: Mapping[TopicPartition, int | None]) -> dict[str, Any] | None:
+    """Alter a sink's offsets in its destination, as a new generation above every one recorded there (older
+    runs are fenced there). ``None``: the connector keeps none there after all (alter the group's)."""
+    if sink_connector is None or config is None:
+        where = f" ({rec.destination})" if rec is not None and rec.destination else ""
+        raise ConnectError(
+            f"sink connector {name!r} keeps its offsets in its destination{where}, not in its consumer group: "
+            "pass the connector's config so they can be changed there (pyconnect offsets set|reset <config file>, "
+            "or config= in connect_runtime.admin); nothing was changed")
+    from connect_runtime.runtime.sink import destination_mirror
+    from connect_runtime.runtime.worker import connector_props
+
+    props = connector_props(config)
+    before = sink_connector.read_offsets(props)
+    if before is None:
+        return None
+    registry = Registry(backend, TIMEOUT)
+    scope = "" if rec is None else rec.scope
+    create = ConnectorRecord(name=name, scope=scope, kind="sink", generation=before.generation,
+                             connector_class=str(config.get("connector.class", "")), owns_offsets=True,
+                             topics=sorted({tp.topic for tp in sink}))
+    gen = registry.new_generation_if_idle(name, scope, floor=before.generation + 1, create=create)
+    if not sink_connector.alter_offsets(props, dict(sink), gen.generation):
+        return None
+    after = sink_connector.read_offsets(props)
+    if after is not None:
+        registry.update(gen, **destination_mirror(after))
+    return {"connector": name, "altered": len(sink), "in": "destination", "where": before.where}
 
 
 # -- the ranges record -----------------------------------------------------------------------------
@@ -282,6 +381,6 @@ def interval_ranges(backend: Backend, name: str, ledger_key: Mapping[str, Any]) 
     return {"ranges": {}, "records": 0}
 
 
-__all__ = ["ConnectError", "alter_offsets", "connector", "get_offsets", "interval_ranges", "is_running",
+__all__ = ["ConnectError", "alter_offsets", "connector", "destination_offsets", "get_offsets", "interval_ranges", "is_running",
            "list_connectors", "reset_offsets", "run_ranges", "sink_group", "sink_lag", "sink_offsets",
            "source_offsets"]

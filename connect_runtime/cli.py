@@ -19,6 +19,10 @@
     offsets reset CONNECTOR             delete every source offset; sink group back to the beginning
                                         (set and reset are refused while a run holds the connector,
                                         and start a new generation: an older run can no longer commit)
+                                        A sink that keeps its offsets in its destination (FileSink,
+                                        SqlSink) has them read and changed there: give its config file
+                                        as CONNECTOR (without it, get shows what its last run recorded
+                                        and set/reset are refused, saying so)
     topics list                         every topic and its partition count
     topics read TOPIC [--from-beginning] [--max N] [--partition P]
                                         JSON lines of topic/partition/offset/key/value
@@ -268,6 +272,7 @@ def cmd_offsets(ctx: _Context) -> int:
     a = ctx.args
     name, store_name = a.connector, a.offsets_store
     kind: str | None = None
+    config: dict[str, str] | None = None
     if Path(name).suffix.lower() in (".json", ".properties") and Path(name).is_file():
         # a connector config file: its name, its kind and its own offsets store, if it has one
         config = _load(name)
@@ -278,7 +283,7 @@ def cmd_offsets(ctx: _Context) -> int:
         store_name = store_name or config.get("offsets.storage.topic") or None
     with ctx.open(read_only=a.offsets_command == "get") as backend:
         if a.offsets_command == "get":
-            _out(admin.get_offsets(backend, name, kind=kind, offsets_store=store_name))
+            _out(admin.get_offsets(backend, name, kind=kind, offsets_store=store_name, config=config))
             return 0
         if a.offsets_command == "set":
             partition = _json_arg(a.partition, "--partition")
@@ -290,11 +295,14 @@ def cmd_offsets(ctx: _Context) -> int:
             if set(partition) == {"kafka_topic", "kafka_partition"} and offset is not None and (
                     set(offset) != {"kafka_offset"} or not isinstance(offset["kafka_offset"], int)):
                 raise UsageError('a sink partition takes --offset \'{"kafka_offset": N}\' or null')
-            admin.alter_offsets(backend, name, [{"partition": partition, "offset": offset}], kind=kind,
-                                offsets_store=store_name)
-            _out({"connector": name, "partition": partition, "offset": offset})
+            done = admin.alter_offsets(backend, name, [{"partition": partition, "offset": offset}], kind=kind,
+                                       offsets_store=store_name, config=config)
+            out = {"connector": name, "partition": partition, "offset": offset}
+            if done.get("in") == "destination":
+                out.update({"in": "destination", "where": done["where"]})
+            _out(out)
             return 0
-        _out(admin.reset_offsets(backend, name, kind=kind, offsets_store=store_name))
+        _out(admin.reset_offsets(backend, name, kind=kind, offsets_store=store_name, config=config))
         return 0
 
 

@@ -67,6 +67,13 @@ class ConnectorRecord:
     error: str | None = None
     done_tasks: list[int] = field(default_factory=list)
     """Fan-out: indexes of the plan's tasks that finished (the generation stops when all did)."""
+    destination: str | None = None
+    """A sink that keeps its offsets in its destination: where (``DestinationOffsets.where``)."""
+    destination_offsets: list[list[Any]] = field(default_factory=list)
+    """Its offsets there after the last run or alteration, ``[[topic, partition, next offset], ...]``
+    (a mirror for the Connectors view; the destination is the truth)."""
+    destination_read: int | None = None
+    """When the mirror was read (epoch ms)."""
 
     @property
     def running(self) -> bool:
@@ -186,20 +193,25 @@ class Registry:
             changes["topics"] = sorted(set(record.topics) | set(topics))
         return self.update(record, **changes)
 
-    def new_generation_if_idle(self, name: str, scope: str = "") -> ConnectorRecord:
-        """For KIP-875 alterations: refuse while a run holds the connector, else bump the generation
-        (state unchanged), which fences any run that registered before. Atomic on SQLite."""
+    def new_generation_if_idle(self, name: str, scope: str = "", *, floor: int = 0,
+                               create: ConnectorRecord | None = None) -> ConnectorRecord:
+        """For KIP-875 alterations: refuse while a run holds the connector, else bump the generation (to at
+        least ``floor``; state unchanged), which fences any run that registered before. ``create``: the entry
+        to start from when no run registered the connector in this store (a sink whose destination knows
+        it). Atomic on SQLite."""
         result: list[ConnectorRecord] = []
 
         def bump(current: bytes | None) -> bytes | None:
             if current is None:
-                return None
+                if create is None:
+                    return None
+                current = create.to_json()
             rec = ConnectorRecord.from_json(current)
             if rec.running:
                 raise ConnectorRunningError(
                     f"connector {name!r} is running (generation {rec.generation}, started by {rec.owner}); "
                     f"stop it (or wait for its run to end) before altering or resetting its offsets")
-            rec.generation += 1
+            rec.generation = max(rec.generation + 1, floor)
             result.append(rec)
             return rec.to_json()
 

@@ -106,7 +106,7 @@ from typing import Any
 
 from connect_runtime import ranges as _ranges
 from connect_runtime.api.config import ConfigDef, Password, Range, Type
-from connect_runtime.api.connector import SinkConnector, SinkConnectorContext
+from connect_runtime.api.connector import DestinationOffsets, SinkConnector, SinkConnectorContext
 from connect_runtime.api.errors import (
     ConfigError,
     ConnectError,
@@ -1071,14 +1071,14 @@ def run_sink(
     try:
         floor = _destination_floor(connector, config, name)
         generation = Generation.begin(store, name, kind="sink", connector_class=str(values["connector.class"]),
-                                      floor=floor)
+                                      floor=max(floor, 0))
         try:
             result = _run(config, values, connector, store, pipelines, targets_given,
                           max_records, max_seconds, progress, generation, stop)
         except BaseException as exc:
-            _finish_registration(generation, exc, None, values.get("topics"))
+            _finish_registration(generation, exc, None, values.get("topics"), _mirror(connector, config, floor))
             raise
-        _finish_registration(generation, None, result, values.get("topics"))
+        _finish_registration(generation, None, result, values.get("topics"), _mirror(connector, config, floor))
         return result
     finally:
         if owned:
@@ -1097,19 +1097,41 @@ def _destination_floor(connector: SinkConnector, config: Mapping[str, Any], name
         raise ConnectError(f"sink connector {name!r}: reading the offsets it keeps in its destination failed: "
                            f"{type(exc).__name__}: {exc}") from exc
     if dest is None:
-        return 0
+        return -1  # keeps no offsets in its destination
     return dest.generation + 1
 
 
+def _mirror(connector: SinkConnector, config: Mapping[str, Any], floor: int) -> dict[str, Any]:
+    """After a run of a sink that keeps its offsets in its destination (``floor`` >= 0): those offsets, for the
+    registry (what the Connectors view and ``offsets get`` without a config show). Bookkeeping only."""
+    if floor < 0:
+        return {}
+    try:
+        dest = connector.read_offsets(_string_props(config))
+    except Exception as exc:
+        log.warning("sink connector %r: reading its destination's offsets after the run failed: %s: %s",
+                    config.get("name"), type(exc).__name__, exc)
+        return {"owns_offsets": True}
+    if dest is None:
+        return {}
+    return destination_mirror(dest)
+
+
+def destination_mirror(dest: DestinationOffsets) -> dict[str, Any]:
+    """The registry fields mirroring a destination's offsets."""
+    return {"owns_offsets": True, "destination": dest.where,
+            "destination_offsets": [[tp.topic, tp.partition, off] for tp, off in sorted(dest.offsets.items())],
+            "destination_read": int(time.time() * 1000)}
+
+
 def _finish_registration(generation: Generation, exc: BaseException | None, result: SinkRunResult | None,
-                         configured: Any) -> None:
-    """Record the end of this sink generation; a sink that consumed records but committed nothing to its
-    group keeps its offsets in its destination (``pre_commit`` returned ``{}``), and is shown as such."""
+                         configured: Any, mirror: Mapping[str, Any]) -> None:
+    """Record the end of this sink generation; a sink that keeps its offsets in its destination is shown as
+    such, with those offsets (``mirror``)."""
     topics = set(result.committed) if result is not None else set()
     if isinstance(configured, (list, tuple)):
         topics |= {str(t) for t in configured}
-    owns = {"owns_offsets": True} if result is not None and result.records and not result.committed else {}
-    generation.finish(exc, sorted(topics), **owns)
+    generation.finish(exc, sorted(topics), **mirror)
 
 
 def _run(config: Mapping[str, Any], values: dict[str, Any], connector: SinkConnector, backend: Backend,

@@ -137,16 +137,35 @@ def test_sink_run_until_a_source_result_and_group_offsets(tmp_path: Path, sqlite
     lines = [line for f in committed_files(tmp_path / "out", "events", 0) for line in f.read_text().splitlines()]
     assert [json.loads(line)["id"] for line in lines] == list(range(30))
 
-    # the FileSink keeps its offsets in its files: the group has none
-    assert cli("offsets", "get", "archive", url=sqlite_url).json() == {"offsets": []}
+    # the FileSink keeps its offsets in its destination: `offsets get` shows what its last run recorded
+    # there, and with its config file reads them there; they are changed only there, through the connector
+    entry = [{"partition": {"kafka_topic": "events", "kafka_partition": 0}, "offset": {"kafka_offset": 30}}]
+    got = cli("offsets", "get", "archive", url=sqlite_url).json()
+    assert (got["offsets"], got["managed_by"], got["where"]) == (entry, "destination",
+                                                                 f"FileSink manifests and file names under {tmp_path / 'out'}")
+    assert isinstance(got["as_of"], int)
+    assert cli("offsets", "get", str(sink), url=sqlite_url).json()["offsets"] == entry
     part = '{"kafka_topic": "events", "kafka_partition": 0}'
-    r = cli("offsets", "set", "archive", "--partition", part, "--offset", '{"kafka_offset": 7}', url=sqlite_url)
+    r = cli("offsets", "set", "archive", "--partition", part, "--offset", '{"kafka_offset": 40}', url=sqlite_url)
+    assert_one_line_error(r, 1, "keeps its offsets in its destination", "pass the connector's config",
+                          "nothing was changed")
+    r = cli("offsets", "set", str(sink), "--partition", part, "--offset", '{"kafka_offset": 7}', url=sqlite_url)
+    assert_one_line_error(r, 1, "move back to offset 7", "events+0+")  # its records are in a file: refused
+    r = cli("offsets", "set", str(sink), "--partition", part, "--offset", '{"kafka_offset": 40}', url=sqlite_url)
     assert r.rc == 0, r.err
-    assert cli("offsets", "get", "archive", url=sqlite_url).json() == {"offsets": [
-        {"partition": {"kafka_topic": "events", "kafka_partition": 0}, "offset": {"kafka_offset": 7}}]}
-    r = cli("offsets", "reset", "archive", url=sqlite_url)
-    assert r.json()["sink_partitions_reset"] == 1
-    assert cli("offsets", "get", "archive", url=sqlite_url).json()["offsets"][0]["offset"] == {"kafka_offset": 0}
+    assert r.json()["in"] == "destination"
+    assert cli("offsets", "get", str(sink), url=sqlite_url).json()["offsets"][0]["offset"] == {"kafka_offset": 40}
+    assert cli("offsets", "get", "archive", url=sqlite_url).json()["offsets"][0]["offset"] == {"kafka_offset": 40}
+    assert_one_line_error(cli("offsets", "reset", str(sink), url=sqlite_url), 1, "to reset events-0")
+    for f in committed_files(tmp_path / "out", "events", 0):
+        f.unlink()  # the user removes the data, then resets: the next run writes the topic again
+    r = cli("offsets", "reset", str(sink), url=sqlite_url)
+    assert r.rc == 0 and r.json()["sink_partitions_reset"] == 1, r.err
+    assert cli("offsets", "get", str(sink), url=sqlite_url).json()["offsets"] == []
+    r = cli("run", str(sink), url=sqlite_url)
+    assert r.rc == 0 and r.json()["records"] == 30, r.err
+    lines = [line for f in committed_files(tmp_path / "out", "events", 0) for line in f.read_text().splitlines()]
+    assert [json.loads(line)["id"] for line in lines] == list(range(30))
 
 
 def test_validate(tmp_path: Path) -> None:
