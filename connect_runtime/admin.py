@@ -37,6 +37,11 @@ from connect_runtime.runtime.registry import ConnectorRecord, Registry
 TIMEOUT = 30.0
 
 
+class OffsetsInDestination(ConnectError):
+    """A change of a sink's offsets that live in its destination was asked without the connector's config
+    (only the connector can change them there). Nothing was changed."""
+
+
 def sink_group(name: str) -> str:
     """The consumer group of sink connector ``name`` (Kafka Connect's ``connect-<name>``)."""
     return f"connect-{name}"
@@ -305,7 +310,7 @@ def _alter_in_destination(backend: Backend, name: str, rec: ConnectorRecord | No
     runs are fenced there). ``None``: the connector keeps none there after all (alter the group's)."""
     if sink_connector is None or config is None:
         where = f" ({rec.destination})" if rec is not None and rec.destination else ""
-        raise ConnectError(
+        raise OffsetsInDestination(
             f"sink connector {name!r} keeps its offsets in its destination{where}, not in its consumer group: "
             "pass the connector's config so they can be changed there (pyconnect offsets set|reset <config file>, "
             "or config= in connect_runtime.admin); nothing was changed")
@@ -381,6 +386,6 @@ def interval_ranges(backend: Backend, name: str, ledger_key: Mapping[str, Any]) 
     return {"ranges": {}, "records": 0}
 
 
-__all__ = ["ConnectError", "alter_offsets", "connector", "destination_offsets", "get_offsets", "interval_ranges", "is_running",
+__all__ = ["ConnectError", "OffsetsInDestination", "alter_offsets", "connector", "destination_offsets", "get_offsets", "interval_ranges", "is_running",
            "list_connectors", "reset_offsets", "run_ranges", "sink_group", "sink_lag", "sink_offsets",
            "source_offsets"]

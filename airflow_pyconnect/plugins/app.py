@@ -113,12 +113,15 @@ def create_app() -> FastAPI:
         return conn
 
     def _run_change(fn: Any, *args: Any) -> dict[str, Any]:
+        from connect_runtime.admin import OffsetsInDestination
         from connect_runtime.api.errors import ConfigError, ConnectorRunningError
 
         try:
             result: dict[str, Any] = fn(*args)
             return result
         except ConnectorRunningError as exc:
+            raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
+        except OffsetsInDestination as exc:  # the page has no connector config (its secrets stay in the DAG)
             raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
         except ConfigError as exc:
             raise HTTPException(status.HTTP_400_BAD_REQUEST, str(exc)) from None

@@ -167,9 +167,10 @@ def overview(conn_id: str, embedded: bool = False) -> dict[str, Any]:
                 c["offsets"] = admin.get_offsets(backend, c["name"], kind=c["kind"],
                                                  offsets_store=c.get("offsets_store"))["offsets"]
                 c["lag"] = None
-                if c["kind"] == "sink" and not c.get("owns_offsets"):
+                if c["kind"] == "sink":  # group offsets, or what the last run recorded in the destination
                     c["lag"] = admin.sink_lag(backend, c["name"], c.get("topics") or None)
                     c["total_lag"] = sum(p["lag"] for p in c["lag"])
+                c.pop("destination_offsets", None)  # shown as offsets and lag
                 if c.get("error"):
                     c["error"] = _scrub(c["error"], secrets)
         except Exception as exc:
@@ -243,7 +244,7 @@ def alter(conn_id: str, name: str, offsets: Sequence[Mapping[str, Any]], embedde
     with open_store(conn_id, embedded) as (backend, _described, secrets):
         try:
             return admin.alter_offsets(backend, name, offsets)
-        except (ConnectorRunningError, ConfigError):
+        except (ConnectorRunningError, ConfigError, admin.OffsetsInDestination):
             raise
         except Exception as exc:
             raise _guard(conn_id, secrets, exc) from None
@@ -257,7 +258,7 @@ def reset(conn_id: str, name: str, embedded: bool = False) -> dict[str, Any]:
     with open_store(conn_id, embedded) as (backend, _described, secrets):
         try:
             return admin.reset_offsets(backend, name)
-        except ConnectorRunningError:
+        except (ConnectorRunningError, admin.OffsetsInDestination):
             raise
         except Exception as exc:
             raise _guard(conn_id, secrets, exc) from None

@@ -113,6 +113,34 @@ def test_overview_and_runs_of_a_store_filled_by_real_runs(monkeypatch: pytest.Mo
     assert "pc_unit" in [c["conn_id"] for c in service.connection_ids(db=lambda: [])]
 
 
+def test_a_sink_keeping_its_offsets_in_its_destination_shows_them_with_lag(monkeypatch: pytest.MonkeyPatch,
+                                                                           tmp_path: Path) -> None:
+    """FileSink: the page shows the offsets its last run recorded in the destination, with lag; a change from
+    the page (which has no connector config) is refused with the message saying what to do, nothing changed."""
+    from airflow_pyconnect.plugins import service
+    from connect_runtime import run_sink, run_source
+    from connect_runtime.admin import OffsetsInDestination
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    _conn(monkeypatch, "pc_dest", host=url)
+    run_source({"name": "gen", "connector.class": "connect_runtime.connectors.datagen.DataGenSource",
+                "topic": "o", "max.records": 90}, url)
+    run_sink({"name": "files", "connector.class": "connect_runtime.connectors.files.FileSink", "topics": "o",
+              "directory": str(tmp_path / "out")}, url, until_offsets={"o": {"0": 50}})
+    by = {c["name"]: c for c in service.overview("pc_dest")["connectors"]}
+    files = by["files"]
+    assert files["owns_offsets"] and files["destination"] == f"FileSink manifests and file names under {tmp_path / 'out'}"
+    assert files["offsets"] == [{"partition": {"kafka_topic": "o", "kafka_partition": 0}, "offset": {"kafka_offset": 50}}]
+    assert files["lag"] == [{"topic": "o", "partition": 0, "committed": 50, "end": 90, "lag": 40, "in": "destination"}]
+    assert files["total_lag"] == 40
+    change = [{"partition": {"kafka_topic": "o", "kafka_partition": 0}, "offset": {"kafka_offset": 0}}]
+    with pytest.raises(OffsetsInDestination, match="pass the connector's config"):
+        service.alter("pc_dest", "files", change)
+    with pytest.raises(OffsetsInDestination):
+        service.reset("pc_dest", "files")
+    assert {c["name"]: c for c in service.overview("pc_dest")["connectors"]}["files"]["offsets"] == files["offsets"]
+
+
 def test_an_unreachable_store_is_one_line_naming_the_connection_without_secrets(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from airflow_pyconnect.plugins import service
