@@ -212,10 +212,23 @@ def sink_lag(backend: Backend, name: str, topics: Sequence[str] | None = None) -
 
 
 def _check_idle(backend: Backend, name: str, rec: ConnectorRecord | None) -> None:
-    """Refuse while a run holds the connector; else start a new generation, fencing older runs."""
+    """Refuse while a run of the connector holds it under ANY identity (KIP-875: offsets change only while the
+    connector is stopped); else start a new generation of every identity, fencing every older run."""
     if rec is None:
         return  # no run ever registered: nothing can be running or fenced
-    Registry(backend, TIMEOUT).new_generation_if_idle(name, rec.scope)
+    registry = Registry(backend, TIMEOUT)
+    records = [r for r in registry.list() if r.name == name]
+    running = [r for r in records if r.running]
+    if running:
+        r = running[0]
+        from connect_runtime.api.errors import ConnectorRunningError
+
+        ident = f" (identity {r.scope!r})" if r.scope else ""
+        raise ConnectorRunningError(
+            f"connector {name!r} is running{ident}, generation {r.generation}, started by {r.owner}; stop it (or "
+            "wait for its run to end) before altering or resetting its offsets")
+    for r in records:
+        registry.new_generation_if_idle(name, r.scope)
 
 
 def alter_offsets(backend: Backend, name: str, offsets: Sequence[Mapping[str, Any]], *,

@@ -205,6 +205,31 @@ def test_offsets_cannot_be_altered_while_a_run_holds_the_connector(sqlite_url: s
             "offsets": [{"partition": {"round": 1, "task": 0}, "offset": {"n": 1000}}]}
 
 
+def test_offsets_cannot_be_reset_while_another_identity_of_the_connector_runs(sqlite_url: str) -> None:
+    """Runs under two identities (e.g. two data intervals): one finished, one running. A reset is refused
+    while the second runs (KIP-875: only while the connector is stopped), naming it; once it is stale (its
+    worker went silent), the reset is allowed and fences it, so it can never write over the reset."""
+    run_source(scripted(count=10), sqlite_url, identity="2026-01-01")
+    t, out = _in_thread(run_source, scripted(count=-1, batch=5, **{"poll.sleep.ms": 20}), sqlite_url,
+                        max_seconds=6, identity="2026-01-02")
+    _wait("the second identity to commit", lambda: committed_offset(sqlite_url, "scripted", {"task": 0, "round": 1})
+          not in (None, {"n": 10}))
+    with open_backend(sqlite_url) as be:
+        with pytest.raises(ConnectorRunningError, match="identity '2026-01-02'"):
+            admin.reset_offsets(be, "scripted")
+        with pytest.raises(ConnectorRunningError, match="identity '2026-01-02'"):
+            admin.alter_offsets(be, "scripted", [{"partition": {"task": 0, "round": 1}, "offset": {"n": 0}}])
+        reg = Registry(be)
+        rec = reg.get("scripted", "2026-01-02")
+        assert rec is not None
+        reg.update(rec, heartbeat=1)  # as if its worker had been silent for a long time
+        assert admin.reset_offsets(be, "scripted")["source_partitions_reset"] >= 1
+    t.join(20)
+    assert isinstance(out.get("error"), ProducerFencedError), out
+    with open_backend(sqlite_url) as be:
+        assert admin.get_offsets(be, "scripted") == {"offsets": []}  # nothing written over the reset
+
+
 def test_a_run_registered_before_an_alteration_cannot_commit_over_it(sqlite_url: str) -> None:
     """A run whose heartbeat went stale (a paused or partitioned worker) looks stopped, so the alteration is
     allowed; the alteration starts a new generation, so that run's next commit is fenced."""
