@@ -1,18 +1,21 @@
 """Parallel backfill intervals: one connector, several data intervals running at the same time.
 
 Each interval reads its own source partitions: ``DirectorySource`` keys a partition by the file's
-path, and the ``pattern`` ``{{ data_interval_start | ds }}/*.jsonl`` puts the interval's day in it. So
-intervals never share a source partition, and the source operator gives each interval its own **task
-identity** (``identity=INTERVAL_IDENTITY``): transactional ids ``<cluster>-<connector>-<interval>-<task>``,
-generations counted per interval. Intervals do not fence each other (``max_active_runs=3``, and
-``airflow backfill create`` runs them at the same time too), while a retry or a rerun of one interval
-still fences that interval's previous attempt.
+path, and the ``pattern`` ``{{ ds }}/*.jsonl`` puts the interval's date in it. So intervals never
+share a source partition, and the source operator gives each interval its own **task identity**
+(``identity="{{ ds }}"``, the same key as the partitions): transactional ids
+``<cluster>-<connector>-<day>-<task>``, generations counted per day. Intervals do not fence each other
+and run at the same time (``max_active_runs=3`` for the catch-up; ``airflow backfill create`` runs up to
+10 at once by default), while a retry or a rerun of one day still fences that day's previous attempt.
 
-The schedule has data intervals (``CronDataIntervalTimetable``: each run covers one day): Airflow 3's
-plain ``"@daily"`` gives every run an empty interval, and a task using ``INTERVAL_IDENTITY`` refuses it
-when the file is parsed. The partitions are keyed by ``data_interval_start``, the same instant the
-identity names (``{{ ds }}`` is the logical date, which differs from it for a manual run:
-``airflow dags test example_pyconnect_parallel_intervals 2026-01-02`` covers the day 2026-01-01).
+Why ``"{{ ds }}"`` and not :data:`~airflow_pyconnect.operators.source.INTERVAL_IDENTITY`: Airflow 3's
+``schedule="@daily"`` is a ``CronTriggerTimetable`` whose runs have an empty data interval
+(``data_interval_start == data_interval_end``), so the day is the logical date. ``INTERVAL_IDENTITY``
+(``data_interval_start``/``data_interval_end``) needs a schedule with data intervals, e.g.
+``CronDataIntervalTimetable("@daily", timezone="UTC")``, and then the partitions should be keyed by the
+same instant (``"{{ data_interval_start | ds }}/*.jsonl"``: ``{{ ds }}`` is the logical date, which a
+manual run such as ``airflow dags test <dag> 2026-01-02`` sets to the *end* of the day it covers). The
+operator refuses ``INTERVAL_IDENTITY`` on ``"@daily"`` when the DAG file is parsed.
 
 The intervals' records interleave in the topic; each interval's ``interval_ranges`` lists exactly
 its own records (exact spans, see :mod:`connect_runtime.ranges`). ``check`` reads back exactly those
@@ -27,12 +30,10 @@ from __future__ import annotations
 
 import os
 from datetime import datetime
-from typing import Any
 
 from airflow.sdk import DAG, task
-from airflow.timetables.interval import CronDataIntervalTimetable
 
-from airflow_pyconnect.operators.source import INTERVAL_IDENTITY, PyConnectSourceOperator
+from airflow_pyconnect.operators.source import PyConnectSourceOperator
 
 DATA_DIR = os.environ.get("PYCONNECT_EXAMPLE_DIR") or os.path.join(
     os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow"), "pyconnect", "example_parallel"
@@ -43,7 +44,7 @@ ORDERS_PER_DAY = 200
 with DAG(
     dag_id="example_pyconnect_parallel_intervals",
     description="Data intervals of one connector ingesting at the same time, exactly once",
-    schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
+    schedule="@daily",
     start_date=datetime(2026, 1, 1),
     end_date=datetime(2026, 1, 3),
     catchup=True,
@@ -53,11 +54,10 @@ with DAG(
 ) as dag:
 
     @task
-    def land_orders(data_interval_start: Any = None) -> str:
+    def land_orders(ds: str | None = None) -> str:
         """Stands in for the upstream system: drops the interval's file once (atomic rename)."""
         import json
 
-        ds = data_interval_start.strftime("%Y-%m-%d")
         day_dir = os.path.join(DATA_DIR, "incoming", str(ds))
         path = os.path.join(day_dir, "orders.jsonl")
         if not os.path.exists(path):
@@ -75,20 +75,20 @@ with DAG(
             "name": "parallel-orders",
             "connector.class": "connect_runtime.connectors.files.DirectorySource",
             "directory": os.path.join(DATA_DIR, "incoming"),
-            "pattern": "{{ data_interval_start | ds }}/*.jsonl",
+            "pattern": "{{ ds }}/*.jsonl",
             "format": "jsonl",
             "topic": TOPIC,
             "batch.size": "10",
             "transaction.boundary": "poll",
             "directory.scan.interval.ms": "0",
         },
-        identity=INTERVAL_IDENTITY,
+        identity="{{ ds }}",  # one identity per day, the key of its partitions (see above)
         max_seconds=300,
         retries=2,
     )
 
     @task
-    def check(result: dict[str, object], data_interval_start: Any = None) -> int:
+    def check(result: dict[str, object], ds: str | None = None) -> int:
         """Reads exactly the interval's spans back: the interval's orders, each once, nothing else."""
         import json
 
@@ -96,7 +96,6 @@ with DAG(
         from connect_runtime import ranges
         from connect_runtime.api.records import TopicPartition
 
-        ds = data_interval_start.strftime("%Y-%m-%d")
         ids = []
         with PyConnectHook().get_conn() as backend:
             for topic, parts in ranges.parse(result["interval_ranges"]).items():  # type: ignore[arg-type]
