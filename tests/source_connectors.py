@@ -190,6 +190,7 @@ class ScriptedTask(SourceTask):
 
     def poll(self) -> list[SourceRecord] | None:
         v = self.v
+        note(v["probe"], "events", ("poll", self.index, self.n))
         if v["poll.sleep.ms"]:
             time.sleep(v["poll.sleep.ms"] / 1000)
         if 0 <= v["fail.after"] <= self.returned:
@@ -244,7 +245,8 @@ class TrackingTask(ScriptedTask):
 
     def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None = None) -> None:
         note(self.v["probe"], "commit_record", (record.value["n"], metadata))
-        note(self.v["probe"], "events", ("record", record.value["n"]))
+        note(self.v["probe"], "events", ("record", record.value["n"]) if not self.index else
+             ("record", self.index, record.value["n"]))
 
 
 class PlanningSource(SourceConnector):

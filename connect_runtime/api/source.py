@@ -12,6 +12,9 @@ comes from that thread):
 4. ``commit_record(record, metadata)`` for every record returned by ``poll``, once it is durably
    written (exactly-once: once its transaction committed), with its :class:`RecordMetadata`
    (KIP-416); with ``metadata=None`` when a transform filtered it or error tolerance skipped it.
+   Exactly-once: every ``commit_record`` of a committed transaction, then ``commit()``, come before
+   the task's next ``poll``, on every backend, and also when the run then ends because another task
+   failed or was fenced (a committed transaction is always reported; one that did not commit never is).
 5. ``commit()`` after each successful commit of offsets (a transaction boundary in exactly-once
    mode, an offset flush in at-least-once mode).
 6. ``stop()``: always called once ``start`` returned, also after a failure or fencing.

@@ -527,6 +527,9 @@ class _WorkerTask:
         assert plan.task_class is not None, "the connector's task_class() is read before tasks are made"
         self.task_class = plan.task_class
         self.track = plan.task_class.commit_record is not SourceTask.commit_record
+        # whether the task hears about commits at all (commit_record or commit overridden): then they are
+        # delivered before its next poll; a task that does not listen lets a commit overlap its next poll
+        self.callbacks = self.track or plan.task_class.commit is not SourceTask.commit
         self.task: SourceTask | None = None
         self.store: OffsetStore | None = None
         self.reader: StoreOffsetReader | None = None
@@ -601,6 +604,8 @@ class _WorkerTask:
                 break
             if self.boundary.due(now, self.last_commit) and self.pending:
                 self.commit()
+            if self.callbacks:
+                self.settle()  # a committed transaction's commit_record / commit() come before the next poll
             records = task.poll()
             if not records:
                 now = time.monotonic()
@@ -801,7 +806,9 @@ class _ExactlyOnceTask(_WorkerTask):
     A transaction's commit runs on this task's committer thread while the task polls and converts its
     next batch (which is sent only after that commit completed: one open transaction per producer).
     The callbacks of a transaction (every ``commit_record``, then ``commit()``) run in the task's thread
-    once its commit completed, before the next transaction begins.
+    once its commit completed, before the task's next ``poll`` (Kafka Connect calls them right after
+    ``commitTransaction``), and also when the run ends by another task's failure or fencing: a committed
+    transaction is always reported. A task that overrides neither lets the commit overlap its next poll.
     """
 
     producer: TransactionalProducer
@@ -917,10 +924,23 @@ class _ExactlyOnceTask(_WorkerTask):
     def abort_quietly(self) -> None:
         inflight, self.inflight = getattr(self, "inflight", None), None
         if inflight is not None:
+            future, cp, offsets = inflight
             try:
-                inflight[0].result()
+                written = future.result()
             except Exception as exc:  # already the run's failure, or a consequence of it
                 log.debug("%s: the commit in flight ended with %r", self.label, exc)
+            else:
+                # the run fails (another task failed or was fenced), but this transaction DID commit: its records
+                # and offsets are stored, so the task hears every commit_record and commit() for it all the same
+                try:
+                    self.run.committed(written.ranges.items(), cp.records, cp.filtered, cp.skipped, offsets,
+                                       transaction=True)
+                    self.report_records(cp, written.metadata)
+                    if self.task is not None:
+                        self.task.commit()
+                except Exception as exc:
+                    log.warning("%s: reporting a committed transaction after the run failed raised %r",
+                                self.label, exc)
         if getattr(self, "txn_open", False):
             try:
                 self.producer.abort_transaction(self.timeout)
