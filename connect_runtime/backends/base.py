@@ -1,4 +1,4 @@
-"""The store interface: where records and offsets live.
+"""The store interface, and the contract every backend keeps.
 
 One interface, two implementations: ``sqlite`` (embedded default, ``sqlite:///path/file.db``) and
 ``kafka`` (``kafka://host:9092[,host2:9092]``). The runtime only talks to these classes; it never
@@ -6,6 +6,50 @@ imports ``sqlite3`` or ``confluent_kafka`` itself. Everything here is byte-level
 converters make the bytes, and source offsets are stored exactly as Kafka Connect stores them
 (key ``["<connector>",{partition}]``, value ``{offset}`` as compact JSON, ``None`` value = delete;
 see :mod:`connect_runtime.runtime.offsets`).
+
+The contract
+------------
+What the runtime relies on, promise by promise. Each is tested, on every backend (SQLite, Apache Kafka,
+Tansu where it is faithful), by ``tests/contract/`` (the test module is named after the promise): a new
+backend passes that suite, or it is not a backend. Where a backend cannot keep a promise by itself, its
+:class:`Capabilities` say so and the runtime does that part (the capability named).
+
+1. **Atomic commits** (``test_atomic_commit``). Records sent in a transaction, the source offsets passed to
+   ``commit_transaction`` and every ``extra`` entry (the runtime's ranges record) become visible together,
+   or never: after ``abort_transaction``, after fencing, and after the process is SIGKILLed at any instant.
+   A commit that raised may have committed (a lost connection after the broker committed): the runtime
+   never retries one; the next run reads the committed offsets and goes on.
+2. **Only committed data is visible** (``test_read_committed``). ``Consumer.poll``, ``end_offsets``,
+   ``read_range`` and ``read_range_batches`` return committed records only: never a record of an open or
+   aborted transaction, never a record past ``end_offsets``.
+3. **Fencing** (``test_fencing``). ``init_transactions`` fences every older producer of the same
+   ``transactional_id``: its next ``commit_transaction`` raises :class:`ProducerFencedError` and writes
+   nothing. **Every older generation** of a connector (any task index, whatever the new task count) is
+   fenced when a new one begins: by the backend inside each commit when ``commits_check_generation``
+   (``generation_guard``), else by the runtime initialising every transactional id of the older generation
+   (:meth:`Backend.fence_transactional_ids`). Sink group commits are fenced the same way (the consumer's
+   ``generation_guard``, else the runtime's commit-fence producer).
+4. **Exact ranges** (``test_exact_ranges``). ``Written.ranges`` gives, per partition, ``[first, next)``
+   of what one flush or commit wrote. One writer: exactly its records. Writers on one partition at once:
+   the range holds this writer's records and, with ``transaction_markers``, its own marker offsets, which
+   committed readers skip; records of another writer committed inside one of this writer's transactions
+   are not told apart there (documented limit).
+5. **Offset stores** (``test_offset_stores``). ``put`` is durable when it returns; a ``None`` value
+   deletes; ``get``/``read_all`` return the latest committed values; a producer created for store ``S``
+   commits its offsets to ``S`` **and** to the global store (the mirror, KIP-618) in the same
+   transaction, except the runtime's internal stores (:data:`INTERNAL_STORES`). ``update_entry`` is a
+   read-modify-write that is atomic across processes when ``atomic_update_entry``.
+6. **Sink consumers** (``test_sink_consumer``). read_committed, explicit assignment, offsets in order per
+   partition; group offsets are committed only by ``commit`` (never automatically) and read back by
+   ``committed``; ``beginning_offsets`` / ``end_offsets`` bound what ``poll`` returns.
+7. **A lost store** (``test_lost_store``). Every blocking call is bounded; a store that cannot be reached
+   raises :class:`BackendUnavailableError` naming it (never a password) within the bound, and a
+   connection lost mid-run fails the run with one clear error; nothing committed is lost, nothing
+   uncommitted becomes visible.
+8. **When ``commit_record`` is due** (``test_commit_record``, the runtime's half of the contract): every
+   ``commit_record(record, metadata)`` of a committed transaction, then ``commit()``, before the task's
+   next ``poll``, also when the run then fails or is fenced. A backend makes this possible by returning
+   ``Written.metadata`` (per record, in send order) from the commit when ``track_metadata`` was asked for.
 
 Errors: implementations translate their library's exceptions into
 :class:`~connect_runtime.api.errors.BackendError` (chained), :class:`ProducerFencedError` for a
@@ -20,6 +64,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from connect_runtime.api.records import RecordMetadata, TopicPartition
@@ -165,10 +210,10 @@ class Consumer(abc.ABC):
 
     generation_guard: tuple[str, bytes, int] | None = None
     """``(store, key, generation)``: the sink connector generation this consumer commits for (set by the
-    runtime before the first commit). A backend with ``guards_generation`` checks it inside the commit's
-    write transaction and raises :class:`ProducerFencedError` (nothing committed) once the registry entry
-    ``key`` of ``store`` holds another generation; otherwise the runtime fences sink commits itself."""
-    guards_generation: bool = False
+    runtime before the first commit). A backend whose ``capabilities.commits_check_generation`` checks it
+    inside the commit's write transaction and raises :class:`ProducerFencedError` (nothing committed) once
+    the registry entry ``key`` of ``store`` holds another generation; otherwise the runtime fences sink
+    commits itself."""
 
     @abc.abstractmethod
     def partitions(self, topics: Sequence[str] = (), pattern: str | None = None) -> list[TopicPartition]:
@@ -216,6 +261,26 @@ class Consumer(abc.ABC):
         """Release the consumer (commits nothing)."""
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend does by itself, so the runtime knows what it must do (see the contract above)."""
+
+    commits_check_generation: bool = False
+    """Producer and group commits check ``generation_guard`` inside their write transaction (SQLite). If
+    not, the runtime fences an older generation itself: it initialises every transactional id of it, and
+    routes sink group commits through a commit-fence producer (Kafka)."""
+    transaction_markers: bool = False
+    """A committed transaction leaves one marker offset after its last record in each partition it wrote
+    (Kafka): two spans of one writer separated by exactly one offset hold nothing of anyone else, so the
+    runtime joins them in a run's ranges."""
+    commit_waits_on_io: bool = False
+    """A commit waits on the network with the GIL released (Kafka): the runtime overlaps it with the task's
+    next batch. If not (SQLite: CPU work under the GIL), commits stay in line with the task's loop."""
+    atomic_update_entry: bool = False
+    """``update_entry`` is atomic across processes (SQLite: one write transaction). If not (Kafka: a read then
+    a write), the runtime never relies on it for fencing, only for bookkeeping."""
+
+
 class Backend(abc.ABC):
     """A record and offset store, opened from a URL by :func:`connect_runtime.backends.open_backend`."""
 
@@ -223,9 +288,8 @@ class Backend(abc.ABC):
     cluster_id: str | None
     """Prefix of transactional ids (``<cluster id>-<connector>-<task>``); ``None`` for no prefix."""
 
-    transaction_markers: bool = False
-    """A committed transaction leaves one marker offset after its last record in each partition it wrote
-    (Kafka); then two spans of one writer separated by exactly one offset hold nothing of anyone else."""
+    capabilities: Capabilities = Capabilities()
+    """What this backend does by itself (see :class:`Capabilities`)."""
 
     @abc.abstractmethod
     def transactional_producer(
@@ -337,6 +401,7 @@ __all__ = [
     "RANGES_STORE",
     "REGISTRY_STORE",
     "Backend",
+    "Capabilities",
     "ConsumedRecord",
     "Consumer",
     "ExtraEntries",

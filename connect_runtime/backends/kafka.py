@@ -76,6 +76,7 @@ from connect_runtime.api.records import RecordMetadata, TopicPartition
 from connect_runtime.backends.base import (
     INTERNAL_STORES,
     Backend,
+    Capabilities,
     ConsumedRecord,
     Consumer,
     ExtraEntries,
@@ -234,7 +235,8 @@ def _consume(consumer: Any, max_messages: int, timeout: float) -> list[Any]:
 class KafkaBackend(Backend):
     """Records in Kafka topics, source offsets in compacted offsets topics, group offsets in Kafka."""
 
-    transaction_markers = True
+    capabilities = Capabilities(commits_check_generation=False, transaction_markers=True, commit_waits_on_io=True,
+                                atomic_update_entry=False)
 
     def __init__(self, url: str, bootstrap: str, settings: Mapping[str, Any]) -> None:
         self.url = url

@@ -104,6 +104,7 @@ from connect_runtime.api.records import RecordMetadata, TopicPartition
 from connect_runtime.backends.base import (
     INTERNAL_STORES,
     Backend,
+    Capabilities,
     ConsumedRecord,
     Consumer,
     ExtraEntries,
@@ -954,8 +955,6 @@ _new = tuple.__new__
 class SQLiteConsumer(Consumer):
     """A consumer over committed records (everything in the file is committed)."""
 
-    guards_generation = True
-
     def __init__(self, backend: SQLiteBackend, group_id: str | None) -> None:
         self.group_id = group_id
         self._db = backend._db
@@ -1166,6 +1165,9 @@ def _check_offset(tp: TopicPartition, offset: Any) -> int:
 
 class SQLiteBackend(Backend):
     """The embedded backend over one SQLite file (see the module docstring)."""
+
+    capabilities = Capabilities(commits_check_generation=True, transaction_markers=False, commit_waits_on_io=False,
+                                atomic_update_entry=True)
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
                  synchronous: str = "NORMAL", default_partitions: int = 1, cluster_id: str | None = None,

@@ -1215,7 +1215,7 @@ def _plan(run: _Run, values: Mapping[str, Any],
     """Partitions to read (sorted), with their start positions and targets set on ``run``."""
     consumer = run.backend.consumer(run.group)
     try:
-        if consumer.guards_generation:
+        if run.backend.capabilities.commits_check_generation:
             pass  # the consumer checks run.generation_guard inside each commit
         else:
             run.generation_guard = None

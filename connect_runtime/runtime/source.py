@@ -822,7 +822,7 @@ class _ExactlyOnceTask(_WorkerTask):
         self.committer = ThreadPoolExecutor(1, thread_name_prefix=f"{self.plan.name}-task-{self.index}-commit")
         # overlapping pays where a commit waits on the network with the GIL released (Kafka); SQLite's
         # commit is CPU work under the GIL, so it stays in line with the task's loop
-        self.overlap = self.backend.transaction_markers
+        self.overlap = self.backend.capabilities.commit_waits_on_io
         self.producer = self.backend.transactional_producer(tid, self.offsets_name, track_metadata=self.track)
         if self.plan.record is not None:
             self.producer.generation_guard = (REGISTRY_STORE, registry_key(self.plan.name, self.plan.scope),
@@ -1258,7 +1258,8 @@ def _begin_generation(plan: _Plan, be: Backend) -> Generation:
                                   offsets_store=plan.values["offsets.storage.topic"])
     plan.record = generation.record
     previous = generation.previous
-    if previous is not None and previous.tasks and previous.state != "stopped" and be.transaction_markers:
+    if previous is not None and previous.tasks and previous.state != "stopped" \
+            and not be.capabilities.commits_check_generation:
         # Kafka: a commit cannot check the registry, so fence every transactional id the older generation
         # used (its task count is in the registry), as Kafka Connect fences zombies of the previous generation
         ids = [plan.transactional_id(i, be.cluster_id) for i in range(previous.tasks)]
@@ -1399,7 +1400,7 @@ def interval_ranges(backend: Backend, connector: str, ledger_key: Mapping[str, A
 
 
 def _result(plan: _Plan, run: _Run, seconds: float, be: Backend, exactly_once: bool) -> SourceRunResult:
-    spans = _exact_spans(run, join_markers=exactly_once and be.transaction_markers)
+    spans = _exact_spans(run, join_markers=exactly_once and be.capabilities.transaction_markers)
     offsets = [{"partition": json.loads(json.dumps(p)), "offset": None if o is None else json.loads(json.dumps(o))}
                for _, (p, o) in sorted(run.offsets.items())]
     held: dict[str, Any] = {}
