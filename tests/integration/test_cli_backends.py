@@ -1,4 +1,4 @@
-"""The same ``pyconnect`` session on both backends (a fresh SQLite file; a fresh Tansu Kafka broker):
+"""The same ``pyconnect`` session on both backends (a fresh SQLite file; a fresh Apache Kafka broker):
 source run, topics, KIP-875 offsets of a source and of a sink group, a FileSink run."""
 
 from __future__ import annotations

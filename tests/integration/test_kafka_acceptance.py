@@ -1,4 +1,4 @@
-"""Acceptance: a source run feeds a sink run, on both backends (a fresh SQLite file / a fresh Tansu
+"""Acceptance: a source run feeds a sink run, on both backends (a fresh SQLite file / a fresh Apache Kafka
 broker). DataGenSource writes exactly-once; FileSink reads what the source run committed
 (``until_offsets`` = the source run's ranges) and keeps its offsets in its destination."""
 

@@ -1,4 +1,4 @@
-"""The same sink runs on both backends: a fresh SQLite file and a fresh Tansu (Kafka protocol) broker."""
+"""The same sink runs on both backends: a fresh SQLite file and a fresh Apache Kafka broker."""
 
 from __future__ import annotations
 
