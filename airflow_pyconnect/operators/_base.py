@@ -155,6 +155,8 @@ def _verb(fields: list[str]) -> str:
 
 
 def _schedule_text(dag: Any) -> str:
+    if dag is None:
+        return "schedule (unknown: the task has no DAG)"
     schedule = getattr(dag, "schedule", None)
     kind = type(getattr(dag, "timetable", None)).__name__
     text = repr(schedule) if isinstance(schedule, (str, type(None))) else type(schedule).__name__
@@ -170,12 +172,13 @@ def check_schedule(task: BaseOperator, fields: list[str]) -> None:
     runs = _empty_intervals(dag)
     if runs is None:
         return
+    why = ("; Airflow 3's cron presets such as \"@daily\" and cron strings make a CronTriggerTimetable "
+           "without interval") if "Trigger" in type(getattr(dag, "timetable", None)).__name__ else ""
     raise ValueError(
         f"Task {task.task_id!r} of DAG {dag.dag_id!r}: {', '.join(fields)} {_verb(fields)} the data interval "
         f"(data_interval_start / data_interval_end), but the DAG's {_schedule_text(dag)} gives its {runs} an "
-        f"empty data interval (data_interval_start == data_interval_end; Airflow 3's cron presets such as "
-        f"\"@daily\" and cron strings make a CronTriggerTimetable without interval): an interval-mode source "
-        f"would read nothing and INTERVAL_IDENTITY would name no interval. Fix: {INTERVAL_FIX}.")
+        f"empty data interval (data_interval_start == data_interval_end{why}): an interval-mode source would "
+        f"read nothing and INTERVAL_IDENTITY would name no interval. Fix: {INTERVAL_FIX}.")
 
 
 def serialised_runs(kwargs: dict[str, Any], serialise: bool) -> dict[str, Any]:
@@ -281,7 +284,7 @@ class _ConnectorOperator(BaseOperator):
 
         raise AirflowFailException(
             f"Task {self.task_id!r}: {', '.join(fields)} {_verb(fields)} the data interval, but this run's is empty "
-            f"({start.isoformat()} to {end.isoformat()}; the DAG's {_schedule_text(self.dag)}): an interval-mode "
+            f"({start.isoformat()} to {end.isoformat()}; the DAG's {_schedule_text(self.dag if self.has_dag() else None)}): an interval-mode "
             f"source would read nothing and INTERVAL_IDENTITY would name no interval. Fix: {INTERVAL_FIX}.")
 
     # -- on_kill -------------------------------------------------------------------------------------
