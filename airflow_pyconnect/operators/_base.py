@@ -245,9 +245,11 @@ class _ConnectorOperator(BaseOperator):
                 f"Task {self.task_id!r}: its templates use {missing.group(1)!r}, but this run "
                 f"({getattr(dag_run, 'run_id', '?')}) has no logical date, so no data interval and no ds (a manual "
                 f"run triggered without a logical date, e.g. `airflow dags trigger {self.dag_id}` or the UI's "
-                f"Trigger with the logical date left empty). Trigger it with the logical date of the interval: "
-                f"`airflow dags trigger {self.dag_id} --logical-date 2026-01-02T00:00:00+00:00`, or run "
-                f"`airflow backfill create --dag-id {self.dag_id} --from-date ... --to-date ...`.") from exc
+                f"Trigger with the logical date left empty). Run the intervals you mean with `airflow backfill create "
+                f"--dag-id {self.dag_id} --from-date ... --to-date ...` (`--reprocess-behavior completed` to run "
+                f"finished ones again), or clear an interval's run (`airflow tasks clear {self.dag_id} -s DATE -e "
+                f"DATE`). A trigger with `--logical-date` gets the data interval before the moment it is triggered, "
+                f"not the one of its logical date.") from exc
         try:
             self.connector_config = self._config()
         except (TypeError, ValueError):

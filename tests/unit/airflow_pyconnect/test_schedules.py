@@ -256,5 +256,5 @@ def test_checks_when_the_task_runs(tmp_path: Path) -> None:
     assert "identity uses the data interval, but this run's is empty (2026-01-02T00:00:00+00:00 to" in lines["EMPTY"]
     assert 'CronDataIntervalTimetable("@daily", timezone="UTC")' in lines["EMPTY"]
     assert "has no logical date" in lines["NOLOGICAL"]
-    assert "airflow dags trigger manual --logical-date" in lines["NOLOGICAL"]
+    assert "`airflow backfill create --dag-id manual --from-date" in lines["NOLOGICAL"]
     assert "manual__2026-11-25T10:00:00+00:00" in lines["NOLOGICAL"]
