@@ -1,0 +1,104 @@
+"""A separate process using a backend through the interface only (what the contract tests start and SIGKILL).
+
+``python -m tests.contract.worker <command> '<json spec>'``; every command prints JSON lines on stdout.
+
+- ``txn-loop``: a transactional producer (``spec["tid"]``, offsets store ``spec["store"]``) resumes after the
+  transaction its committed offset names and commits transactions ``k = next, next + 1, ...`` forever: each
+  sends ``spec["per_txn"]`` records ``{"txn": k, "i": i}`` round-robin over ``spec["partitions"]`` partitions of
+  ``spec["topic"]`` and commits, in the same transaction, the offset ``{"txn": k}`` under ``spec["key"]`` and an
+  ``extra`` entry of store ``spec["extra_store"]`` holding ``{"txn": k, "ranges": <what the commit wrote>}``;
+  prints ``{"committed": k}`` after each commit.
+- ``put``: ``put`` the entries ``spec["entries"]`` (``[[key, value or null], ...]``, strings) into store
+  ``spec["store"]``, print ``{"put": true}``, then wait (to be killed).
+- ``update``: ``spec["times"]`` read-modify-writes of ``spec["key"]`` in ``spec["store"]`` through
+  ``update_entry``, each adding one to the integer held there; prints ``{"done": true}``.
+- ``hold``: (SQLite only: how the suite makes a file unreachable) hold the write lock of the database file
+  ``spec["path"]`` until a line arrives on stdin; prints ``{"held": true}`` once it holds it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+
+def _say(obj: object) -> None:
+    print(json.dumps(obj), flush=True)
+
+
+def _ranges(written: Any) -> dict[str, dict[str, list[int]]]:
+    out: dict[str, dict[str, list[int]]] = {}
+    for tp, (first, nxt) in written.ranges.items():
+        out.setdefault(tp.topic, {})[str(tp.partition)] = [first, nxt]
+    return out
+
+
+def txn_loop(spec: dict[str, Any]) -> None:
+    from connect_runtime.backends import ProducerRecord, open_backend
+
+    be = open_backend(spec["url"])
+    key = spec["key"].encode()
+    store = be.offset_store(spec.get("store"))
+    held = store.get([key]).get(key)
+    store.close()
+    k = 0 if held is None else int(json.loads(held)["txn"]) + 1
+    producer = be.transactional_producer(spec["tid"], spec.get("store"))
+    producer.init_transactions(30)
+    parts, per = int(spec["partitions"]), int(spec["per_txn"])
+    while True:
+        producer.begin_transaction()
+        producer.send([ProducerRecord(spec["topic"], i % parts, None, json.dumps({"txn": k, "i": i}).encode())
+                       for i in range(per)])
+
+        def extra(written: Any, k: int = k) -> dict[str, list[tuple[bytes, bytes]]]:
+            value = json.dumps({"txn": k, "ranges": _ranges(written)}).encode()
+            return {spec["extra_store"]: [(key, value)]}
+
+        producer.commit_transaction([(key, json.dumps({"txn": k}).encode())], 30, extra)
+        _say({"committed": k})
+        k += 1
+
+
+def put(spec: dict[str, Any]) -> None:
+    from connect_runtime.backends import open_backend
+
+    be = open_backend(spec["url"])
+    store = be.offset_store(spec.get("store"))
+    store.put([(k.encode(), None if v is None else v.encode()) for k, v in spec["entries"]], 30)
+    _say({"put": True})
+    time.sleep(600)
+
+
+def update(spec: dict[str, Any]) -> None:
+    from connect_runtime.backends import open_backend
+
+    be = open_backend(spec["url"])
+    for _ in range(int(spec["times"])):
+        be.update_entry(spec["store"], spec["key"].encode(),
+                        lambda old: str(int(old or b"0") + 1).encode(), 60)
+    be.close()
+    _say({"done": True})
+
+
+def hold(spec: dict[str, Any]) -> None:
+    import sqlite3
+
+    conn = sqlite3.connect(spec["path"], isolation_level=None, timeout=30)
+    conn.execute("BEGIN EXCLUSIVE")
+    _say({"held": True})
+    sys.stdin.readline()
+    conn.execute("ROLLBACK")
+    conn.close()
+    _say({"released": True})
+
+
+def main(argv: list[str]) -> int:
+    command, spec = argv[1], json.loads(argv[2])
+    {"txn-loop": txn_loop, "put": put, "update": update, "hold": hold}[command](spec)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
