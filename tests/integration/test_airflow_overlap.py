@@ -281,11 +281,30 @@ def _check_user_dag(home: Path, data: Path, pg_url: str, run_type: str) -> dict[
     files = _archived(data / "archive")
     assert sorted(files) == want, f"the FileSink holds {len(files)} lines, {len(set(files))} distinct"
 
+    delivered = {task: _delivered(home, task) for task in ("sql_load", "archive")}
+    for task, by_run in delivered.items():  # the runs between them delivered each record once, in any order
+        assert len(by_run) == len(DAYS) and sum(by_run.values()) == len(want), (task, by_run)
+
     spans = {task: [(a, b) for t, _, _, _, a, b in tis if t == task] for task in ("ingest", "sql_load", "archive")}
     for task in ("sql_load", "archive"):
         assert _overlapping(spans[task]) == 0, f"{task} instances overlapped: {spans[task]}"
     runs = _query(home, "SELECT start_date, end_date FROM dag_run WHERE dag_id = ?", USER_DAG)
-    return {"runs overlapping": _overlapping(runs), "ingest overlapping": _overlapping(spans["ingest"])}
+    return {"runs overlapping": _overlapping(runs), "ingest overlapping": _overlapping(spans["ingest"]),
+            "delivered per run": delivered}
+
+
+def _delivered(home: Path, task_id: str) -> dict[str, int]:
+    """Records each run's sink task delivered, from its task log ("Sink connector ... delivered N records")."""
+    out = {}
+    for log in sorted((home / "logs" / f"dag_id={USER_DAG}").glob(f"run_id=*/task_id={task_id}/attempt=1.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            try:
+                event = str(json.loads(line).get("event", ""))
+            except ValueError:
+                continue
+            if event.startswith("Sink connector ") and " delivered " in event:
+                out[log.parent.parent.name[len("run_id="):]] = int(event.split(" delivered ", 1)[1].split()[0])
+    return out
 
 
 @pytest.fixture
