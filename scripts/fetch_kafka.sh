@@ -44,7 +44,8 @@ for jar in kafka_2.13-4.4.0 kafka-server-4.4.0 kafka-tools-4.4.0 log4j-core-2.25
     exit 1
   fi
 done
-rm -rf "$LIBS" "$HOME_DIR"/.pom-*
+# the class archive a test broker wrote (tests/fixtures/kafka_broker.py) belongs to the old jars
+rm -rf "$LIBS" "$HOME_DIR"/.pom-* "$HOME_DIR"/*.jsa
 mv "$TMP/libs" "$LIBS"
 touch "$STAMP"
 echo "fetch_kafka: Apache Kafka 4.4.0 fetched into $LIBS ($(ls "$LIBS" | wc -l) jars, $(du -sh "$LIBS" | cut -f1)) in $((SECONDS - started)) s"
