@@ -40,6 +40,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Mapping
+from datetime import UTC
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -119,15 +120,26 @@ def interval_fields(**fields: Any) -> list[str]:
     return found
 
 
+_EMPTY_INTERVALS: dict[int, tuple[Any, str | None]] = {}
+"""Per timetable object (``id``, the object kept alive with it): what :func:`_empty_intervals` found."""
+
+
 def _empty_intervals(dag: Any) -> str | None:
     """Which runs of ``dag`` have an empty data interval (``data_interval_start == data_interval_end``),
     asked of its timetable; ``None`` when they have data intervals, or when this cannot be told at parse
     time (a custom timetable Airflow cannot convert): the task's own check when it runs covers that."""
-    from datetime import datetime, timezone
-
     timetable = getattr(dag, "timetable", None)
     if timetable is None:
         return None
+    cached = _EMPTY_INTERVALS.get(id(timetable))
+    if cached is None or cached[0] is not timetable:
+        cached = _EMPTY_INTERVALS[id(timetable)] = (timetable, _ask_timetable(timetable, dag.start_date))
+    return cached[1]
+
+
+def _ask_timetable(timetable: Any, start_date: Any) -> str | None:
+    from datetime import datetime
+
     try:
         if not hasattr(timetable, "next_dagrun_info"):  # an SDK timetable: its core twin does the scheduling
             from airflow.serialization.encoders import coerce_to_core_timetable
@@ -136,7 +148,7 @@ def _empty_intervals(dag: Any) -> str | None:
         from airflow.timetables.base import TimeRestriction
         from pendulum import instance
 
-        start = instance(dag.start_date or datetime(2026, 1, 1, tzinfo=timezone.utc))
+        start = instance(start_date or datetime(2026, 1, 1, tzinfo=UTC))
         info = None
         if getattr(timetable, "can_be_scheduled", True):
             info = timetable.next_dagrun_info(last_automated_data_interval=None,
@@ -145,7 +157,7 @@ def _empty_intervals(dag: Any) -> str | None:
             interval, runs = info.data_interval, "scheduled runs, catch-up and backfills"
         else:
             interval, runs = timetable.infer_manual_data_interval(run_after=start), "manual runs"
-    except Exception:  # noqa: BLE001 - undecidable here; checked again when the task runs
+    except Exception:
         return None
     return runs if interval.start == interval.end else None
 
@@ -166,7 +178,7 @@ def _schedule_text(dag: Any) -> str:
 def check_schedule(task: BaseOperator, fields: list[str]) -> None:
     """Fail (when the DAG file is parsed) if ``fields`` use the data interval but the task's DAG gives
     its runs empty data intervals; the error names the task, the DAG's schedule and the fix."""
-    dag = task.dag if task.has_dag() else None
+    dag = task.dag if task.has_dag() else None  # type: ignore[no-untyped-call]
     if not fields or dag is None:
         return
     runs = _empty_intervals(dag)
@@ -243,13 +255,14 @@ class _ConnectorOperator(BaseOperator):
             dag_run = context.get("dag_run")
             raise AirflowFailException(
                 f"Task {self.task_id!r}: its templates use {missing.group(1)!r}, but this run "
-                f"({getattr(dag_run, 'run_id', '?')}) has no logical date, so no data interval and no ds (a manual "
-                f"run triggered without a logical date, e.g. `airflow dags trigger {self.dag_id}` or the UI's "
-                f"Trigger with the logical date left empty). Run the intervals you mean with `airflow backfill create "
-                f"--dag-id {self.dag_id} --from-date ... --to-date ...` (`--reprocess-behavior completed` to run "
-                f"finished ones again), or clear an interval's run (`airflow tasks clear {self.dag_id} -s DATE -e "
-                f"DATE`). A trigger with `--logical-date` gets the data interval before the moment it is triggered, "
-                f"not the one of its logical date.") from exc
+                f"({getattr(dag_run, 'run_id', '?')}) has no logical date, so no data interval and no ds "
+                f"(a manual run triggered without a logical date, e.g. `airflow dags trigger {self.dag_id}` "
+                f"or the UI's Trigger with the logical date left empty). Run the intervals you mean with "
+                f"`airflow backfill create --dag-id {self.dag_id} --from-date ... --to-date ...` "
+                f"(`--reprocess-behavior completed` to run finished ones again), or clear an interval's run "
+                f"(`airflow tasks clear {self.dag_id} -s DATE -e DATE`). A trigger with `--logical-date` gets "
+                f"the data interval before the moment it is triggered, not the one of its logical date."
+            ) from exc
         try:
             self.connector_config = self._config()
         except (TypeError, ValueError):
@@ -284,10 +297,11 @@ class _ConnectorOperator(BaseOperator):
             return
         from airflow.sdk.exceptions import AirflowFailException
 
+        schedule = _schedule_text(self.dag if self.has_dag() else None)  # type: ignore[no-untyped-call]
         raise AirflowFailException(
-            f"Task {self.task_id!r}: {', '.join(fields)} {_verb(fields)} the data interval, but this run's is empty "
-            f"({start.isoformat()} to {end.isoformat()}; the DAG's {_schedule_text(self.dag if self.has_dag() else None)}): an interval-mode "
-            f"source would read nothing and INTERVAL_IDENTITY would name no interval. Fix: {INTERVAL_FIX}.")
+            f"Task {self.task_id!r}: {', '.join(fields)} {_verb(fields)} the data interval, but this run's is "
+            f"empty ({start.isoformat()} to {end.isoformat()}; the DAG's {schedule}): an interval-mode source "
+            f"would read nothing and INTERVAL_IDENTITY would name no interval. Fix: {INTERVAL_FIX}.")
 
     # -- on_kill -------------------------------------------------------------------------------------
     @cached_property

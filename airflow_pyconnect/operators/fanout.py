@@ -44,7 +44,12 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_pyconnect.hooks.pyconnect import DEFAULT_CONN_ID
-from airflow_pyconnect.operators._base import MaskedConfig, _ConnectorOperator, check_schedule, interval_fields
+from airflow_pyconnect.operators._base import (
+    MaskedConfig,
+    _ConnectorOperator,
+    check_schedule,
+    interval_fields,
+)
 from airflow_pyconnect.operators.source import (
     MAX_SOURCE_OFFSETS,
     PyConnectSourceOperator,

@@ -38,7 +38,12 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_pyconnect._offsets import check_target_type, structured, topic_targets
 from airflow_pyconnect.hooks.pyconnect import DEFAULT_CONN_ID
-from airflow_pyconnect.operators._base import _ConnectorOperator, check_schedule, interval_fields, serialised_runs
+from airflow_pyconnect.operators._base import (
+    _ConnectorOperator,
+    check_schedule,
+    interval_fields,
+    serialised_runs,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -19,6 +19,7 @@ Two ways, both real:
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -189,7 +190,7 @@ def test_backfill_create_with_a_scheduler_then_a_cleared_interval(tmp_path: Path
         assert len(tis) == 9 and {(state, tries) for _, state, tries, _, _ in tis} == {("success", 1)}, tis
         for task in ("ingest", "archive"):  # one interval at a time (max_active_tis_per_dag=1 by default)
             spans = sorted((a, b) for t, _, _, a, b in tis if t == task)
-            assert all(prev[1] <= nxt[0] for prev, nxt in zip(spans, spans[1:])), (task, spans)
+            assert all(prev[1] <= nxt[0] for prev, nxt in itertools.pairwise(spans)), (task, spans)
 
         af.airflow("tasks", "clear", DAG_ID, "-s", DAYS[1], "-e", DAYS[1], "-y", extra_env=env)
         deadline = time.monotonic() + 240

@@ -153,7 +153,7 @@ def _wait_dags(home: Path, dag_ids: list[str], proc: subprocess.Popen[bytes], lo
         if (home / "airflow.db").exists():
             try:
                 stored = {d for (d,) in _query(home, "SELECT dag_id FROM dag")}
-            except Exception:  # noqa: BLE001 - the DB is being migrated / created
+            except Exception:
                 stored = set()
             if set(dag_ids) <= stored:
                 return
