@@ -22,16 +22,18 @@ The same works for any source whose partitions can carry the interval, e.g. a ``
 configured per interval with ``"name": "gen-{{ ds_nodash }}"`` (its partitions are keyed by the
 connector name), or an API source with ``{"day": "{{ ds }}"}`` in its partitions.
 
-``max_active_runs=1``: all intervals share one connector name, so one transactional id per task;
-two intervals running at the same time would fence each other (by design: it is the same task), and
-their records would interleave in the topic, so one interval's range would hold the other's records.
-Run intervals one at a time, or give each interval its own task identity
-(``example_pyconnect_parallel_intervals``). ``end_date`` bounds the catch-up to the three sample days:
-unpausing the DAG queues three runs, not one per day since 2026.
+One interval at a time: all intervals share one connector name, so one transactional id per task;
+two intervals running at the same time would fence each other (by design: it is the same task). The
+catch-up has ``max_active_runs=1``, but ``airflow backfill create`` ignores it (it runs up to 10 DAG
+runs at once unless given ``--max-active-runs``): so ``ingest`` (no ``identity``) and ``archive`` (a
+sink) default to ``max_active_tis_per_dag=1``, and Airflow runs each of them one interval at a time
+while the other days' instances wait in state *scheduled*. To run intervals in parallel, give each
+its own task identity (``example_pyconnect_parallel_intervals``). ``end_date`` bounds the catch-up to
+the three sample days: unpausing the DAG queues three runs, not one per day since 2026.
 
 Run it: ``airflow backfill create --dag-id example_pyconnect_backfill --from-date 2026-01-01
---to-date 2026-01-03`` (with a scheduler), or ``airflow dags test example_pyconnect_backfill
-2026-01-02``. Data lives under ``$PYCONNECT_EXAMPLE_DIR`` (default
+--to-date 2026-01-03`` (with a scheduler and the DAG unpaused; every task instance succeeds on its
+first try), or ``airflow dags test example_pyconnect_backfill 2026-01-02``. Data lives under ``$PYCONNECT_EXAMPLE_DIR`` (default
 ``$AIRFLOW_HOME/pyconnect/example_backfill``); the topic ``backfill-orders`` on the backend of the
 ``pyconnect_default`` connection (the embedded ``$AIRFLOW_HOME/pyconnect/pyconnect.db`` if it is
 not defined).
