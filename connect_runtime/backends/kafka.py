@@ -1013,8 +1013,12 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
         if not self._fenced:
             try:
                 self._poll(0)  # serve pending error and delivery reports
-            except Exception:
-                pass
+            except Exception as polled:
+                # Apache Kafka: once fenced, librdkafka refuses produce() with a bare _FATAL (fatal() false)
+                # and raises the cause, KafkaError(_FENCED, fatal), from the next poll
+                cause = _kafka_error(polled)
+                if cause is not None and (cause.code() in _FENCED_CODES or cause.fatal()):
+                    self._fenced = True
             # a produce after fencing fails with a bare _STATE error; the cause is in a delivery report
             for failed in (self.tracker.error, *self._offset_errors):
                 if failed is not None and failed.code() in _FENCED_CODES:

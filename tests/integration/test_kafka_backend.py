@@ -578,10 +578,6 @@ def test_a_fenced_producer_keeps_failing_with_producer_fenced_error_on_send(back
         new.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "backend defect (connect_runtime/backends/kafka.py, reported): librdkafka refuses the fenced producer's "
-    "produce() with _FATAL (fatal() False) and raises the cause, KafkaError(_FENCED, fatal), from the next "
-    "poll(); _is_fenced swallows what poll(0) raises, so the send fails with BackendError"))
 def test_a_send_after_fencing_without_a_flush_is_producer_fenced_error(backend):
     """What a source task does (sends, no flush, until its transaction's boundary): once a newer instance
     fenced it, a send fails with ProducerFencedError, as the run needs to stop as a zombie."""

@@ -67,10 +67,7 @@ def test_commit_record_metadata_matches_the_topic(any_backend_url: str) -> None:
 
 @pytest.mark.parametrize("url_fixture", [
     "sqlite_url",
-    pytest.param("fresh_kafka_url", marks=[pytest.mark.kafka, pytest.mark.xfail(strict=True, reason=(
-        "backend defect (connect_runtime/backends/kafka.py, reported): on Apache Kafka a fenced transactional "
-        "producer's next send fails with _FATAL and surfaces as BackendError, not ProducerFencedError: "
-        "_is_fenced swallows the KafkaException(_FENCED, fatal) that poll(0) raises"))]),
+    pytest.param("fresh_kafka_url", marks=pytest.mark.kafka),
 ])
 def test_a_newer_run_fences_an_older_one_of_the_same_connector(
         url_fixture: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
