@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_airflow_backfill import _free_port, _query
+from tests.integration.test_airflow_backfill import _free_port
 from tests.integration.test_airflow_scale_out import _overlapping
 from tests.unit.airflow_pyconnect.airflow_env import REPO, AirflowEnv, conn_env
 
@@ -111,8 +111,40 @@ def _write_user_dag(home: Path, data: Path, pg_url: str) -> None:
         DAG_FILE.format(dag_id=USER_DAG, data=str(data), per_day=PER_DAY, pg_url=pg_url))
 
 
-def _base_env(af: AirflowEnv, port: int, store: str, *, job_schedule: bool) -> dict[str, str]:
+def _query(home: Path, sql: str, *args: object) -> list[tuple]:
+    """Read Airflow's metadata DB (PostgreSQL, its URL in ``<home>/metadata_url``)."""
+    import psycopg
+
+    url = (home / "metadata_url").read_text().replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(url, autocommit=True) as conn:
+        return [tuple(r) for r in conn.execute(sql.replace("?", "%s"), args)]
+
+
+@pytest.fixture
+def metadata_db(postgres_url: str) -> Iterator[str]:
+    """A PostgreSQL database for Airflow's metadata. On SQLite, ``airflow backfill create`` beside a
+    busy scheduler can fail with "database is locked", and once here the scheduler of ``airflow
+    standalone`` died of it (``ObjectDeletedError`` on a DagRun the failed create removed), leaving
+    every run queued: PostgreSQL is what Airflow wants where runs overlap."""
+    import psycopg
+
+    name = "t_airflow_" + os.urandom(4).hex()
+    admin = _pg(postgres_url)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield postgres_url.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _base_env(af: AirflowEnv, port: int, store: str, metadata: str, *, job_schedule: bool) -> dict[str, str]:
+    (af.home / "metadata_url").write_text(metadata)
     return {
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata,
+        # Airflow's default async URL wants asyncpg; psycopg 3 (installed) does async too
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC": metadata.replace("+psycopg://", "+psycopg_async://"),
         **conn_env("pyconnect_default", store),
         "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__API__HOST": "127.0.0.1",
@@ -150,34 +182,28 @@ def _standalone(af: AirflowEnv, env: dict[str, str], log: Path) -> Iterator[subp
 def _wait_dags(home: Path, dag_ids: list[str], proc: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + 180
     while True:
-        if (home / "airflow.db").exists():
-            try:
-                stored = {d for (d,) in _query(home, "SELECT dag_id FROM dag")}
-            except Exception:
-                stored = set()
-            if set(dag_ids) <= stored:
-                return
+        try:
+            stored = {d for (d,) in _query(home, "SELECT dag_id FROM dag")}
+        except Exception:  # the DAG processor has not written yet
+            stored = set()
+        if set(dag_ids) <= stored:
+            return
         assert proc.poll() is None, "airflow standalone exited:\n" + log.read_text(errors="replace")[-3000:]
         assert time.monotonic() < deadline, f"waited 180 s for the DAG processor to store {dag_ids}\n" + \
             log.read_text(errors="replace")[-3000:]
         time.sleep(1)
 
 
-def _backfill(af: AirflowEnv, env: dict[str, str], dag_id: str, first: str, last: str) -> float:
-    """``airflow backfill create --dag-id D --from-date F --to-date T``, nothing else; retried only
-    when Airflow's SQLite metadata DB says "database is locked" (the create is rolled back then)."""
-    for attempt in range(6):
-        t0 = time.monotonic()
-        out = af.airflow("backfill", "create", "--dag-id", dag_id, "--from-date", first, "--to-date", last,
-                         extra_env=env, check=False)
-        if out.returncode == 0:
-            return time.monotonic() - t0
-        text = out.stdout + out.stderr
-        assert "database is locked" in text and attempt < 5, f"backfill create of {dag_id} failed:\n{text[-4000:]}"
-        assert not _query(af.home, "SELECT id FROM backfill WHERE dag_id = ?", dag_id), \
-            "a failed backfill create left a backfill behind"
-        time.sleep(2)
-    raise AssertionError("unreachable")
+def _backfill(af: AirflowEnv, env: dict[str, str], dag_id: str, first: str, last: str) -> None:
+    """``airflow backfill create --dag-id D --from-date F --to-date T``, nothing else."""
+    af.airflow("backfill", "create", "--dag-id", dag_id, "--from-date", first, "--to-date", last, extra_env=env)
+
+
+def _excerpt(log: Path) -> str:
+    """The end of the standalone log, with every error line of it first."""
+    text = log.read_text(errors="replace")
+    errors = [line for line in text.splitlines() if "[error" in line or "Exception when executing" in line]
+    return "\n".join(errors[:20]) + "\n...\n" + text[-3000:]
 
 
 def _token(home: Path, port: int) -> str:
@@ -214,8 +240,9 @@ class _Watch:
         deadline = time.monotonic() + BOUND_S
         seen: list[tuple] = []
         while time.monotonic() < deadline:
-            assert self.proc.poll() is None, "airflow standalone exited:\n" + \
-                self.log.read_text(errors="replace")[-3000:]
+            assert self.proc.poll() is None, "airflow standalone exited:\n" + _excerpt(self.log)
+            assert "Exception when executing SchedulerJob" not in self.log.read_text(errors="replace"), \
+                "the scheduler died:\n" + _excerpt(self.log)
             tis = _query(self.af.home, "SELECT dag_id, task_id, run_id, state, try_number FROM task_instance")
             bad = [t for t in tis if t[3] in ("failed", "up_for_retry", "upstream_failed") or (t[4] or 0) > 1]
             assert not bad, f"task instances failed or retried: {bad}\n" + self._task_logs(bad)
@@ -228,8 +255,7 @@ class _Watch:
             if sorted(seen) == sorted((d, "success", n) for d, n in runs.items()):
                 return
             time.sleep(0.5)
-        raise AssertionError(f"waited {BOUND_S} s for the runs {runs}, last saw {seen}\n"
-                             + self.log.read_text(errors="replace")[-3000:])
+        raise AssertionError(f"waited {BOUND_S} s for the runs {runs}, last saw {seen}\n" + _excerpt(self.log))
 
     def _task_logs(self, bad: list[tuple]) -> str:
         out = []
@@ -332,7 +358,7 @@ def sql_example_db(postgres_url: str) -> Iterator[tuple[str, dict[str, object]]]
 
 
 def test_plain_backfill_create_of_a_user_dag_and_of_the_sql_example(
-        tmp_path: Path, pg_database: str, sql_example_db: tuple[str, dict[str, object]]) -> None:
+        tmp_path: Path, pg_database: str, sql_example_db: tuple[str, dict[str, object]], metadata_db: str) -> None:
     home = tmp_path / "home"
     (home / "dags").mkdir(parents=True)
     data = tmp_path / "data"
@@ -343,7 +369,7 @@ def test_plain_backfill_create_of_a_user_dag_and_of_the_sql_example(
     af = AirflowEnv(home)
     port = _free_port()
     sql_admin, sql_conn = sql_example_db
-    env = {**_base_env(af, port, f"sqlite:///{tmp_path / 'pyconnect.db'}", job_schedule=False),
+    env = {**_base_env(af, port, f"sqlite:///{tmp_path / 'pyconnect.db'}", metadata_db, job_schedule=False),
            "AIRFLOW_CONN_PYCONNECT_EXAMPLE_SQL": json.dumps(sql_conn),
            "PYCONNECT_EXAMPLE_DATA": str(tmp_path / "example-data")}
     log = tmp_path / "standalone.log"
@@ -387,14 +413,14 @@ def test_plain_backfill_create_of_a_user_dag_and_of_the_sql_example(
                for reasons in watch.reasons.values() for r in reasons), watch.reasons
 
 
-def test_catch_up_of_a_user_dag(tmp_path: Path, pg_database: str) -> None:
+def test_catch_up_of_a_user_dag(tmp_path: Path, pg_database: str, metadata_db: str) -> None:
     home = tmp_path / "home"
     (home / "dags").mkdir(parents=True)
     data = tmp_path / "data"
     _write_user_dag(home, data, _pg(pg_database))
     af = AirflowEnv(home)
     port = _free_port()
-    env = _base_env(af, port, f"sqlite:///{tmp_path / 'pyconnect.db'}", job_schedule=True)
+    env = _base_env(af, port, f"sqlite:///{tmp_path / 'pyconnect.db'}", metadata_db, job_schedule=True)
     log = tmp_path / "standalone.log"
     with _standalone(af, env, log) as proc:
         _wait_dags(home, [USER_DAG], proc, log)
