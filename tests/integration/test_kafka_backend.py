@@ -171,15 +171,7 @@ def test_offsets_only_transaction(backend):
         store.close()
 
 
-@pytest.mark.parametrize("flushed", [
-    # not strict: it fails only when the queued record's produce request reaches the broker after the fencing
-    # and its error lands before the commit queues the offsets (seen once in five runs, under load)
-    pytest.param(False, id="queued", marks=pytest.mark.xfail(strict=False, reason=(
-        "backend defect (reported; pinned strictly by test_a_send_after_fencing_without_a_flush_is_producer_fenced"
-        "_error): when the fenced producer's queued record was refused before commit_transaction queues the "
-        "offsets, that produce() fails with _FATAL and the commit raises BackendError, not ProducerFencedError"))),
-    pytest.param(True, id="flushed-before-fencing"),
-])
+@pytest.mark.parametrize("flushed", [False, True], ids=["queued", "flushed-before-fencing"])
 def test_an_older_producer_with_the_same_transactional_id_is_fenced(backend, flushed):
     topic = _name("fence")
     backend.create_topics({topic: 1})
