@@ -72,7 +72,8 @@ DATA = "{{ var.value.get('pyconnect_example_data', " + repr(_default_data) + ") 
     start_date=datetime(2026, 1, 1),
     end_date=datetime(2026, 1, 3),
     catchup=True,
-    max_active_runs=1,  # one source connector: its task's producer would fence a concurrent day's
+    max_active_runs=1,  # catch-up one day at a time; `airflow backfill create` ignores it, and then the
+    # connector tasks (no identity) still run one day at a time: max_active_tis_per_dag=1 by default
     tags=["pyconnect", "example", "spark"],
     doc_md=__doc__,
 )
