@@ -12,6 +12,9 @@
   ``spec["store"]``, print ``{"put": true}``, then wait (to be killed).
 - ``update``: ``spec["times"]`` read-modify-writes of ``spec["key"]`` in ``spec["store"]`` through
   ``update_entry``, each adding one to the integer held there; prints ``{"done": true}``.
+- ``read``: read partition ``spec["partition"]`` of ``spec["topic"]`` from 0 to ``spec["end"]`` with
+  ``read_range`` or ``read_range_batches`` (``spec["how"]``), ``timeout=spec["timeout"]``; prints
+  ``{"records": n, "seconds": s}`` (run in a process of its own, so a read that does not end can be killed).
 - ``hold``: (SQLite only: how the suite makes a file unreachable) hold the write lock of the database file
   ``spec["path"]`` until a line arrives on stdin; prints ``{"held": true}`` once it holds it.
 """
@@ -82,6 +85,21 @@ def update(spec: dict[str, Any]) -> None:
     _say({"done": True})
 
 
+def read(spec: dict[str, Any]) -> None:
+    from connect_runtime.api.records import TopicPartition
+    from connect_runtime.backends import open_backend
+
+    be = open_backend(spec["url"])
+    tp = TopicPartition(spec["topic"], int(spec["partition"]))
+    started = time.monotonic()
+    if spec["how"] == "read_range":
+        n = sum(1 for _ in be.read_range(tp, 0, int(spec["end"]), timeout=float(spec["timeout"])))
+    else:
+        n = sum(len(b[0]) for b in be.read_range_batches(tp, 0, int(spec["end"]), timeout=float(spec["timeout"])))
+    _say({"records": n, "seconds": time.monotonic() - started})
+    be.close()
+
+
 def hold(spec: dict[str, Any]) -> None:
     import sqlite3
 
@@ -96,7 +114,7 @@ def hold(spec: dict[str, Any]) -> None:
 
 def main(argv: list[str]) -> int:
     command, spec = argv[1], json.loads(argv[2])
-    {"txn-loop": txn_loop, "put": put, "update": update, "hold": hold}[command](spec)
+    {"txn-loop": txn_loop, "put": put, "update": update, "read": read, "hold": hold}[command](spec)
     return 0
 
 
