@@ -1353,6 +1353,10 @@ class SQLiteBackend(Backend):
                 if pids is None or not 0 <= p < len(pids):
                     return
                 shift = pids[p] << OFFSET_BITS
+                # ``end`` bounds the read, it does not promise records up to it: stop at the partition's end
+                # (committed now), so a far ``end`` is not walked window by empty window
+                row = conn.execute(_GET_NEXT, (pids[p],)).fetchone()
+                end = min(end, int(row[0]) if row is not None else start)
                 wanted = [c for c, on in (("key", keys), ("ts", timestamps), ("headers", headers)) if on]
                 size = max(1, batch_size)
                 joined = conn.execute("PRAGMA encoding").fetchone()[0] == "UTF-8"  # blobs concatenate as is

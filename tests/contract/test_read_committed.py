@@ -208,12 +208,6 @@ def test_a_read_asked_for_far_past_the_end_returns_within_its_timeout(
     """``end`` is an upper bound, not a promise that records exist up to it: a read asked for offsets far past
     ``end_offsets`` returns the committed records and ends (bounded by its ``timeout``), it does not walk the
     empty offsets up to ``end``. (In a process of its own, killed if it does not end.)"""
-    if backend_kind == "sqlite" and how == "read_range_batches":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "defect in SQLiteBackend.read_range_batches (connect_runtime/backends/sqlite.py): it runs one range "
-            "query per window of batch_size offsets from start to end, never stopping at the partition's end "
-            "(partitions.next_offset) and ignoring its timeout: end=1<<40 is ~10^8 empty windows (minutes to "
-            "hours); read_range and the Kafka backend stop at the partition's end")))
     from connect_runtime.backends import open_backend
 
     topic = uid("far")
