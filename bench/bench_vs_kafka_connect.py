@@ -507,11 +507,10 @@ def report(runs: list[Run], n: int) -> None:
         return "OK" if ratio >= target else "BELOW"
 
     print()
-    print(f"{n:,} JSON lines; records/s best / median; ratios ours/theirs of the best and of the medians; CPU s and "
-          f"peak RSS MB medians")
-    header = ("| case | side | from launch rec/s | after first rec/s | CPU s | peak RSS MB | bytes |")
-    print(header)
-    print("|---|---|---|---|---|---|---|")
+    print(f"{n:,} JSON lines; records/s best / median; ratios ours/theirs of the best and of the medians; seconds "
+          f"from launch to the first record, CPU s and peak RSS MB: medians")
+    print("| case | side | from launch rec/s | after first rec/s | first record s | CPU s | peak RSS MB | bytes |")
+    print("|---|---|---|---|---|---|---|---|")
     summary = []
     for case, title in CASES.items():
         sides = {}
@@ -523,6 +522,7 @@ def report(runs: list[Run], n: int) -> None:
             same = {r.same_bytes for r in rs if r.same_bytes is not None}
             print(f"| {title} | {rs[0].label} | {max(r.from_launch for r in rs):,.0f} / {med([r.from_launch for r in rs]):,.0f} "
                   f"| {max(r.after_first for r in rs):,.0f} / {med([r.after_first for r in rs]):,.0f} "
+                  f"| {med([r.launch_s - r.after_first_s for r in rs]):.1f} "
                   f"| {med([r.cpu_s for r in rs]):.1f} | {med([r.rss_mb for r in rs]):.0f} "
                   f"| {'same' if same == {True} else 'DIFFERENT' if False in same else 'unchecked'} |")
         if len(sides) == 2:
