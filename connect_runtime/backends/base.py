@@ -310,8 +310,10 @@ class Backend(abc.ABC):
         """A read_committed consumer; ``group_id=None`` for reading without a group."""
 
     @abc.abstractmethod
-    def create_topics(self, topics: Mapping[str, int], *, exist_ok: bool = True) -> None:
-        """Create topics with the given partition counts (existing ones are left as they are)."""
+    def create_topics(self, topics: Mapping[str, int], *, exist_ok: bool = True,
+                      replication: int | None = None) -> None:
+        """Create topics with the given partition counts (existing ones are left as they are);
+        ``replication``: their replication factor where the backend replicates (``None``: its default)."""
 
     @abc.abstractmethod
     def list_topics(self) -> dict[str, int]:

@@ -464,11 +464,20 @@ class KafkaBackend(Backend):
     def _topic_cleanup_policy(self, topic: str) -> str:
         res = ConfigResource(ResourceType.TOPIC, topic)
         timeout = self.connect_timeout
-        try:
-            futures = self.admin.describe_configs([res], request_timeout=timeout)
-            entries = next(iter(futures.values())).result(timeout + 1)
-        except ck.KafkaException as exc:
-            raise self._unavailable(exc, f"describing topic {topic!r}") from exc
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                futures = self.admin.describe_configs([res], request_timeout=max(0.1, deadline - time.monotonic()))
+                entries = next(iter(futures.values())).result(timeout + 1)
+                break
+            except ck.KafkaException as exc:
+                err = _kafka_error(exc)
+                # a topic another task created a moment ago: the broker asked may not know it yet (a cluster)
+                if (err is not None and err.code() == ck.KafkaError.UNKNOWN_TOPIC_OR_PART
+                        and time.monotonic() + 0.1 < deadline):
+                    time.sleep(0.1)
+                    continue
+                raise self._unavailable(exc, f"describing topic {topic!r}") from exc
         entry = entries.get("cleanup.policy")
         return "delete" if entry is None or entry.value is None else str(entry.value)
 
@@ -1225,12 +1234,29 @@ class _EndReader:
                 pass
 
     def watermarks(self, tp: TopicPartition, deadline: float) -> tuple[int, int]:
-        try:
-            lo, hi = self._c.get_watermark_offsets(
-                ck.TopicPartition(tp[0], tp[1]), timeout=max(0.001, deadline - time.monotonic()))
-        except ck.KafkaException as exc:
-            raise self.backend._unavailable(exc, f"querying the offsets of {tp}") from exc
-        return int(lo), int(hi)
+        """The partition's low and high watermarks. Each attempt is short and asked again until ``deadline``,
+        so when the partition's leader dies (a cluster) the query follows the new leader instead of spending
+        the whole bound on the dead one."""
+        attempt = 2.0
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                lo, hi = self._c.get_watermark_offsets(ck.TopicPartition(tp[0], tp[1]),
+                                                       timeout=max(0.001, min(attempt, left)))
+                return int(lo), int(hi)
+            except ck.KafkaException as exc:
+                err = _kafka_error(exc)
+                retriable = err is not None and (err.retriable() or err.code() in _UNREACHABLE_CODES
+                                                 or err.code() == ck.KafkaError._DESTROY_BROKER)
+                if retriable and deadline - time.monotonic() > 0.05:
+                    log.debug("querying the offsets of %s: %s; asking again", tp, _describe(exc))
+                    time.sleep(0.05)
+                    continue
+                if retriable:
+                    raise BackendUnavailableError(
+                        f"Kafka cluster at {self.backend.bootstrap}: the offsets of {tp} could not be read before the "
+                        f"caller's bound ran out: {self.backend.redact(_describe(exc))}") from exc
+                raise self.backend.translate(exc, f"querying the offsets of {tp}") from exc
 
     def record_ends(self, partitions: Sequence[TopicPartition], timeout: float) -> dict[TopicPartition, int]:
         """Per partition, the offset after its last committed record (its first offset if it has none)."""

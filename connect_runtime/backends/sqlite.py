@@ -1272,7 +1272,8 @@ class SQLiteBackend(Backend):
     def consumer(self, group_id: str | None = None) -> SQLiteConsumer:
         return SQLiteConsumer(self, group_id)
 
-    def create_topics(self, topics: Mapping[str, int], *, exist_ok: bool = True) -> None:
+    def create_topics(self, topics: Mapping[str, int], *, exist_ok: bool = True,
+                      replication: int | None = None) -> None:  # one file: nothing to replicate
         for name, n in topics.items():
             if not isinstance(name, str) or not name:
                 raise ConfigError(errors={"topic": f"expected a non-empty topic name, got {name!r}"})

@@ -523,6 +523,8 @@ class _WorkerTask:
         self.idle_timeout = v["poll.idle.timeout.ms"] / 1000
         self.max_batch = v["producer.max.batch.records"]
         self.partitions = v["topic.creation.default.partitions"]
+        rf = v["topic.creation.default.replication.factor"]
+        self.replication = rf if rf and rf > 0 else None
         self.offsets_name: str | None = v["offsets.storage.topic"]
         assert plan.task_class is not None, "the connector's task_class() is read before tasks are made"
         self.task_class = plan.task_class
@@ -664,7 +666,8 @@ class _WorkerTask:
             topics = set(map(_topic_of, out))
             if not topics <= self.known_topics:
                 self.check_topics(topics, out, batch.sent)
-                self.backend.create_topics({t: self.partitions for t in topics - self.known_topics}, exist_ok=True)
+                self.backend.create_topics({t: self.partitions for t in topics - self.known_topics}, exist_ok=True,
+                                           replication=self.replication)
                 self.known_topics |= topics
             producer = self.producer_for_send()
             if len(out) <= self.max_batch:

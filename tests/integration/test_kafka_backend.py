@@ -664,3 +664,17 @@ def test_transactions_round_trip_on_tansu_too(tansu_url):
             assert c.committed([tp], 10) == {tp: end}
         finally:
             c.close()
+
+
+def test_a_source_run_creates_its_topics_with_the_replication_factor_of_its_config(kafka_url):
+    """``topic.creation.default.replication.factor`` reaches the broker: on this one-node broker 2 replicas
+    cannot be had, and the run says so (rather than silently creating one replica)."""
+    from connect_runtime import run_source
+    from connect_runtime.api.errors import ConnectError
+
+    topic = _name("rf")
+    cfg = {"name": _name("rf"), "connector.class": "connect_runtime.connectors.datagen.DataGenSource",
+           "topic": topic, "max.records": 5, "topic.creation.default.replication.factor": 2}
+    with pytest.raises(ConnectError, match="(?i)replication"):
+        run_source(cfg, kafka_url)
+    assert run_source({**cfg, "topic.creation.default.replication.factor": 1}, kafka_url).records == 5
