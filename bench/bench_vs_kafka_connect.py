@@ -9,7 +9,9 @@ time, ``${PYCONNECT_KAFKA_CONNECT_HOME:-~/.cache/airflow-pyconnect/kafka-connect
 ``connect-file`` is served at 4.3.1 only, and it does not load on a 4.4.0 worker), and run as its scripts run
 it (``-Xms256M -Xmx2G`` and ``kafka-run-class.sh``'s G1 options, INFO logging to a file), with
 StringConverter (a line's bytes pass through untouched), the worker configs of a Kafka distribution
-(``bench/kafka_connect/*.properties``) and each connector with ``batch.size`` = ours.
+(``bench/kafka_connect/*.properties``) plus ``plugin.discovery=service_load`` (its own start-up warning advises
+it; ``--worker-setting plugin.discovery=hybrid_warn`` restores the default, which scans the classpath for about
+6 s more per start) and each connector with ``batch.size`` = ours.
 
 Cases, each a fresh process (and a fresh topic, connector name, offsets, worker group) per round:
 
@@ -39,7 +41,7 @@ first record >= 1.2x), CPU and peak RSS; and whether every output held the input
 checked once, in the first round; the sink files: every run).
 
     .venv/bin/python bench/bench_vs_kafka_connect.py [--records 1000000] [--repeat 3] [--bootstrap H:P]
-        [--cases src-alos,src-eos,sink] [--keep DIR]
+        [--cases src-alos,src-eos,sink] [--keep DIR] [--worker-setting KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -231,6 +233,7 @@ class Bench:
         self.sink_topic = sink_topic
         self.n = args.records
         self.java = shutil.which("java") or "java"
+        self.worker_extra = "\n".join(args.worker_setting)
 
     # -- launching ----------------------------------------------------------------------------------------
     def _popen(self, cmd: list[str], log: Path) -> tuple[ProcessWatch, float]:
@@ -306,7 +309,7 @@ class Bench:
                 watch, launched = self._popen(self._pyconnect_cmd(cfg, *([] if eos else ["--at-least-once"])), log)
             elif not eos:
                 worker = _render("standalone.properties", d / "worker.properties", bootstrap=self.bootstrap, work=d,
-                                 rest_port=_free_port())
+                                 rest_port=_free_port(), extra=self.worker_extra)
                 conn = _render("file-source.properties", d / "connector.properties", name=name, file=self.input_file,
                                topic=topic, batch=self.args.batch)
                 watch, launched = self._popen(
@@ -314,7 +317,7 @@ class Bench:
             else:
                 port = _free_port()
                 worker = _render("distributed.properties", d / "worker.properties", bootstrap=self.bootstrap,
-                                 group=f"bench-connect-{tag}", rest_port=port)
+                                 group=f"bench-connect-{tag}", rest_port=port, extra=self.worker_extra)
                 watch, launched = self._popen(
                     self._connect_cmd("org.apache.kafka.connect.cli.ConnectDistributed", worker, log_dir=d), log)
                 self._create_over_rest(port, name, {
@@ -355,7 +358,7 @@ class Bench:
                 last = f"HTTP {exc.code}: {exc.read()[:300]!r}"
             except OSError as exc:
                 last = repr(exc)
-            time.sleep(0.05)
+            time.sleep(0.1)
         raise SystemExit(f"could not create connector {name} over REST within {self.args.timeout:g} s ({last}); "
                          f"its log {log}:\n{_tail(log)}")
 
@@ -373,7 +376,7 @@ class Bench:
         if side == "theirs":
             out_file = out_dir / "sink.txt"
             worker = _render("standalone.properties", d / "worker.properties", bootstrap=self.bootstrap, work=d,
-                             rest_port=_free_port())
+                             rest_port=_free_port(), extra=self.worker_extra)
             conn = _render("file-sink.properties", d / "connector.properties", name=name, file=out_file,
                            topic=self.sink_topic)
             cmd = self._connect_cmd("org.apache.kafka.connect.cli.ConnectStandalone", worker, conn, log_dir=d)
@@ -554,6 +557,9 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3, help="rounds; each runs every case once, the order rotating")
     ap.add_argument("--cases", default=",".join(CASES), help=f"comma list among {', '.join(CASES)}")
     ap.add_argument("--bootstrap", help="use this running broker (HOST:PORT) instead of starting Apache Kafka 4.4.0")
+    ap.add_argument("--worker-setting", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Kafka Connect worker setting (repeatable), after the template's own: e.g. "
+                         "plugin.discovery=hybrid_warn (Kafka Connect's default) to time its classpath scan too")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds any one wait may take")
     ap.add_argument("--keep", help="work directory to keep (input, configs, logs, outputs); default: a temp dir")
     args = ap.parse_args()
