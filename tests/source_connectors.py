@@ -309,3 +309,16 @@ class PlanningTask(SourceTask):
                 return [SourceRecord(source_partition={"file": f}, source_offset={"line": i + 1},
                                      topic=self.topic, value={"file": f, "line": i}) for i in range(k, end)]
         return None
+
+
+SLOW_TASK_CLASS_S = [0.0]
+"""Seconds :class:`SlowStartPlanningSource` takes in ``task_class()`` (set by in-process tests, 0 by default)."""
+
+
+class SlowStartPlanningSource(PlanningSource):
+    """:class:`PlanningSource` whose ``task_class()`` takes ``SLOW_TASK_CLASS_S[0]`` seconds: a task of a fan-out
+    plan that is slow to start (its runtime asks for the task class before the task's producer exists)."""
+
+    def task_class(self) -> type:
+        time.sleep(SLOW_TASK_CLASS_S[0])
+        return super().task_class()
