@@ -46,6 +46,7 @@ are found.
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import json
 import logging
@@ -1250,6 +1251,9 @@ class _EndReader:
                                                  or err.code() == ck.KafkaError._DESTROY_BROKER)
                 if retriable and deadline - time.monotonic() > 0.05:
                     log.debug("querying the offsets of %s: %s; asking again", tp, _describe(exc))
+                    # the cached leader may be the dead node: ask the cluster for fresh metadata of the topic
+                    with contextlib.suppress(Exception):
+                        self._c.list_topics(tp[0], timeout=max(0.05, min(attempt, deadline - time.monotonic())))
                     time.sleep(0.05)
                     continue
                 if retriable:
