@@ -144,13 +144,15 @@ class PartitionDir:
     def exists(self) -> bool:
         return self.dir.is_dir()
 
-    def published(self) -> list[Published]:
-        out = []
+    def _names(self) -> list[str]:
         try:
-            names = os.listdir(self.dir)
+            return os.listdir(self.dir)
         except FileNotFoundError:
             return []
-        for name in names:
+
+    def published(self) -> list[Published]:
+        out = []
+        for name in self._names():
             m = self._name_re.match(name)
             if m:
                 out.append(Published(self.dir / name, int(m.group(1)), int(m.group(2))))
@@ -159,11 +161,7 @@ class PartitionDir:
     def _legacy_names(self) -> list[Path]:
         prefix, suffix = f"{self.tp.topic}-{self.tp.partition}", f".{self.fmt}"
         out = []
-        try:
-            names = os.listdir(self.dir)
-        except FileNotFoundError:
-            return []
-        for name in names:
+        for name in self._names():
             if not (name.startswith(prefix) and name.endswith(suffix)):
                 continue
             middle = name[len(prefix):-len(suffix)]
@@ -280,11 +278,7 @@ class PartitionDir:
 
     def remove_inflight(self, keep: set[str] = frozenset()) -> None:  # type: ignore[assignment]
         """Remove temporary files of runs that did not reach their commit point (``keep``: this run's)."""
-        try:
-            names = os.listdir(self.dir)
-        except FileNotFoundError:
-            return
-        for name in names:
+        for name in self._names():
             if name.startswith(INFLIGHT_PREFIX) and name not in keep:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.dir / name)

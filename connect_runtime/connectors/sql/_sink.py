@@ -975,13 +975,12 @@ class SqlSinkTask(SinkTask):
         out.update(pending)  # a partition's records come in offset order through the runs
         return out
 
-    def _commit_written(self, conn: Connection) -> None:
-        """Commit the open transaction early (before DDL that other tasks may race on): the rows written so
-        far and, with them, the offsets after them; fenced as at a commit point. A new transaction begins
-        with the next write."""
-        offsets = self._written_offsets()
-        changed = {tp: off for tp, off in offsets.items() if self.committed.get(tp) != off}
+    def _commit_offsets(self, connection: Callable[[], Connection], offsets: Mapping[TopicPartition, int],
+                        changed: Mapping[TopicPartition, int], what: str) -> None:
+        """The commit step: lock the offsets rows of ``offsets`` (fenced by a newer generation), store the
+        ``changed`` ones in the open transaction with its rows, commit; on any failure roll it all back."""
         try:
+            conn = connection()
             stored = self._lock_offsets(conn, list(offsets))
             self._store_offsets(conn, changed, stored)
             assert self.txn is not None
@@ -994,7 +993,15 @@ class SqlSinkTask(SinkTask):
                 raise
             if isinstance(exc, (DataError, ConnectError)):
                 raise
-            raise self._db_error("committing rows and offsets before auto.evolve", exc) from exc
+            raise self._db_error(what, exc) from exc
+
+    def _commit_written(self, conn: Connection) -> None:
+        """Commit the open transaction early (before DDL that other tasks may race on): the rows written so
+        far and, with them, the offsets after them; fenced as at a commit point. A new transaction begins
+        with the next write."""
+        offsets = self._written_offsets()
+        changed = {tp: off for tp, off in offsets.items() if self.committed.get(tp) != off}
+        self._commit_offsets(lambda: conn, offsets, changed, "committing rows and offsets before auto.evolve")
         self.committed.update(changed)
         log.info("SqlSink %s: committed the rows written so far before changing a table (offsets %s)",
                  self.connector, {f"{tp.topic}-{tp.partition}": o for tp, o in changed.items()})
@@ -1205,22 +1212,11 @@ class SqlSinkTask(SinkTask):
         changed = {tp: off for tp, off in target.items() if self.committed.get(tp) != off}
         if not changed and not self.buffer and self.txn is None:
             return {}
-        try:
+        def write_then_begin() -> Connection:
             self._write()
-            conn = self._begin()
-            stored = self._lock_offsets(conn, list(target))
-            self._store_offsets(conn, changed, stored)
-            assert self.txn is not None
-            self.txn.commit()
-            self.txn = None
-        except BaseException as exc:
-            self._rollback()
-            if isinstance(exc, ProducerFencedError):
-                self.fenced = exc
-                raise
-            if isinstance(exc, (DataError, ConnectError)):
-                raise
-            raise self._db_error("committing rows and offsets", exc) from exc
+            return self._begin()
+
+        self._commit_offsets(write_then_begin, target, changed, "committing rows and offsets")
         self.committed.update(changed)
         for tp, off in changed.items():
             if self.written.get(tp, -1) < off:
