@@ -24,6 +24,7 @@ from connect_runtime.api.errors import ConnectError, ProducerFencedError
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends import Backend, ConsumedRecord, ProducerRecord, Written
 from tests.contract.support import (
+    Broken,
     ends,
     json_values,
     poll_all,
@@ -221,10 +222,13 @@ def test_a_read_asked_for_far_past_the_end_returns_within_its_timeout(
                                  "timeout": 2}, log)
     try:
         got = read_line(proc, 15, log)
+    except AssertionError as exc:
+        raise Broken(f"{how} far past the end did not return within 15 s (timeout=2)") from exc
     finally:
         sigkill(proc)
     assert got["records"] == 3
-    assert got["seconds"] < 8, f"{how} took {got['seconds']:.1f} s with timeout=2"
+    if got["seconds"] >= 8:
+        raise Broken(f"{how} took {got['seconds']:.1f} s with timeout=2")
 
 
 # -- through the runtime -------------------------------------------------------------------------------------
