@@ -101,7 +101,7 @@ from connect_runtime.api.records import SinkRecord, SourceRecord, TopicPartition
 from connect_runtime.api.sink import SinkTask
 from connect_runtime.api.source import SourceTask
 from connect_runtime.connectors._files_dest import MANIFEST, PartitionDir, read_manifest
-from connect_runtime.converters import json_batch, json_default
+from connect_runtime.converters import json_batch, json_default, json_loads_exact
 
 log = logging.getLogger(__name__)
 
@@ -298,7 +298,6 @@ _TASK_CONFIG = (
 
 _BOM = b"\xef\xbb\xbf"
 _BLANK = frozenset(b" \t\r\f\v")
-_json_decode = json.JSONDecoder().decode
 
 
 class _FileCursor:
@@ -395,7 +394,7 @@ class _FileCursor:
         fh = self._fh
         assert fh is not None
         csv_fmt = self.fmt == "csv"
-        decode = _json_decode
+        decode = json_loads_exact
         partition = self.partition
         buf = self._buf
         i = 0
@@ -443,7 +442,7 @@ class _FileCursor:
                         raise ValueError(f"expected {len(self.header)} fields as in the header, got {len(row)}")
                     value: Any = dict(zip(self.header, row, strict=True))
                 else:
-                    value = decode(raw.decode("utf-8"))
+                    value = decode(raw)
             except (ValueError, csv.Error) as exc:
                 kind = "CSV" if csv_fmt else "JSON"
                 error = DataError(f"{self.path}: line {line_no}: malformed {kind}: {exc}")

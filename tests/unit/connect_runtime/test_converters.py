@@ -213,3 +213,20 @@ def test_bytes_rejects_other_types() -> None:
 def test_kafka_connect_class_names_load(name: str, cls: type) -> None:
     assert load_class(name, "value.converter", Converter) is cls
     assert isinstance(instantiate(name, "value.converter", Converter), cls)
+
+
+def test_json_loads_exact_gives_what_json_gives() -> None:
+    """orjson where it agrees with json, json where it would not (long integers, NaN, lone surrogates, bad
+    UTF-8): the same values, and json's errors."""
+    import json
+    import math
+
+    from connect_runtime.converters import json_loads_exact
+
+    for text in [b'{"a":1,"b":[1.5,-0.0,"\xc3\xa9"]}', b"12345678901234567890123", b'{"n": 1e400}', b'"\\ud800"',
+                 b' {"a" : [ ] } ', b'{"a":1,"a":2}', b"9223372036854775807", b"-9223372036854775809", b"0.1"]:
+        assert json_loads_exact(text) == json.loads(text.decode()), text
+    assert math.isnan(json_loads_exact(b"NaN"))
+    for bad in [b'{"a":', b"\xff", b'{"a":1} x', b""]:
+        with pytest.raises(ValueError):
+            json_loads_exact(bad)
