@@ -8,6 +8,9 @@
   ``spec["topic"]`` and commits, in the same transaction, the offset ``{"txn": k}`` under ``spec["key"]`` and an
   ``extra`` entry of store ``spec["extra_store"]`` holding ``{"txn": k, "ranges": <what the commit wrote>}``;
   prints ``{"committed": k}`` after each commit.
+- ``commit-and-die``: a transactional producer for store ``spec["store"]`` commits one transaction of
+  ``spec["entries"]`` offsets plus ``spec["key"]`` -> ``{"n":1}``; a thread of this process SIGKILLs it the moment
+  that key reads back from ``spec["store"]`` (the commit is visible there), whatever the commit is still doing.
 - ``put``: ``put`` the entries ``spec["entries"]`` (``[[key, value or null], ...]``, strings) into store
   ``spec["store"]``, print ``{"put": true}``, then wait (to be killed).
 - ``update``: ``spec["times"]`` read-modify-writes of ``spec["key"]`` in ``spec["store"]`` through
@@ -64,6 +67,34 @@ def txn_loop(spec: dict[str, Any]) -> None:
         k += 1
 
 
+def commit_and_die(spec: dict[str, Any]) -> None:
+    import os
+    import signal
+    import threading
+
+    from connect_runtime.backends import open_backend
+
+    be, watcher = open_backend(spec["url"]), open_backend(spec["url"])
+    key = spec["key"].encode()
+    producer = be.transactional_producer(spec["tid"], spec["store"])
+    producer.init_transactions(30)
+    store = watcher.offset_store(spec["store"])
+    store.get([key])  # the store exists and is read up to now before the commit begins
+
+    def watch() -> None:
+        while True:
+            if store.get([key]):
+                os.kill(os.getpid(), signal.SIGKILL)
+            time.sleep(0.001)
+
+    threading.Thread(target=watch, daemon=True).start()
+    producer.begin_transaction()
+    entries = [(json.dumps([spec["key"], {"filler": i}]).encode(), b'{"n":1}') for i in range(int(spec["entries"]))]
+    producer.commit_transaction([*entries, (key, b'{"n":1}')], 30)
+    _say({"committed": True})
+    time.sleep(60)  # the watcher kills this process
+
+
 def put(spec: dict[str, Any]) -> None:
     from connect_runtime.backends import open_backend
 
@@ -114,7 +145,7 @@ def hold(spec: dict[str, Any]) -> None:
 
 def main(argv: list[str]) -> int:
     command, spec = argv[1], json.loads(argv[2])
-    {"txn-loop": txn_loop, "put": put, "update": update, "read": read, "hold": hold}[command](spec)
+    {"txn-loop": txn_loop, "commit-and-die": commit_and_die, "put": put, "update": update, "read": read, "hold": hold}[command](spec)
     return 0
 
 
