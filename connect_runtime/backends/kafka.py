@@ -1089,10 +1089,17 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
         if self._offsets_topic is None:
             raise BackendError(f"{self.what}: commit_transaction before init_transactions")
         deadline = time.monotonic() + timeout
+        # KIP-618: a connector's own store is mirrored to the global one IN the transaction (never after it:
+        # a process dying in between would leave the global store behind); the runtime's own stores never are
+        mirror = bool(offsets) and self.offset_store_name is not None and (
+            self.offset_store_name not in INTERNAL_STORES) and self._offsets_topic[0] != self.backend.default_offsets_topic
         try:
             if offsets:
                 topic, partitions = self._offsets_topic
                 self.send_offsets(topic, partitions, offsets)
+                if mirror:
+                    global_topic, global_partitions = self.backend.offsets_topic(None)
+                    self.send_offsets(global_topic, global_partitions, offsets)
             if extra:
                 self._flush(timeout)
                 written = self.tracker.written()
@@ -1116,9 +1123,6 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
         self._in_txn = False
         self.tracker.reset()
         self._offset_errors.clear()
-        if offsets and self.offset_store_name is not None and self._offsets_topic[0] != (
-                self.backend.default_offsets_topic):
-            self.backend.mirror_offsets(offsets)
         return written
 
     def _commit(self, deadline: float, timeout: float) -> None:

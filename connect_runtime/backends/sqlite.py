@@ -819,7 +819,7 @@ class SQLiteTransactionalProducer(SQLiteProducer, TransactionalProducer):
                     written = self._write(conn, records) if records else Written({}, [] if self._track else None)
                     if offsets:
                         _write_offsets(conn, self.offset_store_name, offsets)
-                        if self.offset_store_name != DEFAULT_OFFSET_STORE:
+                        if self.offset_store_name != DEFAULT_OFFSET_STORE and self.offset_store_name not in INTERNAL_STORES:
                             _write_offsets(conn, DEFAULT_OFFSET_STORE, offsets)
                     more = extra(written) if callable(extra) else extra
                     for store, entries in (more or {}).items():

@@ -155,12 +155,6 @@ def test_the_mirror_is_in_the_same_transaction_even_when_the_process_dies(
         backend_url: str, backend: Backend, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """A process commits offsets of its own store and is SIGKILLed the moment they show in that store: the global
     store holds them too (the mirror is part of the transaction, not a write after it)."""
-    if backend.capabilities.commit_waits_on_io:  # the Kafka backend
-        request.applymarker(pytest.mark.xfail(strict=True, raises=Broken, reason=(
-            "backend defect (connect_runtime/backends/kafka.py: KafkaTransactionalProducer.commit_transaction -> "
-            "KafkaBackend.mirror_offsets): the offsets of a connector's own store are written to the global store "
-            "by a plain producer after the transaction committed, not in it; a process dying (or a write failing: "
-            "mirror_offsets logs and never raises) between the two leaves the global store behind")))
     store, tid = uid("own-offsets"), uid("tid")
     key = _key(uid("dies"), p=0)
     log = tmp_path / "worker.log"
@@ -179,12 +173,6 @@ def test_the_mirror_is_in_the_same_transaction_even_when_the_process_dies(
         raise Broken(f"the commit shows in the connector's store ({own}) but not in the global store ({mirrored})")
 
 
-@pytest.mark.xfail(strict=True, raises=Broken, reason=(
-    "backend defect on both backends (connect_runtime/backends/sqlite.py: SQLiteTransactionalProducer."
-    "commit_transaction; connect_runtime/backends/kafka.py: KafkaTransactionalProducer.commit_transaction): the "
-    "mirror to the global store skips INTERNAL_STORES only in OffsetStore.put; a transactional producer created "
-    "for an internal store mirrors its offsets (no runtime path does this today: the runtime's own stores are "
-    "written through extra entries or put)"))
 @pytest.mark.parametrize("internal", sorted(INTERNAL_STORES))
 def test_offsets_of_an_internal_store_are_not_mirrored(backend: Backend, internal: str) -> None:
     """A producer created for one of the runtime's internal stores commits its offsets there only."""
