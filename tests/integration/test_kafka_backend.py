@@ -675,6 +675,6 @@ def test_a_source_run_creates_its_topics_with_the_replication_factor_of_its_conf
     topic = _name("rf")
     cfg = {"name": _name("rf"), "connector.class": "connect_runtime.connectors.datagen.DataGenSource",
            "topic": topic, "max.records": 5, "topic.creation.default.replication.factor": 2}
-    with pytest.raises(ConnectError, match="(?i)replication"):
+    with pytest.raises(ConnectError, match=r"(?i)replication"):
         run_source(cfg, kafka_url)
     assert run_source({**cfg, "topic.creation.default.replication.factor": 1}, kafka_url).records == 5
