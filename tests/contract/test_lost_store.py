@@ -1,0 +1,455 @@
+"""Contract 7: a lost store.
+
+Promise (``connect_runtime.backends.base``, "A lost store"): every blocking call is bounded; a store that cannot be
+reached raises :class:`BackendUnavailableError` naming it (never a password) within the bound, and a connection
+lost mid-run fails the run with one clear error; nothing committed is lost, nothing uncommitted becomes visible.
+
+The only backend-specific part of the suite is here: how a store is made unreachable (:data:`UNREACHABLE`) and
+how one is lost mid-run (:func:`lost_store`). A backend added later adds its ways; the tests stay as they are.
+
+- Unreachable from the start: Kafka at a closed port; SQLite at a path in a directory that cannot be created;
+  SQLite with its write lock held by another process (reads are still served there: WAL readers never wait).
+  Each backend call and each runtime entry point is tried, with a password in the settings.
+- Lost mid-run: Kafka's broker stopped (and started again on its data) or frozen (SIGSTOP, no connection reset);
+  SQLite's write lock taken by another process for longer than the busy timeout. A source run and a sink run fail
+  with one bounded error; once the store is back, a rerun leaves every record exactly once (source) or delivered
+  (sink), and nothing of the failed run's open transactions shows.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from connect_runtime import run_sink, run_source
+from connect_runtime.api.errors import BackendError, BackendUnavailableError
+from connect_runtime.api.records import TopicPartition
+from connect_runtime.backends import Backend, ProducerRecord, open_backend
+from tests.contract.support import (
+    Broken,
+    in_thread,
+    json_values,
+    read_line,
+    read_topic,
+    settled,
+    sigkill,
+    start_worker,
+    uid,
+    wait_until,
+)
+from tests.sink_helpers import read_log
+from tests.source_connectors import committed_offset
+
+SECRET = "pw-" + uuid.uuid4().hex
+TP = TopicPartition("t", 0)
+
+
+@dataclass
+class Unreachable:
+    """A store that cannot be reached: its URL, settings holding a password, what an error must name, the bound
+    (seconds) on any call with ``timeout=2``, and the calls it still serves (a locked SQLite file serves reads)."""
+
+    url: str
+    settings: dict[str, Any]
+    name: str
+    bound: float
+    served: frozenset[str] = frozenset()
+    cleanup: list[Callable[[], None]] = field(default_factory=list)
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _kafka_closed_port(tmp_path: Path) -> Unreachable:
+    port = _closed_port()
+    return Unreachable(f"kafka://127.0.0.1:{port}", {
+        "connect.timeout.ms": 2000, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+        "sasl.username": "pyconnect", "sasl.password": SECRET}, f"127.0.0.1:{port}", bound=8.0)
+
+
+def _sqlite_missing_directory(tmp_path: Path) -> Unreachable:
+    (tmp_path / "not-a-directory").write_text("a file where the store's directory should be")
+    path = tmp_path / "not-a-directory" / "store" / "pyconnect.db"
+    return Unreachable(f"sqlite:///{path}", {"busy.timeout.ms": 300, "password": SECRET}, str(path), bound=3.0)
+
+
+READS = frozenset({"list_topics", "offset_store.get", "consumer.partitions", "consumer.committed",
+                   "consumer.end_offsets", "consumer.beginning_offsets", "read_range"})
+
+
+def _sqlite_locked(tmp_path: Path) -> Unreachable:
+    path = tmp_path / "locked.db"
+    with open_backend(f"sqlite:///{path}") as be:
+        be.create_topics({"t": 1})
+    log = tmp_path / "hold.log"
+    holder = start_worker("hold", {"path": str(path)}, log)
+    assert read_line(holder, 30, log) == {"held": True}
+
+    def release() -> None:
+        assert holder.stdin is not None
+        try:
+            holder.stdin.write("\n")
+            holder.stdin.flush()
+            holder.wait(10)
+        finally:
+            sigkill(holder)
+
+    return Unreachable(f"sqlite:///{path}", {"busy.timeout.ms": 300, "password": SECRET}, str(path), bound=3.0,
+                       served=READS, cleanup=[release])
+
+
+UNREACHABLE = {
+    "sqlite-missing-directory": _sqlite_missing_directory,
+    "sqlite-locked-file": _sqlite_locked,
+    "kafka-closed-port": _kafka_closed_port,
+}
+"""How each backend is made unreachable (the backend-specific part of this module)."""
+
+MISSING_DIRECTORY_DEFECT = (
+    "backend defect (connect_runtime/backends/sqlite.py: _Db.init_schema): a store path whose directory cannot be "
+    "created (here: under a regular file) raises plain BackendError ('cannot create the parent directory'), not "
+    "BackendUnavailableError; the message names the path, in time, without the password")
+
+
+@pytest.fixture(params=[
+    "sqlite-missing-directory", "sqlite-locked-file", pytest.param("kafka-closed-port", marks=pytest.mark.kafka)])
+def unreachable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Unreachable]:
+    case = UNREACHABLE[request.param](tmp_path)
+    try:
+        yield case
+    finally:
+        for undo in case.cleanup:
+            undo()
+
+
+def _op_consumer(call: Callable[[Any], Any], group: str | None = "connect-lost") -> Callable[[Backend], Any]:
+    def run(be: Backend) -> Any:
+        c = be.consumer(group)
+        try:
+            return call(c)
+        finally:
+            # closed aside: how long a close blocks is its own test (test_closing_..._is_bounded)
+            threading.Thread(target=c.close, daemon=True).start()
+    return run
+
+
+def _flush(be: Backend) -> Any:
+    p = be.producer()
+    try:
+        p.send([ProducerRecord("t", 0, None, b"x")])
+        return p.flush(2)
+    finally:
+        p.close()
+
+
+def _init(be: Backend) -> Any:
+    p = be.transactional_producer("lost-0")
+    try:
+        p.init_transactions(2)
+        p.begin_transaction()
+        p.send([ProducerRecord("t", 0, None, b"x")])
+        return p.commit_transaction([(b'["lost",{"p":0}]', b'{"n":1}')], 2)
+    finally:
+        p.close()
+
+
+def _store(call: Callable[[Any], Any]) -> Callable[[Backend], Any]:
+    def run(be: Backend) -> Any:
+        s = be.offset_store(None)
+        try:
+            return call(s)
+        finally:
+            s.close()
+    return run
+
+
+_SOURCE = {"name": "lost-source", "connector.class": "tests.source_connectors.ScriptedSource", "topic": "t",
+           "count": 10, "poll.idle.timeout.ms": 200, "offset.flush.timeout.ms": 2000}
+_SINK = {"name": "lost-sink", "connector.class": "tests.sink_helpers.RecordingSinkConnector", "topics": "t",
+         "offset.flush.timeout.ms": 2000}
+
+OPERATIONS: dict[str, Callable[[Backend], Any]] = {
+    "list_topics": lambda be: be.list_topics(),
+    "create_topics": lambda be: be.create_topics({"t2": 1}),
+    "offset_store.get": _store(lambda s: s.get([b'["lost",{"p":0}]'])),
+    "offset_store.put": _store(lambda s: s.put([(b'["lost",{"p":0}]', b'{"n":1}')], 2)),
+    "update_entry": lambda be: be.update_entry("lost-store", b"k", lambda old: b"v", 2),
+    "producer.flush": _flush,
+    "transactional_producer": _init,
+    "fence_transactional_ids": lambda be: be.fence_transactional_ids(["lost-1"], 2),
+    "consumer.partitions": _op_consumer(lambda c: c.partitions(["t"])),
+    "consumer.committed": _op_consumer(lambda c: c.committed([TP], 2)),
+    "consumer.end_offsets": _op_consumer(lambda c: c.end_offsets([TP], 2)),
+    "consumer.beginning_offsets": _op_consumer(lambda c: c.beginning_offsets([TP], 2)),
+    "consumer.commit": _op_consumer(lambda c: c.commit({TP: 1}, 2)),
+    "read_range": lambda be: list(be.read_range(TP, 0, 10, timeout=2)),
+}
+
+RUNS: dict[str, Callable[[Unreachable], Any]] = {
+    "run_source": lambda u: run_source(_SOURCE, u.url, backend_settings=u.settings),
+    "run_sink": lambda u: run_sink(_SINK, u.url, backend_settings=u.settings, max_seconds=5),
+}
+
+KAFKA_COMMIT_DEFECT = (
+    "backend defect (connect_runtime/backends/kafka.py: KafkaConsumer.commit): a group commit the cluster never "
+    "answers raises WaitTimeoutError (not a BackendError) after its timeout")
+
+
+def _check(u: Unreachable, what: str, call: Callable[[], Any], caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    started = time.monotonic()
+    try:
+        call()
+    except Exception as exc:
+        elapsed = time.monotonic() - started
+        assert what not in u.served, f"{what} raised though this store still serves it: {exc!r}"
+        assert SECRET not in str(exc), f"{what}: the password is in the error"
+        assert SECRET not in caplog.text, f"{what}: the password is in the log"
+        assert elapsed < u.bound, f"{what} took {elapsed:.1f} s to fail (bound {u.bound:g} s)"
+        if not isinstance(exc, BackendUnavailableError):
+            raise Broken(f"{what} raised {type(exc).__name__}, not BackendUnavailableError: {exc}") from exc
+        assert u.name in str(exc), f"{what}: the error does not name the store {u.name}: {exc}"
+        return
+    elapsed = time.monotonic() - started
+    if what not in u.served:
+        pytest.fail(f"{what} succeeded on a store that cannot be reached")
+    assert elapsed < u.bound, f"{what} took {elapsed:.1f} s"
+
+
+@pytest.mark.parametrize("what", sorted(OPERATIONS))
+def test_a_call_on_an_unreachable_store_fails_in_time_naming_it(
+        unreachable: Unreachable, what: str, request: pytest.FixtureRequest,
+        caplog: pytest.LogCaptureFixture) -> None:
+    if "missing-directory" in request.node.callspec.id:
+        request.applymarker(pytest.mark.xfail(strict=True, raises=Broken, reason=MISSING_DIRECTORY_DEFECT))
+    elif "kafka" in request.node.callspec.id and what == "consumer.commit":
+        request.applymarker(pytest.mark.xfail(strict=True, raises=Broken, reason=KAFKA_COMMIT_DEFECT))
+    opened: list[Backend] = []
+
+    def call() -> Any:
+        opened.append(open_backend(unreachable.url, unreachable.settings))  # may fail here already
+        return OPERATIONS[what](opened[0])
+
+    try:
+        _check(unreachable, what, call, caplog)
+    finally:
+        for be in opened:
+            be.close()
+
+
+@pytest.mark.parametrize("what", sorted(RUNS))
+def test_a_run_on_an_unreachable_store_fails_in_time_naming_it(
+        unreachable: Unreachable, what: str, request: pytest.FixtureRequest,
+        caplog: pytest.LogCaptureFixture) -> None:
+    if "missing-directory" in request.node.callspec.id:
+        request.applymarker(pytest.mark.xfail(strict=True, raises=Broken, reason=MISSING_DIRECTORY_DEFECT))
+    _check(unreachable, what, lambda: RUNS[what](unreachable), caplog)
+
+
+@pytest.mark.kafka
+@pytest.mark.xfail(strict=True, raises=Broken, reason=(
+    "backend defect (connect_runtime/backends/kafka.py: KafkaConsumer.commit/close): commit() gives up on its "
+    "worker thread after its timeout but leaves librdkafka's synchronous commit running; close() then blocks until "
+    "that commit gives up by itself (~43 s measured with connect.timeout.ms=2000), unbounded by any setting the "
+    "caller passed"))
+def test_closing_a_consumer_whose_commit_could_not_reach_the_store_is_bounded() -> None:
+    u = _kafka_closed_port(Path("."))
+    with open_backend(u.url, u.settings) as be:
+        c = be.consumer("connect-lost")
+        with pytest.raises(Exception):  # noqa: B017 - which error is test_a_call_on_..._naming_it's business
+            c.commit({TP: 1}, 2)
+        t, _out = in_thread(c.close)
+        t.join(10)
+        if t.is_alive():
+            raise Broken("KafkaConsumer.close() after a commit that could not reach the cluster blocked over 10 s")
+
+
+# -- lost mid-run --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Lost:
+    """A store in use by runs, and how to lose it and get it back."""
+
+    url: str
+    settings: dict[str, Any]
+    name: str
+    lose: Callable[[], None]
+    restore: Callable[[], None]
+
+
+def _restart(broker: Any) -> None:
+    """Start a stopped fixture broker again on its data and ports (the fixture's own start() formats anew)."""
+    config = broker.work_dir / "server.properties"
+    with open(broker.log_path, "ab") as out:
+        broker.proc = subprocess.Popen(broker._java("kafka.Kafka", str(config)), cwd=broker.work_dir, stdout=out,
+                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    problem = broker._wait_until_it_answers(time.monotonic() + 90)
+    assert problem is None, f"the broker did not come back: {problem}"
+
+
+@contextmanager
+def lost_store(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Lost]:
+    """The backend-specific part of losing a store mid-run."""
+    if kind.startswith("kafka"):
+        broker = request.getfixturevalue("fresh_kafka_broker")
+        settings = {"connect.timeout.ms": 3000, "ssl.key.password": SECRET}
+        if kind == "kafka-stopped":
+            yield Lost(broker.url, settings, broker.bootstrap, broker.stop, lambda: _restart(broker))
+            return
+        state = {"stopped": False}
+
+        def freeze() -> None:
+            os.kill(broker.proc.pid, signal.SIGSTOP)
+            state["stopped"] = True
+
+        def thaw() -> None:
+            if state["stopped"]:
+                os.kill(broker.proc.pid, signal.SIGCONT)
+                state["stopped"] = False
+
+        try:
+            yield Lost(broker.url, settings, broker.bootstrap, freeze, thaw)
+        finally:
+            thaw()
+        return
+    path = tmp_path / "lost.db"
+    holder: dict[str, subprocess.Popen[str]] = {}
+    log = tmp_path / "hold.log"
+
+    def hold() -> None:
+        holder["p"] = start_worker("hold", {"path": str(path)}, log)
+        assert read_line(holder["p"], 30, log) == {"held": True}
+
+    def release() -> None:
+        p = holder.pop("p", None)
+        if p is not None:
+            assert p.stdin is not None
+            p.stdin.write("\n")
+            p.stdin.flush()
+            p.wait(10)
+            sigkill(p)
+
+    try:
+        yield Lost(f"sqlite:///{path}", {"busy.timeout.ms": 500, "password": SECRET}, str(path), hold, release)
+    finally:
+        release()
+
+
+LOST = ["sqlite-locked", pytest.param("kafka-stopped", marks=pytest.mark.kafka),
+        pytest.param("kafka-frozen", marks=pytest.mark.kafka)]
+FAIL_WITHIN_S = 45.0
+"""Bound on a run's failure after its store was lost (settings: connect timeout 3 s, commit timeout 3 s, task
+shutdown 10 s)."""
+
+
+def _one_clear_error(out: dict[str, Any], lost_at: float, name: str, caplog: pytest.LogCaptureFixture) -> None:
+    exc = out.get("error")
+    assert exc is not None, f"the run did not fail: {out}"
+    assert out["ended"] - lost_at < FAIL_WITHIN_S, f"the run failed {out['ended'] - lost_at:.0f} s after the loss"
+    assert isinstance(exc, BackendError), f"not a BackendError: {exc!r}"
+    assert not isinstance(exc, BaseExceptionGroup)
+    assert name in str(exc), f"the error does not name the store {name}: {exc}"
+    assert SECRET not in str(exc) and SECRET not in caplog.text
+    assert len(str(exc)) < 2000, "not one clear error"
+
+
+@pytest.mark.parametrize("kind", LOST)
+def test_a_source_run_that_loses_its_store_fails_once_and_a_rerun_writes_every_record_once(
+        kind: str, request: pytest.FixtureRequest, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    name, topic = uid("lost-src"), uid("lost-src")
+    per_task = 400
+    config = {"name": name, "connector.class": "tests.source_connectors.ScriptedSource", "topic": topic,
+              "count": per_task, "batch": 4, "tasks.max": 2, "poll.sleep.ms": 30, "poll.idle.timeout.ms": 300,
+              "offset.flush.timeout.ms": 3000, "task.shutdown.graceful.timeout.ms": 10000}
+    with lost_store(kind, request, tmp_path) as store:
+        run, out = in_thread(run_source, config, store.url, backend_settings=store.settings, max_seconds=120)
+        wait_until("the run to commit", lambda: all(
+            committed_offset(store.url, name, {"task": t, "round": 1}) for t in range(2)), 60)
+        lost_at = time.monotonic()
+        store.lose()
+        try:
+            run.join(FAIL_WITHIN_S + 30)
+            assert not run.is_alive(), "the run did not end after its store was lost"
+        finally:
+            store.restore()
+        _one_clear_error(out, lost_at, store.name, caplog)
+        again = run_source({**config, "poll.sleep.ms": 0}, store.url, backend_settings=store.settings)
+        with open_backend(store.url, store.settings) as be:
+            values = settled(lambda: json_values(read_topic(be, topic)), lambda v: len(v) >= 2 * per_task)
+        for t in range(2):
+            ns = [v["n"] for v in values if v["task"] == t]
+            assert ns == list(range(per_task)), f"task {t}: twice {[n for n, c in Counter(ns).items() if c > 1][:5]}"
+            assert committed_offset(store.url, name, {"task": t, "round": 1}) == {"n": per_task}
+        assert again.records > 0
+
+
+@pytest.mark.parametrize("kind", LOST)
+def test_a_sink_run_that_loses_its_store_fails_once_and_a_rerun_delivers_the_rest(
+        kind: str, request: pytest.FixtureRequest, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    if kind.startswith("kafka"):
+        request.applymarker(pytest.mark.xfail(strict=False, reason=(
+            "see KAFKA_COMMIT_DEFECT: the lost run's group commit raises WaitTimeoutError, not a BackendError")))
+    caplog.set_level(logging.INFO)
+    topic, name = uid("lost-sink"), uid("lost-sink")
+    log = tmp_path / "calls.jsonl"
+    config = {"name": name, "connector.class": "tests.sink_helpers.RecordingSinkConnector", "topics": topic,
+              "tasks.max": "1", "log.path": str(log), "consumer.max.poll.records": "20", "put.sleep.ms": "50",
+              "offset.flush.interval.ms": "0", "offset.flush.timeout.ms": "3000",
+              "task.shutdown.graceful.timeout.ms": "10000"}
+    n = 1000
+    with lost_store(kind, request, tmp_path) as store:
+        with open_backend(store.url, store.settings) as be:
+            be.create_topics({topic: 1})
+            p = be.producer()
+            try:
+                p.send([ProducerRecord(topic, 0, None, json.dumps(i).encode()) for i in range(n)])
+                p.flush(60)
+            finally:
+                p.close()
+        tp = TopicPartition(topic, 0)
+
+        def committed() -> int | None:
+            with open_backend(store.url, store.settings) as be:
+                c = be.consumer(f"connect-{name}")
+                try:
+                    return c.committed([tp], 10)[tp]
+                finally:
+                    c.close()
+
+        run, out = in_thread(run_sink, config, store.url, backend_settings=store.settings, max_seconds=120)
+        wait_until("the sink to commit", lambda: committed() is not None, 60)
+        lost_at = time.monotonic()
+        store.lose()
+        try:
+            run.join(FAIL_WITHIN_S + 30)
+            assert not run.is_alive(), "the sink run did not end after its store was lost"
+        finally:
+            store.restore()
+        at_failure = committed()
+        delivered = {r[3] for e in read_log(log) if e["call"] == "put" for r in e["records"]}
+        assert at_failure is not None and set(range(at_failure)) <= delivered, "committed past what was delivered"
+        run_sink(config, store.url, backend_settings=store.settings, max_seconds=120)
+        delivered = {r[3] for e in read_log(log) if e["call"] == "put" for r in e["records"]}
+        assert delivered == set(range(n))
+        assert committed() == n
+        _one_clear_error(out, lost_at, store.name, caplog)
