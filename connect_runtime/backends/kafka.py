@@ -957,10 +957,26 @@ class _KafkaProducerBase:
             # close() would try to abort the fenced transaction and fail; destroying the handle is enough
             self._p = None
             return
-        try:
-            self._p.close()
-        except Exception as exc:  # librdkafka reports some close failures as SystemError
-            log.warning("%s: close raised %s", self.what, self.backend.redact(_describe(exc)))
+        # librdkafka's close aborts an open transaction and flushes, with no bound of its own (a coordinator
+        # that never answers holds it for ever): it runs in a thread of its own, waited for a bounded time
+        producer, self._p = self._p, None
+        failed: list[BaseException] = []
+
+        def close() -> None:
+            try:
+                producer.close()
+            except Exception as exc:  # librdkafka reports some close failures as SystemError
+                failed.append(exc)
+
+        closer = threading.Thread(target=close, name="kafka-producer-close", daemon=True)
+        closer.start()
+        bound = self.backend.connect_timeout + 5
+        closer.join(bound)
+        if closer.is_alive():
+            log.warning("%s: close did not finish within %g s (the cluster at %s did not answer); the producer is "
+                        "left to finish in the background", self.what, bound, self.backend.bootstrap)
+        elif failed:
+            log.warning("%s: close raised %s", self.what, self.backend.redact(_describe(failed[0])))
 
 
 class KafkaPlainProducer(_KafkaProducerBase, Producer):

@@ -55,6 +55,8 @@ def _attempt_commit(p: Any, topic: str, value: bytes) -> None:
 # -- at the backend API ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.not_on_tansu("with three producers of one transactional id, Tansu's coordinator times out the "
+                          "newest one's commit (seen: _TIMED_OUT after 30 s) where Apache Kafka commits it")
 @pytest.mark.parametrize("when", ["in-a-transaction", "between-transactions"])
 def test_init_transactions_fences_every_older_producer_of_the_id(backend: Backend, when: str) -> None:
     """A chain of three instances of one id: each newer one fences the ones before; a fenced one stays fenced
