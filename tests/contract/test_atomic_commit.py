@@ -271,9 +271,9 @@ def source_kill_loop(url: str, tmp_path: Path, kills: int, seed: int) -> None:
     end: every record exactly once, offsets and the ranges record agree with the data."""
     rng = random.Random(seed)
     name, topic = uid("eos-kill"), uid("eos-kill")
-    # a task polls 7 records every 10 ms (at most ~560 per run of 0.8 s): enough records that the last kill
-    # still lands before the end and the final run has records left to write
-    tasks, per_task = 2, 500 * kills + 500  # more than the kills leave (each lands within ~1 s of the first poll) + 600 * kills
+    # a task polls 7 records every 10 ms (at most ~560 per run of 0.8 s after its first poll): enough records
+    # that the last kill still lands before the end and the final run has records left to write
+    tasks, per_task = 2, 1500 + 600 * kills
     config = _scripted(name, topic, count=per_task, batch=7, **{"tasks.max": tasks, "poll.sleep.ms": 10})
     ledger = {"interval": "kill-loop"}
     mid_run = 0
