@@ -277,9 +277,9 @@ def test_closing_a_consumer_whose_commit_could_not_reach_the_store_is_bounded() 
         with pytest.raises(Exception):  # noqa: B017 - which error is test_a_call_on_..._naming_it's business
             c.commit({TP: 1}, 2)
         t, _out = in_thread(c.close)
-        t.join(10)
+        t.join(6)
         if t.is_alive():
-            raise Broken("KafkaConsumer.close() after a commit that could not reach the cluster blocked over 10 s")
+            raise Broken("KafkaConsumer.close() after a commit that could not reach the cluster blocked over 6 s")
 
 
 # -- lost mid-run --------------------------------------------------------------------------------------------
