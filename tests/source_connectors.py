@@ -311,14 +311,20 @@ class PlanningTask(SourceTask):
         return None
 
 
-SLOW_TASK_CLASS_S = [0.0]
-"""Seconds :class:`SlowStartPlanningSource` takes in ``task_class()`` (set by in-process tests, 0 by default)."""
+START_GATE: list[threading.Event | None] = [None]
+"""While it holds an event, :class:`GatedStartPlanningSource` waits for it (at most 60 s) in ``task_class()``."""
+START_WAITING = threading.Event()
+"""Set once a :class:`GatedStartPlanningSource` waits at :data:`START_GATE`."""
 
 
-class SlowStartPlanningSource(PlanningSource):
-    """:class:`PlanningSource` whose ``task_class()`` takes ``SLOW_TASK_CLASS_S[0]`` seconds: a task of a fan-out
-    plan that is slow to start (its runtime asks for the task class before the task's producer exists)."""
+class GatedStartPlanningSource(PlanningSource):
+    """:class:`PlanningSource` whose ``task_class()`` waits while :data:`START_GATE` holds an event that is not set:
+    a task of a fan-out plan that is slow to start (its runtime asks for the task class before the task's producer
+    exists), held exactly as long as an in-process test needs."""
 
     def task_class(self) -> type:
-        time.sleep(SLOW_TASK_CLASS_S[0])
+        gate = START_GATE[0]
+        if gate is not None:
+            START_WAITING.set()
+            gate.wait(60)
         return super().task_class()

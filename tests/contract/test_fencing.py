@@ -16,6 +16,7 @@ after a newer plan, and a newer sink run against an older one.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -234,8 +235,8 @@ def test_a_retry_that_plans_fewer_tasks_fences_every_task_of_the_older_plan(back
 
 def test_a_task_of_an_older_plan_starting_while_a_newer_plan_begins_is_fenced(
         backend_url: str, backend: Backend, request: pytest.FixtureRequest) -> None:
-    """An older plan's task 2 passes its start-up check, then is slow to start (its connector takes 1.5 s to name
-    its task class) while a newer plan of one task begins. Task 2 belongs to the older generation: whatever its
+    """An older plan's task 2 passes its start-up check, then is slow to start (its connector names its task class
+    only once a newer plan of one task has begun). Task 2 belongs to the older generation: whatever its
     index, however late it starts, it commits nothing (its first commit raises ProducerFencedError), so the newer
     plan's task, run once task 2 is going, writes every line exactly once."""
     if not backend.capabilities.commits_check_generation:
@@ -250,21 +251,23 @@ def test_a_task_of_an_older_plan_starting_while_a_newer_plan_begins_is_fenced(
 
     name, topic = uid("late"), uid("late")
     old_config = {**_planning(name, topic, 3, 20, lines=300), "connector.class":
-                  "tests.source_connectors.SlowStartPlanningSource"}
+                  "tests.source_connectors.GatedStartPlanningSource"}
     old = plan_source(old_config, backend_url)
-    connectors.SLOW_TASK_CLASS_S[0] = 1.5
+    gate = threading.Event()
+    connectors.START_WAITING.clear()
+    connectors.START_GATE[0] = gate
     try:
         late, out = in_thread(run_source_task, old_config, backend_url, old, 2, max_seconds=60)
-        time.sleep(0.5)  # task 2 passed its check and is starting
-        connectors.SLOW_TASK_CLASS_S[0] = 0.0
+        assert connectors.START_WAITING.wait(30), f"task 2 did not start: {out}"  # it passed its check
         new_config = _planning(name, topic, 1, 0, lines=300)
         new = plan_source(new_config, backend_url)
-        time.sleep(2.0)  # task 2 is going (polling, trying to commit)
-        with open_backend(backend_url) as be:
-            early = [v for v in json_values(read_topic(be, topic)) if v["file"] == "c"]
-        result = run_source_task(new_config, backend_url, new, 0)
     finally:
-        connectors.SLOW_TASK_CLASS_S[0] = 0.0
+        connectors.START_GATE[0] = None
+        gate.set()  # task 2 goes on starting, after the newer plan began
+    time.sleep(2.0)  # task 2 is going (polling, trying to commit)
+    with open_backend(backend_url) as be:
+        early = [v for v in json_values(read_topic(be, topic)) if v["file"] == "c"]
+    result = run_source_task(new_config, backend_url, new, 0)
     late.join(60)
     assert not late.is_alive()
     with open_backend(backend_url) as be:
