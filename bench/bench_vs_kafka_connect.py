@@ -47,6 +47,7 @@ checked once, in the first round; the sink files: every run).
 
 from __future__ import annotations
 
+import abc
 import argparse
 import contextlib
 import hashlib
@@ -403,7 +404,9 @@ class Bench:
         return run
 
 
-class _SinkObserver:
+class _SinkObserver(abc.ABC):
+    """Watches a sink's output from outside: when its first record and its last one appeared."""
+
     def __init__(self, n: int) -> None:
         self.n = n
         self.first: tuple[float, int] | None = None
@@ -414,11 +417,13 @@ class _SinkObserver:
             self.look()
             time.sleep(POLL_S)
 
+    @abc.abstractmethod
     def look(self) -> None:
-        raise NotImplementedError
+        """Read what the sink wrote since the last look; set ``first`` and ``done_at`` when seen."""
 
+    @abc.abstractmethod
     def digest(self) -> str:
-        raise NotImplementedError
+        """A digest of the sink's whole output (compared with the input's)."""
 
 
 class _AppendedFile(_SinkObserver):
