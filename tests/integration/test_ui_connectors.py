@@ -225,7 +225,13 @@ def test_offsets_lag_and_own_offsets_on_sqlite(server: Server) -> None:
     assert reader["lag"] == [{"topic": TOPIC, "partition": 0, "committed": 240, "end": 300, "lag": 60}]
     assert reader["total_lag"] == 60
     archive = c[f"{TOPIC}-archive"]
-    assert archive["owns_offsets"] is True and archive["lag"] is None and archive["offsets"] == []
+    # A FileSink keeps its offsets in its files: the page shows what its last run recorded there, and lag.
+    assert archive["owns_offsets"] is True
+    assert archive["offsets"] == [{"partition": {"kafka_topic": TOPIC, "kafka_partition": 0},
+                                   "offset": {"kafka_offset": 300}}]
+    assert archive["lag"] == [{"topic": TOPIC, "partition": 0, "committed": 300, "end": 300, "lag": 0,
+                               "in": "destination"}]
+    assert archive["total_lag"] == 0
 
 
 def test_offsets_and_lag_on_kafka(server: Server) -> None:
