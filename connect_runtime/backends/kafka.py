@@ -1433,6 +1433,9 @@ class KafkaConsumer(Consumer):
         self._ends: _EndReader | None = None
         self._assigned: dict[TopicPartition, int] = {}
         self._paused: set[TopicPartition] = set()
+        self._closed = False
+        self._pending: threading.Thread | None = None
+        """A commit given up on while librdkafka still runs it (see :meth:`close`)."""
 
     def _what(self) -> str:
         return f"consumer (group {self.group_id!r})" if self.group_id else "consumer"
@@ -1567,8 +1570,12 @@ class KafkaConsumer(Consumer):
         worker.start()
         worker.join(timeout)
         if worker.is_alive():
-            raise WaitTimeoutError(
-                f"{self._what()}: committing offsets at {self.backend.bootstrap} did not complete within {timeout:g} s")
+            # librdkafka's synchronous commit goes on until it gives up by itself: close() must not destroy the
+            # handle under it, nor wait for it unbounded
+            self._pending = worker
+            raise BackendUnavailableError(
+                f"Kafka cluster at {self.backend.bootstrap} did not answer the {self._what()} committing offsets "
+                f"within {timeout:g} s")
         result = outcome[0]
         if isinstance(result, BaseException):
             if isinstance(result, ck.KafkaException):
@@ -1583,10 +1590,32 @@ class KafkaConsumer(Consumer):
         ends, self._ends = self._ends, None
         if ends is not None:
             ends.close()
-        try:
-            self._c.close()
-        except (ck.KafkaException, RuntimeError):
-            pass
+        if self._closed:
+            return
+        self._closed = True
+        consumer = self._c
+        pending, self._pending = self._pending, None
+
+        def close() -> None:
+            if pending is not None:
+                pending.join()  # never destroy the handle under a commit still running on it
+            try:
+                consumer.close()
+            except (ck.KafkaException, RuntimeError):
+                pass
+
+        if pending is None:
+            close()
+            return
+        # a commit that could not reach the cluster is still running in librdkafka: the handle is closed in the
+        # background once it gives up, and this call returns within its bound
+        closer = threading.Thread(target=close, name="kafka-consumer-close", daemon=True)
+        closer.start()
+        bound = min(5.0, self.backend.connect_timeout)
+        closer.join(bound)
+        if closer.is_alive():
+            log.warning("%s: a commit to %s that did not complete is still running; the consumer is closed in the "
+                        "background when it gives up", self._what(), self.backend.bootstrap)
 
 
 __all__ = [

@@ -385,7 +385,9 @@ class _Db:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise BackendError(f"SQLite backend {self.path}: cannot create the parent directory: {exc}") from exc
+            raise BackendUnavailableError(
+                f"SQLite backend {self.path}: the store cannot be reached: cannot create its directory "
+                f"{self.path.parent}: {exc.strerror or exc}") from exc
         conn = self.connect()
         try:
             with self.translate("creating the schema"):

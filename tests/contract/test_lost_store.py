@@ -123,12 +123,6 @@ UNREACHABLE = {
 }
 """How each backend is made unreachable (the backend-specific part of this module)."""
 
-MISSING_DIRECTORY_DEFECT = (
-    "backend defect (connect_runtime/backends/sqlite.py: _Db.init_schema): a store path whose directory cannot be "
-    "created (here: under a regular file) raises plain BackendError ('cannot create the parent directory'), not "
-    "BackendUnavailableError; the message names the path, in time, without the password")
-
-
 @pytest.fixture(params=[
     "sqlite-missing-directory", "sqlite-locked-file", pytest.param("kafka-closed-port", marks=pytest.mark.kafka)])
 def unreachable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Unreachable]:
@@ -208,11 +202,6 @@ RUNS: dict[str, Callable[[Unreachable], Any]] = {
     "run_sink": lambda u: run_sink(_SINK, u.url, backend_settings=u.settings, max_seconds=5),
 }
 
-KAFKA_COMMIT_DEFECT = (
-    "backend defect (connect_runtime/backends/kafka.py: KafkaConsumer.commit): a group commit the cluster never "
-    "answers raises WaitTimeoutError (not a BackendError) after its timeout")
-
-
 def _check(u: Unreachable, what: str, call: Callable[[], Any], caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     started = time.monotonic()
@@ -238,10 +227,6 @@ def _check(u: Unreachable, what: str, call: Callable[[], Any], caplog: pytest.Lo
 def test_a_call_on_an_unreachable_store_fails_in_time_naming_it(
         unreachable: Unreachable, what: str, request: pytest.FixtureRequest,
         caplog: pytest.LogCaptureFixture) -> None:
-    if "missing-directory" in request.node.callspec.id:
-        request.applymarker(pytest.mark.xfail(strict=True, raises=Broken, reason=MISSING_DIRECTORY_DEFECT))
-    elif "kafka" in request.node.callspec.id and what == "consumer.commit":
-        request.applymarker(pytest.mark.xfail(strict=True, raises=Broken, reason=KAFKA_COMMIT_DEFECT))
     opened: list[Backend] = []
 
     def call() -> Any:
@@ -259,17 +244,10 @@ def test_a_call_on_an_unreachable_store_fails_in_time_naming_it(
 def test_a_run_on_an_unreachable_store_fails_in_time_naming_it(
         unreachable: Unreachable, what: str, request: pytest.FixtureRequest,
         caplog: pytest.LogCaptureFixture) -> None:
-    if "missing-directory" in request.node.callspec.id:
-        request.applymarker(pytest.mark.xfail(strict=True, raises=Broken, reason=MISSING_DIRECTORY_DEFECT))
     _check(unreachable, what, lambda: RUNS[what](unreachable), caplog)
 
 
 @pytest.mark.kafka
-@pytest.mark.xfail(strict=True, raises=Broken, reason=(
-    "backend defect (connect_runtime/backends/kafka.py: KafkaConsumer.commit/close): commit() gives up on its "
-    "worker thread after its timeout but leaves librdkafka's synchronous commit running; close() then blocks until "
-    "that commit gives up by itself (~43 s measured with connect.timeout.ms=2000), unbounded by any setting the "
-    "caller passed"))
 def test_closing_a_consumer_whose_commit_could_not_reach_the_store_is_bounded() -> None:
     u = _kafka_closed_port(Path("."))
     with open_backend(u.url, u.settings) as be:
