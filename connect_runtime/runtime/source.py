@@ -250,7 +250,8 @@ class _Run(RunState):
         self.transactions = 0
         self.filtered = 0
         self.skipped = 0
-        self.spans: dict[TopicPartition, list[tuple[int, int]]] = {}
+        # per topic partition, per writer (task index: one transactional id), the spans it committed
+        self.spans: dict[TopicPartition, dict[int, list[tuple[int, int]]]] = {}
         self.offsets: dict[bytes, tuple[Mapping[str, Any], Mapping[str, Any] | None]] = {}
         self.topics: set[str] = set()
 
@@ -293,7 +294,8 @@ class _Run(RunState):
     # -- accounting --------------------------------------------------------------------------------
     def committed(self, spans: Iterable[tuple[TopicPartition, tuple[int, int]]], records: int, filtered: int,
                   skipped: int, offsets: Sequence[tuple[bytes, tuple[Mapping[str, Any], Mapping[str, Any] | None]]],
-                  transaction: bool) -> None:
+                  transaction: bool, writer: int) -> None:
+        """``writer``: the index of the task that committed (its producer's transactional id)."""
         with self.lock:
             self.records += records
             self.filtered += filtered
@@ -301,7 +303,7 @@ class _Run(RunState):
             if transaction:
                 self.transactions += 1
             for tp, span in spans:
-                self.spans.setdefault(tp, []).append(span)
+                self.spans.setdefault(tp, {}).setdefault(writer, []).append(span)
                 self.topics.add(tp.topic)
             for key, po in offsets:
                 self.offsets[key] = po
@@ -884,7 +886,8 @@ class _ExactlyOnceTask(_WorkerTask):
             return
         future, cp, offsets = inflight
         written = future.result()  # fenced, unavailable, ...: raised here, in the task's thread
-        self.run.committed(written.ranges.items(), cp.records, cp.filtered, cp.skipped, offsets, transaction=True)
+        self.run.committed(written.ranges.items(), cp.records, cp.filtered, cp.skipped, offsets, transaction=True,
+                           writer=self.index)
         # Kafka Connect's order (ExactlyOnceWorkerSourceTask.commitTransaction): every commit_record of the
         # transaction, then commit()
         self.report_records(cp, written.metadata)
@@ -937,7 +940,7 @@ class _ExactlyOnceTask(_WorkerTask):
                 # and offsets are stored, so the task hears every commit_record and commit() for it all the same
                 try:
                     self.run.committed(written.ranges.items(), cp.records, cp.filtered, cp.skipped, offsets,
-                                       transaction=True)
+                                       transaction=True, writer=self.index)
                     self.report_records(cp, written.metadata)
                     if self.task is not None:
                         self.task.commit()
@@ -1007,7 +1010,8 @@ class _AtLeastOnceTask(_WorkerTask):
                 ledger_store.put(ledger, self.timeout)
             finally:
                 ledger_store.close()
-        self.run.committed(cp.spans, cp.records, cp.filtered, cp.skipped, offsets, transaction=True)
+        self.run.committed(cp.spans, cp.records, cp.filtered, cp.skipped, offsets, transaction=True,
+                           writer=self.index)
         cp.clear()
         assert self.task is not None
         self.task.commit()
@@ -1362,20 +1366,31 @@ def _run_tasks(plan: _Plan, run: _Run, be: Backend, configs: list[dict[str, str]
 
 def _exact_spans(run: _Run, join_markers: bool) -> ranges_mod.SpanMap:
     """Per topic partition the spans this run committed. On a backend with transaction markers two spans of
-    this run separated by exactly one offset are joined: that offset is this run's own commit marker."""
+    one writer (a task: one transactional id) separated by exactly one offset are joined: that offset is the
+    writer's own commit marker, as its next transaction's records come after its previous one's marker. Spans of
+    different writers (the tasks of one run) are never joined across a gap: the offset between them may be another
+    writer's record, each task's own marker lying elsewhere."""
     out: ranges_mod.SpanMap = {}
     for tp in sorted(run.spans):
-        spans = ranges_mod.normalize_spans(run.spans[tp])
-        if join_markers and len(spans) > 1:
-            joined = [spans[0]]
-            for first, nxt in spans[1:]:
-                if first - joined[-1][1] == 1:
-                    joined[-1] = (joined[-1][0], nxt)
-                else:
-                    joined.append((first, nxt))
-            spans = joined
-        out.setdefault(tp.topic, {})[tp.partition] = spans
+        spans: list[tuple[int, int]] = []
+        for written in run.spans[tp].values():
+            own = ranges_mod.normalize_spans(written)
+            spans.extend(_join_marker_gaps(own) if join_markers else own)
+        out.setdefault(tp.topic, {})[tp.partition] = ranges_mod.normalize_spans(spans)
     return out
+
+
+def _join_marker_gaps(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted spans of ONE writer with each gap of exactly one offset (its commit marker) closed."""
+    if len(spans) < 2:
+        return spans
+    joined = [spans[0]]
+    for first, nxt in spans[1:]:
+        if first - joined[-1][1] == 1:
+            joined[-1] = (joined[-1][0], nxt)
+        else:
+            joined.append((first, nxt))
+    return joined
 
 
 def interval_ranges(backend: Backend, connector: str, ledger_key: Mapping[str, Any]) -> tuple[dict[str, Any], int]:

@@ -226,20 +226,12 @@ def _transactions(records: list[ConsumedRecord], tag: str, batch: int) -> list[t
 
 @pytest.mark.parametrize("what", ["ranges", "ranges record"])
 def test_runs_of_two_connectors_on_one_partition_report_ranges_of_their_records(
-        backend_url: str, backend: Backend, what: str, request: pytest.FixtureRequest) -> None:
+        backend_url: str, backend: Backend, what: str) -> None:
     """Connectors L and R (three tasks each, a transaction per poll of one record) write one partition at once,
     each recording its ranges (ledger key). Each run's ranges (``what``: the run result's, or its ranges record)
     hold all of its records, once; a record of the other connector inside them must be inside one of this
     connector's transactions (committed while it was open: the documented limit; with one record per
     transaction, never), and never on a backend without ``transaction_markers``."""
-    if what == "ranges" and backend.capabilities.transaction_markers:
-        request.applymarker(pytest.mark.xfail(strict=True, raises=Broken, reason=(
-            "runtime defect (connect_runtime/runtime/source.py: _exact_spans(join_markers=True), used by _result): "
-            "a run's spans separated by exactly one offset are joined as if that offset were the run's own "
-            "transaction marker, but spans of two tasks (two producers) of the run can be one offset apart with "
-            "another writer's record in between; the run's ranges then hold that record (seen: ~5% of the other "
-            "connector's records on Apache Kafka). Sound only per producer: a task's own next span starts after "
-            "its marker")))
     topic = uid("shared")
     batch = 1
     names = [uid("left"), uid("right")]
