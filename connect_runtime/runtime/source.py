@@ -833,6 +833,29 @@ class _ExactlyOnceTask(_WorkerTask):
             self.producer.generation_guard = (REGISTRY_STORE, registry_key(self.plan.name, self.plan.scope),
                                               self.plan.record.generation)
         self.producer.init_transactions(self.timeout)
+        if not self.backend.capabilities.commits_check_generation:
+            self.check_generation()
+
+    def check_generation(self) -> None:
+        """KIP-618 zombie fencing where commits cannot check the generation (Kafka): after ``init_transactions``,
+        this task's generation must still be the newest, else it is a zombie and commits nothing.
+
+        A newer generation first writes the registry, then initialises every transactional id of the older one
+        (``_begin_generation``); this task first initialises its producer, then reads the registry. So either
+        the newer generation's fencing came after this ``init_transactions`` (and this producer is fenced: its
+        first commit raises), or the newer generation was in the registry before this read (seen here). Without
+        this read, a task whose ``init_transactions`` came after the fencing (it passed its start-up check
+        before the newer generation began, and was slow to start) would hold the newest epoch of its id, which a
+        newer plan with fewer tasks never initialises again, and commit on beside it."""
+        record = self.plan.record
+        if record is None:
+            return
+        newest = Registry(self.backend).get(self.plan.name, self.plan.scope)
+        if newest is None or newest.generation != record.generation:
+            raise ProducerFencedError(
+                f"{self.label} belongs to generation {record.generation}, but generation "
+                f"{None if newest is None else newest.generation} started before its producer was initialised: "
+                f"a newer plan or run fenced it; it commits nothing")
 
     def producer_for_send(self) -> Producer:
         if not self.txn_open:

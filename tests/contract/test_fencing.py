@@ -233,20 +233,11 @@ def test_a_retry_that_plans_fewer_tasks_fences_every_task_of_the_older_plan(back
         run_source_task(_planning(name, topic, 3, 100), backend_url, old, 2, max_seconds=10)
 
 
-def test_a_task_of_an_older_plan_starting_while_a_newer_plan_begins_is_fenced(
-        backend_url: str, backend: Backend, request: pytest.FixtureRequest) -> None:
+def test_a_task_of_an_older_plan_starting_while_a_newer_plan_begins_is_fenced(backend_url: str) -> None:
     """An older plan's task 2 passes its start-up check, then is slow to start (its connector names its task class
     only once a newer plan of one task has begun). Task 2 belongs to the older generation: whatever its
     index, however late it starts, it commits nothing (its first commit raises ProducerFencedError), so the newer
     plan's task, run once task 2 is going, writes every line exactly once."""
-    if not backend.capabilities.commits_check_generation:
-        request.applymarker(pytest.mark.xfail(strict=True, raises=Broken, reason=(
-            "runtime defect (connect_runtime/runtime/source.py: run_source_task, _begin_generation): on a backend "
-            "without commits_check_generation an older plan's task is fenced only by the newer plan's "
-            "fence_transactional_ids; run_source_task checks the registry generation once at start, and a task "
-            "whose init_transactions comes after that fencing gets the newest epoch of its transactional id and "
-            "commits on; a newer plan with fewer tasks never initialises that id again, so the task runs to its "
-            "end (seen unprovoked too: 2 of 25 races on Apache Kafka with a 0-0.4 s delay)")))
     import tests.source_connectors as connectors
 
     name, topic = uid("late"), uid("late")
