@@ -7,6 +7,8 @@ three front ends answer the same question the same way:
 - :func:`get_offsets`: committed offsets in KIP-875's shape ``{"offsets": [{"partition", "offset"}]}``;
 - :func:`sink_lag`: a sink's committed group offsets against the topics' end offsets;
 - :func:`run_ranges`: the ranges record (what each labelled run, e.g. a data interval, committed);
+- :func:`run_attempts`: every run the registry remembers, with how it ended (``stopped``, ``failed``,
+  ``fenced``, ``died``, ``running``) and why, sources and sinks alike;
 - :func:`alter_offsets` / :func:`reset_offsets`: KIP-875 changes, refused with
   :class:`~connect_runtime.api.errors.ConnectorRunningError` while a run holds the connector; a change
   starts a new generation, so a run that registered before it can never commit over it.
@@ -18,10 +20,18 @@ global store as fallback for partitions it lacks (KIP-618). Sink offsets are the
 and altered there, through the connector (KIP-875's ``SinkConnector.alterOffsets``); without it, reading
 shows what the last run recorded in the registry (``as_of``) and altering is refused, saying what to pass.
 Nothing here prints or returns connection settings.
+
+Offsets are read and changed for connectors that exist only, as Kafka Connect's REST API answers 404
+"Connector X not found": a connector exists when a run registered it in this store (any identity), or
+when the caller gives its config (``config=``; the CLI's config-file argument), which plays the part of
+Kafka Connect's connector created in the ``STOPPED`` state (KIP-980) whose offsets are set before its
+first run. Otherwise :func:`get_offsets`, :func:`alter_offsets` and :func:`reset_offsets` raise
+:class:`ConnectorNotFound` and write nothing.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -42,6 +52,17 @@ class OffsetsInDestination(ConnectError):
     (only the connector can change them there). Nothing was changed."""
 
 
+class ConnectorNotFound(ConnectError, LookupError):
+    """No run registered the connector in this store and no config of it was given (Kafka Connect: 404
+    ``Connector X not found``). Nothing was read or changed."""
+
+    def __init__(self, name: str, known: Sequence[str] = ()) -> None:
+        close = difflib.get_close_matches(name, sorted(set(known)), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        super().__init__(f"connector {name!r} not found: no run of it is registered in this store{hint}")
+        self.name = name
+
+
 def sink_group(name: str) -> str:
     """The consumer group of sink connector ``name`` (Kafka Connect's ``connect-<name>``)."""
     return f"connect-{name}"
@@ -58,6 +79,16 @@ def list_connectors(backend: Backend) -> list[dict[str, Any]]:
 def connector(backend: Backend, name: str, scope: str = "") -> ConnectorRecord | None:
     """The registry entry of ``name`` (``None`` when no run registered it)."""
     return Registry(backend, TIMEOUT).get(name, scope)
+
+
+def require_connector(backend: Backend, name: str, config: Mapping[str, Any] | None = None) -> None:
+    """The existence check of the offsets API: a run registered ``name`` in this store (any identity), or
+    ``config`` (the connector's config) is given. :raises ConnectorNotFound: neither."""
+    if config is not None:
+        return
+    records = Registry(backend, TIMEOUT).list()
+    if not any(r.name == name for r in records):
+        raise ConnectorNotFound(name, [r.name for r in records])
 
 
 def is_running(backend: Backend, name: str) -> bool:
@@ -164,7 +195,10 @@ def get_offsets(backend: Backend, name: str, *, kind: str | None = None,
     offsets in its destination the answer also has ``"managed_by": "destination"`` and ``"where"``: read
     there when ``config`` (the connector's config) is given, else the last run's record of them with
     ``"as_of"`` (epoch ms).
+
+    :raises ConnectorNotFound: no run registered ``name`` and no ``config`` was given.
     """
+    require_connector(backend, name, config)
     k, rec = _kind(backend, name, kind)
     dest = destination_offsets(config) if config is not None else None
     if dest is not None:
@@ -211,12 +245,17 @@ def sink_lag(backend: Backend, name: str, topics: Sequence[str] | None = None) -
     return out
 
 
-def _check_idle(backend: Backend, name: str, rec: ConnectorRecord | None) -> None:
+def _check_idle(backend: Backend, name: str, rec: ConnectorRecord | None,
+                create: ConnectorRecord | None = None) -> None:
     """Refuse while a run of the connector holds it under ANY identity (KIP-875: offsets change only while the
-    connector is stopped); else start a new generation of every identity, fencing every older run."""
-    if rec is None:
-        return  # no run ever registered: nothing can be running or fenced
+    connector is stopped); else start a new generation of every identity, fencing every older run. ``create``:
+    the entry that registers a connector no run registered yet (offsets set from its config before its first
+    run: from then on it exists, stopped, like Kafka Connect's connector created in the STOPPED state)."""
     registry = Registry(backend, TIMEOUT)
+    if rec is None:
+        if create is not None:  # nothing can be running or fenced yet
+            registry.new_generation_if_idle(name, create.scope, create=create)
+        return
     records = [r for r in registry.list() if r.name == name]
     running = [r for r in records if r.running]
     if running:
@@ -240,9 +279,11 @@ def alter_offsets(backend: Backend, name: str, offsets: Sequence[Mapping[str, An
     (``SinkConnector.alter_offsets``), which needs ``config``; without it the change is refused with a
     :class:`ConnectError` saying so (never a silent success on the unused group offsets).
 
+    :raises ConnectorNotFound: no run registered ``name`` and no ``config`` was given (nothing written).
     :raises ConnectorRunningError: a run holds the connector.
     :raises ConfigError: an entry that is not ``{"partition": {...}, "offset": {...} | None}``, naming it.
     """
+    require_connector(backend, name, config)
     k, rec = _kind(backend, name, kind)
     sink_connector = _sink_connector(config) if config is not None else None
     if sink_connector is not None and k == "unknown":
@@ -276,7 +317,13 @@ def alter_offsets(backend: Backend, name: str, offsets: Sequence[Mapping[str, An
         done = _alter_in_destination(backend, name, rec, sink_connector, config, sink)
         if done is not None:
             return done
-    _check_idle(backend, name, rec)
+    create = None
+    if rec is None and config is not None:
+        create = ConnectorRecord(name=name, kind="sink" if sink_connector is not None or sink else "source",
+                                 connector_class=str(config.get("connector.class", "")),
+                                 offsets_store=offsets_store or config.get("offsets.storage.topic") or None,
+                                 topics=sorted({tp.topic for tp in sink}))
+    _check_idle(backend, name, rec, create)
     if source:
         store_name = offsets_store or (None if rec is None else rec.offsets_store)
         store = backend.offset_store(store_name)
@@ -305,7 +352,9 @@ def reset_offsets(backend: Backend, name: str, *, kind: str | None = None,
                   offsets_store: str | None = None, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """KIP-875 ``DELETE /connectors/{name}/offsets``: every source offset deleted, the sink group back to the
     beginning of each partition it committed; a sink that keeps its offsets in its destination resets them
-    there (see :func:`alter_offsets`). :raises ConnectorRunningError: a run holds the connector."""
+    there (see :func:`alter_offsets`). :raises ConnectorRunningError: a run holds the connector.
+    :raises ConnectorNotFound: no run registered ``name`` and no ``config`` was given (nothing written)."""
+    require_connector(backend, name, config)
     current = get_offsets(backend, name, kind=kind, offsets_store=offsets_store, config=config)["offsets"]
     if not current:
         _check_idle(backend, name, _kind(backend, name, kind)[1])
@@ -390,6 +439,22 @@ def run_ranges(backend: Backend, connector: str | None = None, limit: int = 200)
     return out[:limit] if limit else out
 
 
+def run_attempts(backend: Backend, connector: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+    """Every run the registry remembers (the last few per connector and identity), newest first::
+
+        {"connector", "scope", "kind", "generation", "state", "started", "finished", "error", "records",
+         "context", "topics"}
+
+    ``state``: ``running``, ``stopped`` (ended normally), ``failed``, ``fenced`` (a newer generation of the
+    same connector and identity started while it ran; it could commit nothing after that) or ``died`` (its
+    heartbeat stopped: killed or lost). ``error``: the reason, as the run raised it (not masked here: a
+    front end showing it masks the secrets it knows). ``context``: the Airflow task instance that ran it
+    (``dag_id``, ``task_id``, ``run_id``, ``try_number``) or ``None``; ``records``: what a sink run delivered
+    (``None`` when it failed or for sources, whose records are in the ranges record)."""
+    out = Registry(backend, TIMEOUT).attempts(connector)
+    return out[:limit] if limit else out
+
+
 def interval_ranges(backend: Backend, name: str, ledger_key: Mapping[str, Any]) -> dict[str, Any]:
     """What the ranges record holds for one ``(connector, label)``: ``{"ranges", "records"}``."""
     want = json.loads(json.dumps(dict(ledger_key), sort_keys=True))
@@ -399,6 +464,7 @@ def interval_ranges(backend: Backend, name: str, ledger_key: Mapping[str, Any]) 
     return {"ranges": {}, "records": 0}
 
 
-__all__ = ["ConnectError", "OffsetsInDestination", "alter_offsets", "connector", "destination_offsets", "get_offsets", "interval_ranges", "is_running",
-           "list_connectors", "reset_offsets", "run_ranges", "sink_group", "sink_lag", "sink_offsets",
-           "source_offsets"]
+__all__ = ["ConnectError", "ConnectorNotFound", "OffsetsInDestination", "alter_offsets", "connector",
+           "destination_offsets", "get_offsets", "interval_ranges", "is_running", "list_connectors",
+           "require_connector", "reset_offsets", "run_attempts", "run_ranges", "sink_group", "sink_lag",
+           "sink_offsets", "source_offsets"]

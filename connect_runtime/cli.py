@@ -16,6 +16,9 @@
                                         KIP-875: a source partition's offset (null deletes it), or a
                                         sink partition {"kafka_topic": T, "kafka_partition": P} with
                                         {"kafka_offset": N} (null: back to the beginning)
+                                        A CONNECTOR name no run registered in the store is an
+                                        error (exit 1, as Kafka Connect's 404 "Connector X not
+                                        found"); its config file works before its first run
     offsets reset CONNECTOR             delete every source offset; sink group back to the beginning
                                         (set and reset are refused while a run holds the connector,
                                         and start a new generation: an older run can no longer commit)
@@ -224,7 +227,7 @@ def validation_warnings(config: Mapping[str, Any]) -> dict[str, str]:
     against the runtime's fields for the connector's kind and the connector's own ``config_def()``.
     Empty when ``connector.class`` cannot be loaded (that is an error, not a warning)."""
     from connect_runtime.api.config import ConfigDef
-    from connect_runtime.runtime.config import SINK_CONFIG, SOURCE_CONFIG, unknown_keys
+    from connect_runtime.runtime.config import SINK_CONFIG, SOURCE_CONFIG, misspelt_keys, unknown_keys
     from connect_runtime.runtime.plugins import load_class
 
     try:
@@ -242,7 +245,9 @@ def validation_warnings(config: Mapping[str, Any]) -> dict[str, str]:
 
         defs = [SINK_CONFIG, getattr(run_module, "SINK_RUN_CONFIG", None)]
     defs.append(own)
-    return unknown_keys(config, *(d for d in defs if isinstance(d, ConfigDef)))
+    checked = [d for d in defs if isinstance(d, ConfigDef)]
+    misspelt = misspelt_keys(config, *checked)  # errors (validation_errors), not warnings
+    return {k: why for k, why in unknown_keys(config, *checked).items() if k not in misspelt}
 
 
 def cmd_validate(ctx: _Context) -> int:
@@ -281,6 +286,19 @@ def cmd_offsets(ctx: _Context) -> int:
         name = config["name"]
         kind = _connector_kind(config)
         store_name = store_name or config.get("offsets.storage.topic") or None
+    try:
+        return _offsets(ctx, name, kind, store_name, config)
+    except admin.ConnectorNotFound as exc:  # Kafka Connect: 404 "Connector X not found"; exit 1
+        exc.args = (f"{exc}; to {'read' if a.offsets_command == 'get' else 'set'} the offsets of a connector "
+                    "before its first run, give its config file as CONNECTOR",)
+        raise
+
+
+def _offsets(ctx: _Context, name: str, kind: str | None, store_name: str | None,
+             config: dict[str, str] | None) -> int:
+    from connect_runtime import admin
+
+    a = ctx.args
     with ctx.open(read_only=a.offsets_command == "get") as backend:
         if a.offsets_command == "get":
             _out(admin.get_offsets(backend, name, kind=kind, offsets_store=store_name, config=config))

@@ -19,6 +19,14 @@ value a JSON object (:class:`ConnectorRecord`), so it lives in the same file or 
 data and needs no new backend primitive. A run writes a heartbeat every :data:`HEARTBEAT_SECONDS`; a
 ``running`` entry whose heartbeat is older than :data:`STALE_SECONDS` belonged to a run that died
 (SIGKILL, lost worker) and counts as stopped.
+
+Each entry also keeps its last :data:`ATTEMPTS_KEPT` **attempts** (``ConnectorRecord.attempts``), one per
+generation that ran: how it ended (``stopped``, ``failed``, ``fenced``: a newer generation started while it
+ran; ``died``: its heartbeat stopped) and why. A fenced run cannot change the entry otherwise (its
+successor owns it), but :meth:`Registry.finish` still records its end there, and :meth:`Registry.begin`
+records a predecessor that left no attempt (killed, or ended outside ``finish``). An attempt also names
+the Airflow task instance that ran it when the process has Airflow's ``AIRFLOW_CTX_*`` variables (read
+from the environment; the runtime never imports Airflow).
 """
 
 from __future__ import annotations
@@ -36,6 +44,12 @@ from connect_runtime.backends.base import REGISTRY_STORE, Backend
 
 HEARTBEAT_SECONDS = 5.0
 STALE_SECONDS = 30.0
+ATTEMPTS_KEPT = 20
+"""Attempts (ended or fenced generations) kept per registry entry, newest last."""
+ERROR_CHARS = 500
+
+_CONTEXT_ENV = {"dag_id": "AIRFLOW_CTX_DAG_ID", "task_id": "AIRFLOW_CTX_TASK_ID",
+                "run_id": "AIRFLOW_CTX_DAG_RUN_ID", "try_number": "AIRFLOW_CTX_TRY_NUMBER"}
 
 
 def registry_key(name: str, scope: str = "") -> bytes:
@@ -74,6 +88,14 @@ class ConnectorRecord:
     (a mirror for the Connectors view; the destination is the truth)."""
     destination_read: int | None = None
     """When the mirror was read (epoch ms)."""
+    records: int | None = None
+    """Records the generation's run delivered to its connector, when it ended and said so (sinks)."""
+    context: dict[str, str] | None = None
+    """The orchestrator's task that started this generation (``dag_id``, ``task_id``, ``run_id``,
+    ``try_number`` from ``AIRFLOW_CTX_*``), or ``None``."""
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    """The last :data:`ATTEMPTS_KEPT` generations that ran, oldest first: ``{"generation", "state", "started",
+    "finished", "error", "records", "context", "topics"}``, ``state`` one of ``stopped``, ``failed``, ``fenced``, ``died``."""
 
     @property
     def running(self) -> bool:
@@ -94,6 +116,7 @@ class ConnectorRecord:
         """The JSON shape the admin API, the CLI and the UI show."""
         out = asdict(self)
         out.pop("heartbeat")
+        out.pop("attempts")  # the run history: :meth:`Registry.attempts`
         out["running"] = self.running
         if self.state == "running" and not self.running:
             out["state"] = "stopped (no heartbeat: the run died)"
@@ -102,6 +125,45 @@ class ConnectorRecord:
 
 def owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def run_context() -> dict[str, str] | None:
+    """The Airflow task instance running this process, from the ``AIRFLOW_CTX_*`` variables Airflow's task
+    runner exports (``None`` outside Airflow)."""
+    found = {k: os.environ[v] for k, v in _CONTEXT_ENV.items() if os.environ.get(v)}
+    return found if found.get("dag_id") and found.get("task_id") else None
+
+
+def _attempt(rec: ConnectorRecord, state: str, error: str | None, finished: int | None) -> dict[str, Any]:
+    return {"generation": rec.generation, "state": state, "started": rec.started, "finished": finished,
+            "error": None if error is None else error[:ERROR_CHARS], "records": rec.records,
+            "context": rec.context, "topics": list(rec.topics)}
+
+
+def _record_attempt(rec: ConnectorRecord, attempt: dict[str, Any]) -> None:
+    """Add (or replace: same generation) ``attempt`` in ``rec.attempts``, keeping the last ATTEMPTS_KEPT."""
+    kept = [a for a in rec.attempts if a.get("generation") != attempt["generation"]]
+    kept.append(attempt)
+    kept.sort(key=lambda a: (a.get("started") or 0, a.get("generation") or 0))
+    rec.attempts = kept[-ATTEMPTS_KEPT:]
+
+
+def _left_behind(before: ConnectorRecord, successor: int) -> dict[str, Any] | None:
+    """The attempt of ``before``'s generation when it ran and recorded none (it was killed, is still running,
+    or ended outside :meth:`Registry.finish`); ``None`` when it recorded one or never ran."""
+    if before.started is None or any(a.get("generation") == before.generation or a.get("started") == before.started
+                                     for a in before.attempts):
+        return None  # never ran, or recorded (an offsets change bumps the generation of a run that ended)
+    if before.state == "running" and before.running:
+        return _attempt(before, "fenced", f"fenced by generation {successor}, started by {owner()} while it ran",
+                        None)
+    if before.state == "running":
+        return _attempt(before, "died", f"the run died (killed or lost): no heartbeat for {STALE_SECONDS:g} s; "
+                                        f"generation {successor} replaced it", before.heartbeat)
+    if before.finished is None or before.finished < before.started:
+        return None  # a generation bumped by an offsets change, not a run
+    return _attempt(before, "failed" if before.state.startswith("failed") else "stopped", before.error,
+                    before.finished)
 
 
 class Registry:
@@ -151,7 +213,11 @@ class Registry:
                 tasks=0, state="running", connector_class=connector_class, offsets_store=offsets_store,
                 topics=[] if before is None else before.topics,
                 owns_offsets=owns_offsets or (before is not None and before.owns_offsets),
-                started=now, finished=None, heartbeat=now, owner=owner(), error=None)
+                started=now, finished=None, heartbeat=now, owner=owner(), error=None, records=None, context=run_context(),
+                attempts=[] if before is None else before.attempts)
+            left = None if before is None else _left_behind(before, rec.generation)
+            if left is not None:
+                _record_attempt(rec, left)
             return rec.to_json()
 
         value = self.backend.update_entry(REGISTRY_STORE, registry_key(name, scope), bump, self.timeout)
@@ -186,12 +252,55 @@ class Registry:
 
     def finish(self, record: ConnectorRecord, *, failed: BaseException | None = None,
                topics: Sequence[str] = ()) -> bool:
+        """Record the end of ``record``'s generation, and its attempt. When a newer generation owns the entry
+        (this run was fenced), only the attempt is recorded, as ``fenced``, with what the run ended with.
+        Returns whether the entry was still this generation's."""
+        now = _now_ms()
+        error = None if failed is None else f"{type(failed).__name__}: {failed}"[:ERROR_CHARS]
         changes: dict[str, Any] = {"state": "failed" if failed is not None else "stopped",
-                                   "finished": _now_ms(), "heartbeat": _now_ms(),
-                                   "error": None if failed is None else f"{type(failed).__name__}: {failed}"[:500]}
+                                   "finished": now, "heartbeat": now, "error": error}
         if topics:
             changes["topics"] = sorted(set(record.topics) | set(topics))
-        return self.update(record, **changes)
+        applied = [False]
+
+        def change(current: bytes | None) -> bytes | None:
+            have = None if current is None else ConnectorRecord.from_json(current)
+            if have is None:
+                return current
+            if have.generation == record.generation:
+                for k, v in changes.items():
+                    setattr(have, k, v)
+                _record_attempt(have, _attempt(have, have.state, error, now))
+                applied[0] = True
+            else:
+                mine = ConnectorRecord.from_json(record.to_json())
+                mine.topics = changes.get("topics", record.topics)
+                why = f"fenced by generation {have.generation}" + (f" (started by {have.owner})" if have.owner else "")
+                _record_attempt(have, _attempt(mine, "fenced", why if error is None else f"{why}; it ended with {error}",
+                                               now))
+            return have.to_json()
+
+        self.backend.update_entry(REGISTRY_STORE, registry_key(record.name, record.scope), change, self.timeout)
+        if applied[0]:
+            for k, v in changes.items():
+                setattr(record, k, v)
+        return applied[0]
+
+    def attempts(self, name: str | None = None) -> list[dict[str, Any]]:
+        """The attempts of every entry (or of connector ``name``), newest first, each with ``connector``,
+        ``scope`` and ``kind``; a generation running now is included as ``running``."""
+        out = []
+        for rec in self.list():
+            if name is not None and rec.name != name:
+                continue
+            items = list(rec.attempts)
+            if rec.state == "running" and not any(a.get("generation") == rec.generation for a in items):
+                items.append(_attempt(rec, "running" if rec.running else "died", None if rec.running else
+                                      f"the run died (killed or lost): no heartbeat for {STALE_SECONDS:g} s",
+                                      None if rec.running else rec.heartbeat))
+            out.extend({"connector": rec.name, "scope": rec.scope, "kind": rec.kind, **a} for a in items)
+        return sorted(out, key=lambda a: (-(a.get("finished") or a.get("started") or 0), a["connector"], a["scope"],
+                                          -(a.get("generation") or 0)))
 
     def new_generation_if_idle(self, name: str, scope: str = "", *, floor: int = 0,
                                create: ConnectorRecord | None = None) -> ConnectorRecord:
@@ -221,5 +330,5 @@ class Registry:
         return result[0]
 
 
-__all__ = ["HEARTBEAT_SECONDS", "STALE_SECONDS", "ConnectorRecord", "ConnectorRunningError", "Registry",
+__all__ = ["ATTEMPTS_KEPT", "HEARTBEAT_SECONDS", "STALE_SECONDS", "ConnectorRecord", "ConnectorRunningError", "Registry",
            "registry_key"]

@@ -1131,7 +1131,8 @@ def _finish_registration(generation: Generation, exc: BaseException | None, resu
     topics = set(result.committed) if result is not None else set()
     if isinstance(configured, (list, tuple)):
         topics |= {str(t) for t in configured}
-    generation.finish(exc, sorted(topics), **mirror)
+    records = {} if result is None else {"records": result.records}  # the run's attempt in the registry
+    generation.finish(exc, sorted(topics), **mirror, **records)
 
 
 def _run(config: Mapping[str, Any], values: dict[str, Any], connector: SinkConnector, backend: Backend,

@@ -241,11 +241,45 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     assert r.rc == 0 and "pyconnect" in r.out
 
 
-@pytest.mark.parametrize("cmd", [["topics", "list"], ["offsets", "get", "gen"]])
-def test_commands_on_an_empty_backend(tmp_path: Path, sqlite_url: str, cmd: list[str]) -> None:
+def test_commands_on_an_empty_backend(tmp_path: Path, sqlite_url: str) -> None:
     open_backend(sqlite_url).close()  # a database nothing was written to yet
-    r = cli(*cmd, url=sqlite_url)
+    r = cli("topics", "list", url=sqlite_url)
     assert r.rc == 0, r.err
+    # no connector has run: its offsets are an error, as Kafka Connect's 404 "Connector X not found"
+    assert_one_line_error(cli("offsets", "get", "gen", url=sqlite_url), 1, "connector 'gen' not found")
+
+
+def test_offsets_of_a_connector_that_never_ran(tmp_path: Path, sqlite_url: str) -> None:
+    """A name no run registered is an error for get, set and reset (exit 1, nothing written, a did-you-mean for
+    a near miss); its config file stands for the connector before its first run (Kafka Connect: a connector
+    created STOPPED, KIP-980) and registers it."""
+    config = datagen(tmp_path, 20)
+    assert cli("run", str(config), url=sqlite_url).rc == 0
+    before = cli("offsets", "get", "gen", url=sqlite_url).json()
+    part = ["--partition", '{"task": 0}', "--offset", '{"position": 3}']
+    for cmd in (["get", "nope"], ["set", "nope", *part], ["reset", "nope"], ["set", "gne", *part]):
+        r = cli("offsets", *cmd, url=sqlite_url)
+        assert_one_line_error(r, 1, f"connector {cmd[1]!r} not found", "no run of it is registered",
+                              "give its config file as CONNECTOR")
+        assert r.out == ""
+    assert "did you mean 'gen'?" in cli("offsets", "set", "gne", *part, url=sqlite_url).err
+    with open_backend(sqlite_url) as be:
+        from connect_runtime import admin
+
+        assert {c["name"] for c in admin.list_connectors(be)} == {"gen"}, "nothing registered under the bad names"
+        assert admin.source_offsets(be, "nope") == [] and admin.source_offsets(be, "gne") == []
+    assert cli("offsets", "get", "gen", url=sqlite_url).json() == before
+
+    # by config file, before its first run: set applies, and the connector exists from then on
+    fresh = tmp_path / "fresh.properties"
+    fresh.write_text(config.read_text().replace("name=gen", "name=fresh"))
+    assert cli("offsets", "get", str(fresh), url=sqlite_url).json() == {"offsets": []}
+    r = cli("offsets", "set", str(fresh), *part, url=sqlite_url)
+    assert r.rc == 0, r.err
+    got = cli("offsets", "get", "fresh", url=sqlite_url)
+    assert got.rc == 0, got.err
+    assert got.json() == {"offsets": [{"partition": {"task": 0}, "offset": {"position": 3}}]}
+    assert cli("offsets", "reset", "fresh", url=sqlite_url).rc == 0
 
 
 READ_ONLY_COMMANDS = [["topics", "list"], ["topics", "read", "events"], ["offsets", "get", "gen"]]
