@@ -88,6 +88,8 @@ PYCONNECT = REPO / ".venv" / "bin" / "pyconnect"
 TARGET_LAUNCH = 2.0
 TARGET_AFTER_FIRST = 1.2
 POLL_S = 0.01
+SINK_SUFFIX = ".txt"
+"""The published files of ours (``format=text`` in ``pyconnect-sink.properties``)."""
 
 
 # -- Kafka Connect's jars ---------------------------------------------------------------------------------
@@ -458,7 +460,7 @@ class _AppendedFile(_SinkObserver):
 
 class _PublishedFiles(_SinkObserver):
     """Ours: records are written to a hidden in-flight file (the first byte there is the first record written)
-    and published by a rename at each commit point as ``<topic>+<p>+<first>+<last>.jsonl``."""
+    and published by a rename at each commit point as ``<topic>+<p>+<first>+<last>.txt``."""
 
     def __init__(self, directory: Path, n: int) -> None:
         super().__init__(n)
@@ -472,8 +474,8 @@ class _PublishedFiles(_SinkObserver):
         now = time.perf_counter()
         published = 0
         for e in entries:
-            if e.name.endswith(".jsonl") and not e.name.startswith("."):
-                first, last = e.name[: -len(".jsonl")].rsplit("+", 2)[1:]
+            if e.name.endswith(SINK_SUFFIX) and not e.name.startswith("."):
+                first, last = e.name[: -len(SINK_SUFFIX)].rsplit("+", 2)[1:]
                 published += int(last) - int(first) + 1
             elif self.first is None and e.name.startswith(".inflight-"):
                 with contextlib.suppress(FileNotFoundError):
@@ -485,7 +487,7 @@ class _PublishedFiles(_SinkObserver):
             self.done_at = now
 
     def digest(self) -> str:
-        files = sorted((p for p in self.dir.glob("*.jsonl")), key=lambda p: int(p.name.rsplit("+", 2)[1]))
+        files = sorted((p for p in self.dir.glob(f"*{SINK_SUFFIX}")), key=lambda p: int(p.name.rsplit("+", 2)[1]))
         h = hashlib.sha256()
         for p in files:
             h.update(p.read_bytes())

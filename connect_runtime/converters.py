@@ -196,6 +196,7 @@ class StringConverter(Converter):
     def __init__(self) -> None:
         self.is_key = False
         self.encoding = "utf-8"
+        self._lines_safe = True
 
     def config_def(self) -> ConfigDef:
         return self.CONFIG
@@ -203,6 +204,28 @@ class StringConverter(Converter):
     def configure(self, configs: Mapping[str, Any], is_key: bool) -> None:
         self.encoding = self.CONFIG.parse(configs)["converter.encoding"]
         self.is_key = is_key
+        self._lines_safe = codecs.lookup(self.encoding).name in _NEWLINE_SAFE
+
+    def encode_many(self, values: Sequence[Any]) -> list[bytes | None]:
+        """Each value's bytes, the same as :meth:`from_connect` gives one by one, as a batch: the strings
+        joined with newlines, encoded once and split again (an encoding where a newline is the byte 0x0A and
+        nothing else contains it). Raises on a value it cannot write (the caller redoes the batch value by
+        value to name it)."""
+        if self._lines_safe and values and set(map(type, values)) == _STR:
+            data = "\n".join(values).encode(self.encoding).split(b"\n")
+            if len(data) == len(values):  # else some value holds a newline itself
+                return data
+        return [self.from_connect("", v) for v in values]
+
+    def decode_many(self, data: Sequence[bytes | None]) -> list[Any]:
+        """Each value's text, the same as :meth:`to_connect` gives one by one, as a batch (one ``decode``;
+        see :meth:`encode_many`). Raises on bytes it cannot read (the caller redoes the batch record by
+        record to name it)."""
+        if self._lines_safe and data and set(map(type, data)) == _BYTES:
+            text = b"\n".join(data).decode(self.encoding).split("\n")
+            if len(text) == len(data):
+                return text
+        return [self.to_connect("", d) for d in data]
 
     def from_connect(self, topic: str, value: Any, headers: Headers | None = None) -> bytes | None:
         if value is None:
@@ -238,6 +261,16 @@ class ByteArrayConverter(Converter):
     def __init__(self) -> None:
         self.is_key = False
 
+    def encode_many(self, values: Sequence[Any]) -> list[bytes | None]:
+        """:meth:`from_connect` of each value (bytes and ``None`` as they are, with one type check per batch)."""
+        if set(map(type, values)) <= _BYTES_OR_NONE:
+            return list(values)
+        return [self.from_connect("", v) for v in values]
+
+    def decode_many(self, data: Sequence[bytes | None]) -> list[Any]:
+        """The same bytes (:meth:`to_connect` of each)."""
+        return list(data)
+
     def configure(self, configs: Mapping[str, Any], is_key: bool) -> None:
         self.is_key = is_key
 
@@ -254,6 +287,12 @@ class ByteArrayConverter(Converter):
     def to_connect(self, topic: str, data: bytes | None, headers: Headers | None = None) -> Any:
         return data
 
+
+_STR = {str}
+_BYTES = {bytes}
+_BYTES_OR_NONE = {bytes, type(None)}
+_NEWLINE_SAFE = frozenset({"utf-8", "ascii", "latin-1", "iso8859-1", "cp1252"})
+"""Codecs (``codecs.lookup(...).name``) in which text joined with newlines splits back at the same places."""
 
 _HERE = __name__
 for _cls, _kafka_name in (

@@ -83,9 +83,17 @@ def partition_dir(directory: str | os.PathLike[str], tp: TopicPartition) -> Path
     return Path(directory) / tp.topic / f"partition={tp.partition}"
 
 
+EXTENSIONS = {"text": "txt"}
+"""The file name extension of a format, where it is not the format's name (jsonl, csv)."""
+
+
+def extension(fmt: str) -> str:
+    return EXTENSIONS.get(fmt, fmt)
+
+
 def file_name(tp: TopicPartition, first: int, last: int, fmt: str) -> str:
     """The published name of a file holding offsets ``first..last`` (inclusive) of ``tp``."""
-    return f"{tp.topic}+{tp.partition}+{first:0{_PAD}d}+{last:0{_PAD}d}.{fmt}"
+    return f"{tp.topic}+{tp.partition}+{first:0{_PAD}d}+{last:0{_PAD}d}.{extension(fmt)}"
 
 
 @dataclass(frozen=True)
@@ -137,7 +145,7 @@ class PartitionDir:
         self.lock_timeout = lock_timeout
         self.manifest_path = self.dir / MANIFEST
         self._name_re = re.compile(
-            re.escape(f"{tp.topic}+{tp.partition}+") + rf"(\d{{{_PAD}}})\+(\d{{{_PAD}}})\.{re.escape(fmt)}$")
+            re.escape(f"{tp.topic}+{tp.partition}+") + rf"(\d{{{_PAD}}})\+(\d{{{_PAD}}})\.{re.escape(extension(fmt))}$")
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -159,7 +167,7 @@ class PartitionDir:
         return sorted(out, key=lambda f: f.first)
 
     def _legacy_names(self) -> list[Path]:
-        prefix, suffix = f"{self.tp.topic}-{self.tp.partition}", f".{self.fmt}"
+        prefix, suffix = f"{self.tp.topic}-{self.tp.partition}", f".{extension(self.fmt)}"
         out = []
         for name in self._names():
             if not (name.startswith(prefix) and name.endswith(suffix)):
@@ -246,7 +254,7 @@ class PartitionDir:
 
     def _legacy_start(self, name: str) -> int:
         """First offset of a version-1 file (-1 for the single-file name, which always comes first)."""
-        middle = name[len(f"{self.tp.topic}-{self.tp.partition}"):-len(f".{self.fmt}")]
+        middle = name[len(f"{self.tp.topic}-{self.tp.partition}"):-len(f".{extension(self.fmt)}")]
         return int(middle[1:]) if middle else -1
 
     def take_over_v1(self, st: State) -> None:
@@ -292,9 +300,9 @@ class PartitionDir:
             _fsync_dir(self.dir)
 
     def new_inflight(self, generation: int, first: int) -> tuple[Path, IO[bytes]]:
-        path = self.dir / f"{INFLIGHT_PREFIX}{generation}-{os.getpid()}-{first}.{self.fmt}.tmp"
+        path = self.dir / f"{INFLIGHT_PREFIX}{generation}-{os.getpid()}-{first}.{extension(self.fmt)}.tmp"
         return path, open(path, "wb")
 
 
-__all__ = ["LOCK", "MANIFEST", "PartitionDir", "Published", "State", "file_name", "partition_dir", "read_manifest",
+__all__ = ["EXTENSIONS", "LOCK", "MANIFEST", "PartitionDir", "Published", "State", "extension", "file_name", "partition_dir", "read_manifest",
            "write_atomically"]

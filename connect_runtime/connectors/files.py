@@ -584,8 +584,10 @@ _SINK_CONFIG = (
     ConfigDef()
     .define("directory", Type.STRING, validator=non_empty_string, importance=Importance.HIGH,
             doc="Directory to write into (<directory>/<topic>/partition=<p>/...).")
-    .define("format", Type.STRING, default="jsonl", validator=ValidString.in_("jsonl", "csv"),
-            doc="jsonl (one JSON document per line) or csv (a header row, then one row per record).")
+    .define("format", Type.STRING, default="jsonl", validator=ValidString.in_("jsonl", "csv", "text"),
+            doc="jsonl (one JSON document per line), csv (a header row, then one row per record) or text (each "
+                "value's own bytes as a line, as Kafka Connect's FileStreamSink: str or bytes values, e.g. from "
+                "StringConverter or ByteArrayConverter; files named *.txt).")
     .define("output.fields", Type.LIST, default=["value"], validator=_output_fields,
             doc="What each line holds: 'value' alone writes the value; several fields write an object "
                 "(jsonl) or leading columns (csv) of topic, partition, offset, timestamp, key, value, headers.")
@@ -859,6 +861,9 @@ class FileSinkTask(SinkTask):
         self._format = cfg["format"]
         self._fields: list[str] = cfg["output.fields"]
         self._value_only = self._fields == ["value"]
+        if self._format == "text" and not self._value_only:
+            raise ConfigError(errors={"output.fields": "format=text writes the value alone: expected output.fields="
+                                                       f"value, got {','.join(self._fields)}"})
         self._csv_columns: list[str] = cfg["csv.columns"]
         self._fsync = cfg["fsync"]
         self._max_bytes = cfg["file.max.bytes"]
@@ -909,7 +914,9 @@ class FileSinkTask(SinkTask):
                 if not recs:
                     continue
             w.prepare(recs[0].offset)
-            data = self._encode_csv(w, recs) if self._format == "csv" else self._encode_jsonl(recs)
+            fmt = self._format
+            data = (self._encode_jsonl(recs) if fmt == "jsonl" else self._encode_text(recs) if fmt == "text"
+                    else self._encode_csv(w, recs))
             w.write(data, recs[-1].offset + 1)
 
     # -- encoding -----------------------------------------------------------------------------------
@@ -932,6 +939,22 @@ class FileSinkTask(SinkTask):
             enc = _encode
             return self._encode_one_by_one(recs, lambda r: (enc(r.value if self._value_only
                                                                  else self._fields_of(r)) + "\n").encode())
+
+    def _encode_text(self, recs: list[SinkRecord]) -> bytes:
+        """format=text: each value's bytes as they are (a str in UTF-8), one line per record, joined as a batch
+        with one ``join``; a value that is neither (or that holds a newline, which would make it two lines)
+        is found record by record, named, and reported (dead letter queue) or fails the run."""
+        values = list(map(_value_of, recs))
+        try:
+            blob = b"\n".join(values)  # bytes, bytearray, memoryview: verbatim
+        except TypeError:
+            try:
+                blob = "\n".join(values).encode("utf-8")
+            except (TypeError, UnicodeError):
+                blob = None
+        if blob is not None and blob.count(b"\n") == len(values) - 1:
+            return blob + b"\n"
+        return self._encode_one_by_one(recs, _text_line)
 
     def _encode_one_by_one(self, recs: list[SinkRecord], encode_one: Any) -> bytes:
         """Slow path after a batch failed to encode: find the bad records and report or raise."""
@@ -992,6 +1015,23 @@ class FileSinkTask(SinkTask):
         for w in self._writers.values():
             w.discard()
         self._writers = {}
+
+
+def _text_line(r: SinkRecord) -> bytes:
+    """One record's line of format=text (the slow path, which names what is wrong with a value)."""
+    v = r.value
+    if isinstance(v, str):
+        line = v.encode("utf-8")
+    elif isinstance(v, (bytes, bytearray, memoryview)):
+        line = bytes(v)
+    elif v is None:
+        line = b""  # a tombstone: an empty line
+    else:
+        raise DataError(f"format=text writes str or bytes values (value.converter=StringConverter or "
+                        f"ByteArrayConverter), got a {type(v).__name__}")
+    if b"\n" in line:
+        raise DataError("format=text writes one line per record, and this value holds a newline")
+    return line + b"\n"
 
 
 def _csv_cell(v: Any) -> Any:

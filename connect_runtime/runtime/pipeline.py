@@ -270,9 +270,11 @@ class _Pipeline:
         self.log_messages = bool(settings["errors.log.include.messages"])
         self.settings = settings
         vc = self.value_converter
-        # The fast path encodes JSON values as a batch; any other value converter is called per record.
+        # The fast path converts the values of a batch at once where the value converter can (the built-in
+        # ones: encode_many / decode_many); any other value converter is called per record.
         self._json_value = type(vc) is JsonConverter
-        self._encode_many = vc.encode_many if self._json_value else None  # type: ignore[attr-defined]
+        self._encode_many = getattr(vc, "encode_many", None)
+        self._decode_many = None if self._json_value else getattr(vc, "decode_many", None)
 
     def _failed(self, what: str, stage: str, plugin: object, exc: Exception, key: Any, value: Any,
                 transform: str | None = None, where: str | None = None) -> RecordError:
@@ -564,6 +566,14 @@ class SinkPipeline(_Pipeline):
                        dec(s) if (r := scan(s := v.decode(), 0))[1] != len(s) else r[0]),
                    timestamp=ts, headers=None if h is None else hconv(t, h))
                 for t, p, o, k, v, ts, h in records
+            ]
+        decode_many = self._decode_many
+        if decode_many is not None:  # StringConverter, ByteArrayConverter: the values of the batch at once
+            return [
+                SR(topic=t, partition=p, offset=o,
+                   key=None if k is None else kconv(t, k, None),
+                   value=value, timestamp=ts, headers=None if h is None else hconv(t, h))
+                for (t, p, o, k, _, ts, h), value in zip(records, decode_many(list(map(_value_of, records))))  # noqa: B905
             ]
         vconv = self.value_converter.to_connect
         return [
