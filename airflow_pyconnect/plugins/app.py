@@ -10,7 +10,10 @@ Airflow's login on its own, so every API route resolves the user exactly as Airf
 - altering or resetting offsets: that **and** ``is_authorized_connection(PUT, <conn_id>)``: only a user
   Airflow lets edit the connection whose store holds the offsets (Op and Admin of the simple auth manager).
 
-No token: 401; a token without the permission: 403. Changing offsets while a run holds the connector:
+No token: 401; a token without the permission: 403. The offsets of a connector name no run registered in
+the connection's store: 404 ``connector 'X' not found: ...`` for GET, PATCH and DELETE alike (Kafka
+Connect's ``ConnectorsResource`` answers 404 "Connector X not found"; nothing is written under that name).
+Changing offsets while a run holds the connector:
 409 with the runtime's message. A store that cannot be reached: 503 with one line naming the
 connection. The page itself (``GET /pyconnect/ui``) is static HTML and JavaScript with no data in it; it
 calls the API with the browser's cookie.
@@ -98,10 +101,24 @@ def create_app() -> FastAPI:
     @app.get("/api/connections/{conn_id}/runs")
     def runs(conn_id: str, user: ReaderDep, connector: str | None = None,
              limit: Annotated[int, Query(ge=1, le=1000)] = 200) -> dict[str, Any]:
-        """The ranges record, newest first, each entry with the DAG run it belongs to."""
+        """Every run, newest first: committed ranges of source runs and the registry's attempts (sink runs,
+        failed, fenced or died attempts with the reason), each with its DAG run; one colour per connector."""
         conn = _connection(conn_id)
         try:
             return service.runs(conn_id, conn["embedded"], connector, limit)
+        except service.StoreUnavailable as exc:
+            raise _unavailable(exc) from None
+
+    @app.get("/api/connections/{conn_id}/connectors/{name}/offsets")
+    def get_offsets(conn_id: str, name: str, user: ReaderDep) -> dict[str, Any]:
+        """KIP-875 ``GET /connectors/{name}/offsets``; 404 for a name no run registered."""
+        from connect_runtime.admin import ConnectorNotFound
+
+        conn = _connection(conn_id)
+        try:
+            return service.offsets(conn_id, name, conn["embedded"])
+        except ConnectorNotFound as exc:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
         except service.StoreUnavailable as exc:
             raise _unavailable(exc) from None
 
@@ -113,12 +130,14 @@ def create_app() -> FastAPI:
         return conn
 
     def _run_change(fn: Any, *args: Any) -> dict[str, Any]:
-        from connect_runtime.admin import OffsetsInDestination
+        from connect_runtime.admin import ConnectorNotFound, OffsetsInDestination
         from connect_runtime.api.errors import ConfigError, ConnectorRunningError
 
         try:
             result: dict[str, Any] = fn(*args)
             return result
+        except ConnectorNotFound as exc:  # Kafka Connect: 404 "Connector X not found"
+            raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
         except ConnectorRunningError as exc:
             raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
         except OffsetsInDestination as exc:  # the page has no connector config (its secrets stay in the DAG)

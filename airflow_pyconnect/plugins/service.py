@@ -10,8 +10,14 @@ operators write) and closes it before returning.
 - :func:`overview`: per connector its kind, state, generation, topics, committed offsets (KIP-875
   shape) and, for a sink that commits through its consumer group, end offsets and lag per topic
   partition; sinks that keep their offsets in their destination are marked ``owns_offsets``;
-- :func:`runs`: the ranges record (newest first) with the DAG run each entry belongs to;
+- :func:`runs`: every run, newest first: a source's committed ranges per data interval (the ranges record)
+  and every attempt the registry remembers (sink runs, failed, fenced or died attempts, with the reason,
+  masked), each with the DAG run it belongs to, and one chart colour per connector;
+- :func:`offsets`: KIP-875's ``GET /connectors/{name}/offsets``;
 - :func:`alter` / :func:`reset`: KIP-875 changes, refused while a run holds the connector.
+
+A connector name no run registered raises :class:`connect_runtime.admin.ConnectorNotFound` from
+:func:`offsets`, :func:`alter` and :func:`reset` (the app answers 404, as Kafka Connect does).
 
 A store that cannot be reached raises :class:`StoreUnavailable` whose message is one line naming the
 connection; no connection setting (password, SASL config, ...) ever appears in what these return.
@@ -214,23 +220,101 @@ def _airflow_run_ids(keys: list[Mapping[str, Any]]) -> dict[tuple[str, str], str
     return out
 
 
+PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#e15759", "#76b7b2", "#edc948", "#9c755f",
+           "#ff9da7", "#bab0ac")
+"""Chart colours (Tableau 10), one per connector in name order; they repeat after ten, the legend names them."""
+
+
+def colours(names: Sequence[str]) -> dict[str, str]:
+    """One colour per connector name, stable for a given set of names (sorted, then the palette in order)."""
+    return {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(sorted(set(names)))}
+
+
+def _attempt_row(a: Mapping[str, Any], secrets: Sequence[str]) -> dict[str, Any]:
+    ctx = a.get("context") or {}
+    return {"type": "attempt", "connector": a["connector"], "kind": a.get("kind"), "scope": a.get("scope") or "",
+            "key": {k: ctx[k] for k in ("dag_id", "task_id") if ctx.get(k)}, "run_id": ctx.get("run_id"),
+            "try_number": ctx.get("try_number"), "ranges": {}, "records": a.get("records"),
+            "generation": a.get("generation"), "state": a.get("state"),
+            "error": None if not a.get("error") else _scrub(a["error"], secrets),
+            "started": a.get("started"), "finished": a.get("finished"),
+            "updated": a.get("finished") or a.get("started") or 0, "topics": a.get("topics") or []}
+
+
+def _committed_by(entry: Mapping[str, Any], attempt: Mapping[str, Any]) -> bool:
+    """Whether ``attempt`` (registry) is the run that last committed the ranges ``entry``: same connector,
+    ended well, the entry's last commit inside its run, and the same task instance when both name one."""
+    if attempt["connector"] != entry["connector"] or attempt.get("state") != "stopped":
+        return False
+    started, finished = attempt.get("started") or 0, attempt.get("finished") or 0
+    if not started <= int(entry.get("updated") or 0) <= finished:
+        return False
+    ctx, key = attempt.get("context") or {}, entry["key"]
+    if ctx and key.get("dag_id"):
+        return (ctx.get("dag_id"), ctx.get("task_id")) == (key.get("dag_id"), key.get("task_id")) and (
+            entry.get("run_id") is None or ctx.get("run_id") == entry.get("run_id"))
+    return True
+
+
 def runs(conn_id: str, embedded: bool = False, connector: str | None = None, limit: int = 200,
          run_ids: Callable[[list[Mapping[str, Any]]], dict[tuple[str, str], str]] = _airflow_run_ids,
          ) -> dict[str, Any]:
-    """The ranges record of one connection's store, newest first, each entry with ``run_id`` (the DAG run
-    of its data interval, from Airflow's metadata DB; ``None`` when not found)."""
+    """Every run of one connection's store, newest first (``updated``), at most ``limit``:
+
+    - ``"type": "ranges"``: a source run's committed ranges for one label (a data interval), with ``run_id``
+      (its DAG run, from Airflow's metadata DB; ``None`` when not found) and, when the registry still has the
+      attempt that committed them, its ``state``, ``generation``, ``started`` and ``finished``;
+    - ``"type": "attempt"``: every other run the registry remembers: sink runs (``records`` delivered), and
+      failed, fenced or died attempts of sources and sinks with the reason (``error``, connection secrets
+      masked), with ``run_id`` / ``key`` of the Airflow task instance that ran it when known.
+
+    ``colours``: one chart colour per connector (every connector of the store, and any in the rows).
+    """
     from connect_runtime import admin
 
     with open_store(conn_id, embedded, read_only=True) as (backend, described, secrets):
         try:
             entries = admin.run_ranges(backend, connector, limit)
+            attempts = admin.run_attempts(backend, connector, 0)
+            names = [c["name"] for c in admin.list_connectors(backend)]
         except Exception as exc:
             raise _guard(conn_id, secrets, exc) from None
     found = run_ids([e["key"] for e in entries]) if entries else {}
+    rows: list[dict[str, Any]] = []
     for e in entries:
         key = e["key"]
-        e["run_id"] = found.get((str(key.get("dag_id")), str(key.get("interval"))))
-    return {**described, "runs": entries}
+        e.update(type="ranges", kind="source", state=None, error=None,
+                 run_id=found.get((str(key.get("dag_id")), str(key.get("interval")))))
+        rows.append(e)
+    merged: set[int] = set()
+    for e in rows:  # the attempt that committed a ranges entry and ended well is that row (its state and times)
+        for i, a in enumerate(attempts):
+            if i not in merged and _committed_by(e, a):
+                merged.add(i)
+                e.update(state="stopped", generation=a.get("generation"), started=a.get("started"),
+                         finished=a.get("finished"), try_number=(a.get("context") or {}).get("try_number"))
+                break
+    rows.extend(_attempt_row(a, secrets) for i, a in enumerate(attempts) if i not in merged)
+    rows.sort(key=lambda r: (-(r.get("updated") or 0), r["connector"], r["type"]))
+    if limit:
+        rows = rows[:limit]
+    return {**described, "runs": rows, "colours": colours(names + [r["connector"] for r in rows])}
+
+
+def offsets(conn_id: str, name: str, embedded: bool = False) -> dict[str, Any]:
+    """KIP-875 ``GET /connectors/{name}/offsets`` of one connector of the store (a sink that keeps its offsets
+    in its destination: what its last run recorded there, ``"as_of"``).
+
+    :raises ConnectorNotFound: no run registered ``name`` in this store."""
+    from connect_runtime import admin
+
+    with open_store(conn_id, embedded, read_only=True) as (backend, _described, secrets):
+        try:
+            return admin.get_offsets(backend, name)
+        except admin.ConnectorNotFound:
+            raise
+        except Exception as exc:
+            raise _guard(conn_id, secrets, exc) from None
 
 
 # -- changing -------------------------------------------------------------------------------------
@@ -244,7 +328,7 @@ def alter(conn_id: str, name: str, offsets: Sequence[Mapping[str, Any]], embedde
     with open_store(conn_id, embedded) as (backend, _described, secrets):
         try:
             return admin.alter_offsets(backend, name, offsets)
-        except (ConnectorRunningError, ConfigError, admin.OffsetsInDestination):
+        except (ConnectorRunningError, ConfigError, admin.OffsetsInDestination, admin.ConnectorNotFound):
             raise
         except Exception as exc:
             raise _guard(conn_id, secrets, exc) from None
@@ -258,11 +342,11 @@ def reset(conn_id: str, name: str, embedded: bool = False) -> dict[str, Any]:
     with open_store(conn_id, embedded) as (backend, _described, secrets):
         try:
             return admin.reset_offsets(backend, name)
-        except (ConnectorRunningError, admin.OffsetsInDestination):
+        except (ConnectorRunningError, admin.OffsetsInDestination, admin.ConnectorNotFound):
             raise
         except Exception as exc:
             raise _guard(conn_id, secrets, exc) from None
 
 
-__all__ = ["StoreUnavailable", "UnknownConnection", "alter", "connection_ids", "open_store", "overview",
-           "reset", "runs"]
+__all__ = ["PALETTE", "StoreUnavailable", "UnknownConnection", "alter", "colours", "connection_ids", "offsets",
+           "open_store", "overview", "reset", "runs"]

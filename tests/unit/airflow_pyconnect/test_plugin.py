@@ -108,9 +108,99 @@ def test_overview_and_runs_of_a_store_filled_by_real_runs(monkeypatch: pytest.Mo
     assert by["gen"]["offsets"] == [{"partition": {"task": 0}, "offset": {"position": 45}},
                                     {"partition": {"task": 1}, "offset": {"position": 90}}]
     assert by["rd"]["lag"] == [{"topic": "o", "partition": 0, "committed": 60, "end": 90, "lag": 30}]
-    (entry,) = service.runs("pc_unit", run_ids=lambda keys: {})["runs"]
-    assert entry["key"] == key and entry["records"] == 90 and entry["run_id"] is None
+    got = service.runs("pc_unit", run_ids=lambda keys: {})
+    sink_run, entry = got["runs"]  # newest first: the sink ran last
+    assert entry["type"] == "ranges" and entry["key"] == key and entry["records"] == 90 and entry["run_id"] is None
+    assert entry["state"] == "stopped" and entry["generation"] == 0, "the source's attempt is its ranges row"
+    assert sink_run["type"] == "attempt" and (sink_run["connector"], sink_run["kind"]) == ("rd", "sink")
+    assert (sink_run["state"], sink_run["records"], sink_run["error"], sink_run["topics"]) == ("stopped", 60, None, ["o"])
+    assert sink_run["started"] <= sink_run["finished"] == sink_run["updated"]
+    assert got["colours"] == {"gen": service.PALETTE[0], "rd": service.PALETTE[1]}
     assert "pc_unit" in [c["conn_id"] for c in service.connection_ids(db=lambda: [])]
+
+
+def test_runs_show_failed_and_fenced_attempts_with_the_reason_masked(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    """A fenced source run (a newer run of the same connector started while it ran) and a failed sink run are
+    rows with their reason, the connection's secrets masked; the runs of Airflow tasks name them."""
+    import threading
+    import time
+
+    from airflow_pyconnect.plugins import service
+    from connect_runtime import run_sink, run_source
+    from connect_runtime.api.errors import ProducerFencedError
+
+    secret = "pw-runs-very-secret"
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    _conn(monkeypatch, "pc_runs", host=url, extra={"sasl.password": secret})  # a secret of the connection
+    busy = {"name": "busy", "connector.class": "connect_runtime.connectors.datagen.DataGenSource", "topic": "b",
+            "max.records": -1, "batch.size": 5, "poll.delay.ms": 50}
+    out: dict[str, BaseException] = {}
+
+    def first() -> None:
+        try:
+            run_source(busy, url, max_seconds=60)
+        except BaseException as exc:  # the fencing, checked below
+            out["error"] = exc
+
+    def running() -> bool:
+        try:
+            return any(c["name"] == "busy" and c["running"] for c in service.overview("pc_runs")["connectors"])
+        except service.StoreUnavailable:  # the run has not created the store yet
+            return False
+
+    t = threading.Thread(target=first)
+    t.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not running():
+            assert time.monotonic() < deadline and t.is_alive(), f"the first run never showed as running: {out}"
+            time.sleep(0.1)
+        for k, v in {"AIRFLOW_CTX_DAG_ID": "d", "AIRFLOW_CTX_TASK_ID": "again", "AIRFLOW_CTX_DAG_RUN_ID": "manual__2",
+                     "AIRFLOW_CTX_TRY_NUMBER": "1"}.items():
+            monkeypatch.setenv(k, v)
+        run_source(busy, url, max_seconds=1)
+    finally:
+        t.join(60)
+    assert isinstance(out.get("error"), ProducerFencedError), out
+    bad = tmp_path / secret / "log.jsonl"  # the error quotes the path, hence the secret
+    with pytest.raises(Exception, match=secret):
+        run_sink({"name": "rd", "connector.class": "tests.sink_helpers.RecordingSinkConnector", "topics": "b",
+                  "log.path": str(bad)}, url, max_records=5)
+    got = service.runs("pc_runs", run_ids=lambda keys: {})
+    rows = got["runs"]
+    assert secret not in json.dumps(got)
+    failed, fencer, fenced = rows
+    assert (failed["connector"], failed["kind"], failed["state"]) == ("rd", "sink", "failed")
+    assert "No such file or directory" in failed["error"] and "/[hidden]/log.jsonl" in failed["error"]
+    assert (fencer["connector"], fencer["state"], fencer["generation"]) == ("busy", "stopped", 1)
+    assert fencer["key"] == {"dag_id": "d", "task_id": "again"} and fencer["run_id"] == "manual__2"
+    assert fencer["try_number"] == "1"
+    assert (fenced["connector"], fenced["state"], fenced["generation"]) == ("busy", "fenced", 0)
+    assert fenced["error"].startswith("fenced by generation 1") and "ProducerFencedError" in fenced["error"]
+    assert fenced["key"] == {} and fenced["run_id"] is None
+    assert set(got["colours"]) == {"busy", "rd"} and len(set(got["colours"].values())) == 2
+
+
+def test_offsets_of_a_connector_that_never_ran_are_not_found(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """GET, PATCH and DELETE of a name no run registered: ConnectorNotFound (the app's 404); nothing written."""
+    from airflow_pyconnect.plugins import service
+    from connect_runtime import admin, run_source
+    from connect_runtime.backends import open_backend
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    _conn(monkeypatch, "pc_404", host=url)
+    run_source({"name": "gen", "connector.class": "connect_runtime.connectors.datagen.DataGenSource",
+                "topic": "o", "max.records": 10}, url)
+    assert service.offsets("pc_404", "gen") == {"offsets": [{"partition": {"task": 0}, "offset": {"position": 10}}]}
+    with pytest.raises(admin.ConnectorNotFound, match=r"^connector 'nope' not found"):
+        service.offsets("pc_404", "nope")
+    with pytest.raises(admin.ConnectorNotFound):
+        service.alter("pc_404", "nope", [{"partition": {"task": 0}, "offset": {"position": 3}}])
+    with pytest.raises(admin.ConnectorNotFound):
+        service.reset("pc_404", "nope")
+    with open_backend(url) as be:
+        assert admin.source_offsets(be, "nope") == [] and [c["name"] for c in admin.list_connectors(be)] == ["gen"]
 
 
 def test_a_sink_keeping_its_offsets_in_its_destination_shows_them_with_lag(monkeypatch: pytest.MonkeyPatch,
