@@ -76,6 +76,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from itertools import accumulate, count, islice
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -107,7 +108,7 @@ log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
 
-_FORMATS_BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv"}
+_FORMATS_BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".txt": "text"}
 _CHUNK = 1 << 20
 _IDLE_WAIT = 0.1
 """Seconds a poll waits when no file has anything new (Kafka Connect's file source waits too)."""
@@ -119,7 +120,7 @@ def _format_of(name: str, configured: str | None) -> str:
     fmt = _FORMATS_BY_SUFFIX.get(Path(name).suffix.lower())
     if fmt is None:
         raise ConfigError(errors={"format": f"cannot tell the format of {name!r} from its extension; "
-                                            "set format=jsonl or format=csv"})
+                                            "set format=jsonl, csv or text"})
     return fmt
 
 
@@ -163,8 +164,9 @@ _SOURCE_CONFIG = (
             doc="Topic to write the records to.")
     .define("pattern", Type.STRING, default="*", validator=_relative_glob,
             doc="Glob of the files to read, relative to directory (e.g. *.jsonl, **/*.csv).")
-    .define("format", Type.STRING, default=None, validator=ValidString.in_("jsonl", "csv"),
-            doc="jsonl or csv; default from each file's extension (.jsonl/.ndjson/.json, .csv).")
+    .define("format", Type.STRING, default=None, validator=ValidString.in_("jsonl", "csv", "text"),
+            doc="jsonl, csv or text (each line's text as a str value, as Kafka Connect's FileStreamSource; no "
+                "parsing); default from each file's extension (.jsonl/.ndjson/.json, .csv, .txt).")
     .define("batch.size", Type.INT, default=1000, validator=Range.at_least(1), doc="Records per poll at most.")
     .define("key.field", Type.STRING, default=None,
             doc="Field of each record's value used as the record key (default: no key).")
@@ -289,7 +291,7 @@ _TASK_CONFIG = (
     ConfigDef()
     .define("directory", Type.STRING, validator=non_empty_string)
     .define("topic", Type.STRING, validator=non_empty_string)
-    .define("format", Type.STRING, default=None, validator=ValidString.in_("jsonl", "csv"))
+    .define("format", Type.STRING, default=None, validator=ValidString.in_("jsonl", "csv", "text"))
     .define("batch.size", Type.INT, default=1000, validator=Range.at_least(1))
     .define("key.field", Type.STRING, default=None)
     .define(_TASK_FILES, Type.STRING, doc="JSON list of the files of this task.")
@@ -318,6 +320,10 @@ class _FileCursor:
         self._fh: io.BufferedReader | None = None
         self._buf = b""
         self._eof = False
+        self._lines: list[bytes] = []
+        """format=text: complete lines read ahead (without their newline), from ``_li`` on not yet
+        returned; ``_buf`` then holds only the text after the last newline read."""
+        self._li = 0
 
     # -- file handling ------------------------------------------------------------------------------
 
@@ -378,7 +384,7 @@ class _FileCursor:
             return False
         if st.st_size != self.position + len(self._buf):
             return True
-        return bool(self._buf.strip()) and self._final(st.st_mtime)
+        return bool(self._buf if self.fmt == "text" else self._buf.strip()) and self._final(st.st_mtime)
 
     def _final(self, mtime: float) -> bool:
         """The file stopped changing: not modified for ``file.final.ms``."""
@@ -391,6 +397,8 @@ class _FileCursor:
         (which is then left in ``self.error``, the cursor already past it)."""
         if self.gone or (self._fh is None and not self._open()):
             return 0
+        if self.fmt == "text":
+            return self._read_text(limit, topic, out)
         fh = self._fh
         assert fh is not None
         csv_fmt = self.fmt == "csv"
@@ -472,6 +480,103 @@ class _FileCursor:
             last["line"] = self.line
             last["done"] = True
         return n
+
+
+    def _read_text(self, limit: int, topic: str, out: list[SourceRecord]) -> int:
+        """format=text: every line is a record whose value is its text (UTF-8, without the newline and a
+        ``\\r`` before it). Lines are split a chunk at a time (one ``split``), and a poll's lines decoded with
+        one ``decode``; a line that is not UTF-8 is named like a malformed JSON line (``self.error``)."""
+        fh = self._fh
+        assert fh is not None
+        n = 0
+        eof = False
+        while True:
+            lines, li = self._lines, self._li
+            if li >= len(lines):
+                chunk = fh.read(_CHUNK)
+                if chunk:
+                    lines = (self._buf + chunk).split(b"\n")
+                    self._buf = lines.pop()
+                    self._lines, self._li = lines, 0
+                    continue
+                tail = self._buf
+                if not tail or not self._final(os.fstat(fh.fileno()).st_mtime):
+                    eof = True
+                    break
+                if n >= limit:
+                    break
+                # the file is final: its last line has no newline, it is read as it is
+                self._buf = b""
+                n += self._emit_text([tail], topic, out, newline=False)
+                if self.error is not None:
+                    break
+                continue
+            if n >= limit:
+                break
+            take = lines[li:li + limit - n]
+            self._li = li + len(take)
+            n += self._emit_text(take, topic, out, newline=True)
+            if self.error is not None:
+                break
+        self._eof = eof
+        if eof:
+            self.close()  # reopened by read() when has_more() says the file grew
+            self._lines, self._li = [], 0
+            if n and self.error is None and not self._buf:
+                last = out[-1].source_offset
+                assert last is not None
+                last["done"] = True  # this record consumed the file to its end
+        return n
+
+    def _emit_text(self, lines: list[bytes], topic: str, out: list[SourceRecord], *, newline: bool) -> int:
+        """Append the records of ``lines`` (whole lines, in order, from the cursor's position) to ``out``.
+        A line that is not UTF-8 ends them: it becomes ``self.error`` (the cursor past it; what was read
+        ahead after it is read again)."""
+        if self.line == 0 and self.position == 0 and lines[0].startswith(_BOM):
+            lines = [lines[0][3:], *lines[1:]]
+            self.position = 3
+        line, base = self.line, self.position
+        try:
+            text = b"\n".join(lines).decode("utf-8")
+        except UnicodeDecodeError:
+            good, why = 0, ""
+            for raw in lines:  # find the bad line (the ones before it are records)
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    why = str(exc)
+                    break
+                good += 1
+            n = self._emit_text(lines[:good], topic, out, newline=newline) if good else 0
+            self.line += 1
+            self.position += len(lines[good]) + newline
+            self._lines, self._li, self._buf = [], 0, b""
+            done = False
+            if self._fh is not None:
+                self._fh.seek(self.position)
+                done = self.position >= os.fstat(self._fh.fileno()).st_size
+            self.error = SourceRecord(
+                source_partition=self.partition, topic=topic,
+                source_offset={"position": self.position, "line": self.line, "done": done},
+                value=DataError(f"{self.path}: line {self.line}: not UTF-8 text (format=text): {why}"))
+            return n
+        values = text.split("\n")
+        if "\r" in text:
+            values = [v[:-1] if v.endswith("\r") else v for v in values]
+        ends = list(accumulate(map(len, lines), _line_end, initial=base))
+        if not newline:
+            ends[-1] -= 1
+        partition = self.partition
+        out += [SourceRecord(source_partition=partition, source_offset={"position": end, "line": no, "done": False},
+                             topic=topic, value=value)
+                for value, end, no in zip(values, islice(ends, 1, None), count(line + 1))]
+        self.line = line + len(values)
+        self.position = ends[-1]
+        return len(values)
+
+
+def _line_end(position: int, length: int) -> int:
+    return position + length + 1
 
 
 def _csv_record_end(buf: bytes, start: int) -> int:
