@@ -120,7 +120,7 @@ def _format_of(name: str, configured: str | None) -> str:
     fmt = _FORMATS_BY_SUFFIX.get(Path(name).suffix.lower())
     if fmt is None:
         raise ConfigError(errors={"format": f"cannot tell the format of {name!r} from its extension; "
-                                            "set format=jsonl, csv or text"})
+                                            "set format=jsonl or format=csv (or format=text)"})
     return fmt
 
 
