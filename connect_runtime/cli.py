@@ -50,9 +50,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from connect_runtime.api.config import HIDDEN
 from connect_runtime.api.errors import ConfigError, ConnectError
-from connect_runtime.secrets import mask_config, secret_values
+from connect_runtime.runtime.worker import CONFIG_LOGGER
+from connect_runtime.secrets import mask_config, secret_values, url_passwords
 
 DEFAULT_BACKEND = "sqlite:///pyconnect.db"
 BACKEND_ENV = "PYCONNECT_BACKEND"
@@ -105,10 +105,10 @@ def _secrets(config: Mapping[str, Any]) -> list[str]:
 
 
 def _redact(text: str, secrets: Sequence[str]) -> str:
-    for s in secrets:
-        if len(s) >= 3:
-            text = text.replace(s, HIDDEN)
-    return text
+    """``text`` without the given secret values (3 characters or more) nor any URL's password."""
+    from connect_runtime.secrets import scrub
+
+    return scrub(text, [s for s in secrets if len(s) >= 3])
 
 
 def _decode(data: bytes | None) -> Any:
@@ -147,12 +147,34 @@ def _load(path: str) -> dict[str, str]:
     return load_config(path)
 
 
+_LOG_SECRETS: list[str] = []
+"""Secret values the log handler of :func:`main` masks (the command's config and backend settings)."""
+
+
+class _ScrubbingFormatter(logging.Formatter):
+    """Log lines without the command's secret values nor any URL's password (as Airflow's masker does)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return _redact(super().format(record), _LOG_SECRETS)
+
+
 class _Context:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.backend_url: str = args.backend or os.environ.get(BACKEND_ENV) or DEFAULT_BACKEND
         self.settings = _settings(args.setting or [])
-        self.secrets: list[str] = []
+        self._secrets: list[str] = []
+        self.secrets = []
+
+    @property
+    def secrets(self) -> list[str]:
+        """The config's secret values and the backend settings' (masked in output, errors and log lines)."""
+        return self._secrets
+
+    @secrets.setter
+    def secrets(self, values: Sequence[str]) -> None:
+        self._secrets = list(dict.fromkeys([*values, *secret_values(self.settings), *url_passwords(self.backend_url)]))
+        _LOG_SECRETS[:] = self._secrets
 
     def open(self, *, read_only: bool = False) -> Any:
         from connect_runtime.backends import open_backend
@@ -436,18 +458,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: --{flag.replace('_', '-')} must be at least 0, got {value}", file=sys.stderr)
             return 2
     # quiet by default: a failure is one ``error:`` line, not the runtime's log lines too
+    # (config warnings excepted: an unknown key is shown without -v, as ``warning: ...``)
     level = logging.DEBUG if args.debug else logging.INFO if args.verbose else logging.CRITICAL + 1
     root = logging.getLogger()
     saved_level = root.level
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(_ScrubbingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(level)
     root.addHandler(handler)
     root.setLevel(level)
+    config_log = logging.getLogger(CONFIG_LOGGER)
+    quiet = level > logging.WARNING
+    warnings_handler = logging.StreamHandler(sys.stderr)
+    warnings_handler.setFormatter(_ScrubbingFormatter("warning: %(message)s"))
+    warnings_handler.setLevel(logging.WARNING)
+    if quiet:
+        config_log.addHandler(warnings_handler)
+        config_log.setLevel(logging.WARNING)
     try:
         return _dispatch(args)
     finally:
         root.removeHandler(handler)
         root.setLevel(saved_level)
+        if quiet:
+            config_log.removeHandler(warnings_handler)
+            config_log.setLevel(logging.NOTSET)
+        _LOG_SECRETS.clear()
 
 
 def _dispatch(args: argparse.Namespace) -> int:

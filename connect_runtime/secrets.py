@@ -17,13 +17,26 @@ Plugin fields are prefixed as in Kafka Connect: ``key.converter.<field>``, ``val
 that cannot be imported is skipped (the name rules still apply; the run itself reports the bad class).
 The CLI, the Airflow provider and the UI use :func:`mask_config` / :func:`secret_keys` so that a
 ``Type.PASSWORD`` value never reaches a log line, a rendered template, XCom, CLI output or an error.
+
+Secrets also hide inside values that are not secret as a whole:
+
+- the password in a URL's user-info (``postgresql://user:pw@host/db``, a SQLAlchemy URL, ``kafka://u:pw@h``),
+  in any field and in any text (:func:`mask_urls`; the percent-decoded form counts too, since drivers quote it
+  decoded);
+- the values under secret-looking keys of an options map (``storage.options``: ``{"secret": ...}``), given as a
+  mapping or as a JSON object string, at any depth.
+
+:func:`secret_values` returns these too (for maskers and :func:`scrub`), :func:`mask_config` masks them in
+place, and :func:`scrub` masks URL passwords in any text besides the values it is given.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+from urllib.parse import unquote
 
 from connect_runtime.api.config import HIDDEN, ConfigDef, Password
 
@@ -31,6 +44,78 @@ NameRule = Callable[[str], bool]
 
 _SECRET_NAME = re.compile(r"(password|secret|sasl\.jaas\.config|ssl\.key|token|credential)", re.I)
 _CONVERTERS = ("key.converter", "value.converter", "header.converter")
+
+
+_URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^:@/\s?#\[\]'\"]*:)(?P<password>[^@\s/'\"]*)@")
+"""``scheme://user:password@``: the password part of a URL's user-info (a ``:`` with nothing after it is none)."""
+
+
+def url_passwords(text: str) -> list[str]:
+    """The passwords in the user-info of every URL in ``text``, as written and percent-decoded."""
+    out: list[str] = []
+    for m in _URL_PASSWORD.finditer(text):
+        pw = m.group("password")
+        if pw:
+            out.append(pw)
+            decoded = unquote(pw)
+            if decoded != pw:
+                out.append(decoded)
+    return out
+
+
+def mask_urls(text: str, hidden: str = HIDDEN) -> str:
+    """``text`` with the password of every URL's user-info replaced by ``hidden`` (the user name is kept, as
+    Airflow shows connection URIs)."""
+    if "://" not in text:
+        return text
+    return _URL_PASSWORD.sub(lambda m: m.group("head") + (hidden if m.group("password") else "") + "@", text)
+
+
+def _json_object(value: Any) -> Any:
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _secret_name(key: str, name_rule: NameRule | None) -> bool:
+    return looks_secret(key) or (name_rule is not None and bool(name_rule(key)))
+
+
+def _nested_secrets(value: Any, name_rule: NameRule | None, out: list[str]) -> None:
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if _secret_name(str(k), name_rule) and not isinstance(v, (Mapping, list, tuple)):
+                if v not in (None, ""):
+                    out.append(v.value if isinstance(v, Password) else str(v))
+            else:
+                _nested_secrets(v, name_rule, out)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _nested_secrets(v, name_rule, out)
+    elif isinstance(value, str):
+        parsed = _json_object(value)
+        if parsed is not None:
+            _nested_secrets(parsed, name_rule, out)
+        else:
+            out.extend(url_passwords(value))
+
+
+def _mask_nested(value: Any, name_rule: NameRule | None, hidden: str) -> Any:
+    if isinstance(value, Mapping):
+        return {k: (hidden if _secret_name(str(k), name_rule) and not isinstance(v, (Mapping, list, tuple))
+                    and v not in (None, "") else _mask_nested(v, name_rule, hidden)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_mask_nested(v, name_rule, hidden) for v in value)
+    if isinstance(value, str):
+        parsed = _json_object(value)
+        if isinstance(parsed, Mapping):
+            masked = _mask_nested(parsed, name_rule, hidden)
+            return value if masked == parsed else json.dumps(masked, separators=(",", ":"))
+        return mask_urls(value, hidden)
+    return value
 
 
 def _plugin_def(path: Any) -> ConfigDef | None:
@@ -106,13 +191,16 @@ def secret_keys(props: Mapping[str, Any], defs: Mapping[str, ConfigDef] | None =
 def secret_values(props: Mapping[str, Any], defs: Mapping[str, ConfigDef] | None = None, *,
                   name_rule: NameRule | None = None) -> list[str]:
     """The secret values of ``props`` as strings (to register with a log masker)."""
-    out = []
-    for key in sorted(secret_keys(props, defs, name_rule=name_rule)):
+    out: list[str] = []
+    secret = secret_keys(props, defs, name_rule=name_rule)
+    for key in sorted(secret):
         value = props[key]
         text = value.value if isinstance(value, Password) else value
         if text not in (None, ""):
             out.append(text if isinstance(text, str) else str(text))
-    return out
+    for key in sorted(set(map(str, props)) - secret):  # URL passwords and options maps inside other fields
+        _nested_secrets(props[key], name_rule, out)
+    return list(dict.fromkeys(out))
 
 
 def mask_config(props: Mapping[str, Any], defs: Mapping[str, ConfigDef] | None = None, *,
@@ -123,15 +211,22 @@ def mask_config(props: Mapping[str, Any], defs: Mapping[str, ConfigDef] | None =
     :param name_rule: an extra name rule (e.g. Airflow's ``should_hide_value_for_key``).
     """
     secret = secret_keys(props, defs, name_rule=name_rule)
-    return {str(k): (hidden if str(k) in secret else v) for k, v in props.items()}
+    return {str(k): (hidden if str(k) in secret else _mask_nested(v, name_rule, hidden)) for k, v in props.items()}
+
+
+def mask_value(value: Any, *, name_rule: NameRule | None = None, hidden: str = HIDDEN) -> Any:
+    """One value with the secrets inside it masked: URL passwords, and secret-named entries of a mapping or of
+    a JSON object string (at any depth)."""
+    return _mask_nested(value, name_rule, hidden)
 
 
 def scrub(text: str, values: Iterable[str], hidden: str = HIDDEN) -> str:
-    """``text`` with every occurrence of each secret value replaced by ``hidden`` (for error messages)."""
+    """``text`` with every occurrence of each secret value replaced by ``hidden``, and every URL's password
+    (for error messages and anything else shown)."""
     for value in sorted({v for v in values if v}, key=len, reverse=True):
         text = text.replace(value, hidden)
-    return text
+    return mask_urls(text, hidden)
 
 
-__all__ = ["config_defs", "looks_secret", "mask_config", "password_fields", "scrub", "secret_keys",
-           "secret_values"]
+__all__ = ["config_defs", "looks_secret", "mask_config", "mask_urls", "mask_value", "password_fields", "scrub",
+           "secret_keys", "secret_values", "url_passwords"]

@@ -66,20 +66,29 @@ def airflow_name_rule(name: str) -> bool:
 
 class MaskedConfig(dict):  # type: ignore[type-arg]
     """A rendered connector config: a plain dict to the runtime, ``[hidden]`` secrets in its text form
-    (``str``/``repr``, what ``airflow tasks render`` and log lines print)."""
+    (``str``/``repr``, what ``airflow tasks render`` and log lines print): secret fields whole, and the
+    secrets inside other values (a URL's password, secret entries of an options map)."""
 
-    def __init__(self, data: Mapping[str, Any], secret: set[str]) -> None:
+    def __init__(self, data: Mapping[str, Any], secret: set[str] | frozenset[str]) -> None:
         super().__init__(data)
         self.secret = frozenset(secret)
 
     def secret_values(self) -> list[str]:
-        """The values of the secret fields, as text (to register with the masker, to scrub)."""
-        return [str(self[k]) for k in sorted(self.secret) if self.get(k) not in (None, "")]
+        """Every secret value, as text (to register with the masker, to scrub): the secret fields' values,
+        URL passwords and options-map secrets inside the other fields."""
+        from connect_runtime.secrets import secret_values
+
+        whole = [str(self[k]) for k in sorted(self.secret) if self.get(k) not in (None, "")]
+        inside = secret_values({k: v for k, v in self.items() if k not in self.secret}, {},
+                               name_rule=airflow_name_rule)
+        return list(dict.fromkeys(whole + inside))
 
     def masked(self) -> dict[str, Any]:
         from connect_runtime.api.config import HIDDEN
+        from connect_runtime.secrets import mask_value
 
-        return {k: (HIDDEN if k in self.secret else v) for k, v in self.items()}
+        return {k: (HIDDEN if k in self.secret else mask_value(v, name_rule=airflow_name_rule))
+                for k, v in self.items()}
 
     def __repr__(self) -> str:
         return repr(self.masked())
@@ -328,18 +337,28 @@ class _ConnectorOperator(BaseOperator):
         A config error fails without retries (no retry can fix it); anything else is an
         ``AirflowException`` that the task's ``retries`` may retry. A retry is safe: its producers
         fence this attempt's (a zombie of this attempt can no longer commit).
+
+        When the error or its chain quotes a secret (a connector's error holding its PASSWORD field, a
+        URL with its password), the traceback is logged with the secrets masked and the raw error is not
+        chained: Airflow prints a chained exception's text as it is.
         """
+        import traceback
+
         from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
         from connect_runtime.api.errors import ConfigError
+        from connect_runtime.secrets import scrub
 
-        message = str(exc)
+        if isinstance(exc, AirflowException):  # Airflow's own (a task timeout, a skip): as raised
+            raise exc
         config = self.connector_config if isinstance(self.connector_config, MaskedConfig) else None
-        if config is not None:
-            from connect_runtime.secrets import scrub
-
-            message = scrub(message, config.secret_values())
+        secrets = config.secret_values() if config is not None else []
+        message = scrub(str(exc), secrets)
         self.log.error("%s failed: %s: %s", what, type(exc).__name__, message)
-        if isinstance(exc, ConfigError):
-            raise AirflowFailException(message) from exc
-        raise AirflowException(message) from exc
+        chain = "".join(traceback.format_exception(exc))
+        cause: BaseException | None = exc
+        if scrub(chain, secrets) != chain:
+            self.log.error("%s: the error's traceback, secrets masked:\n%s", what, scrub(chain, secrets))
+            cause = None
+        failure = AirflowFailException if isinstance(exc, ConfigError) else AirflowException
+        raise failure(message) from cause

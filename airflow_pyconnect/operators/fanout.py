@@ -117,7 +117,6 @@ class PyConnectPlanSourceOperator(_ConnectorOperator):
 
     def execute(self, context: Context) -> list[int]:
         from connect_runtime import plan_source
-        from connect_runtime.api.errors import ConnectError
 
         self._check_interval(context, getattr(self, "_interval_fields", []))
         config = self._config()
@@ -125,7 +124,7 @@ class PyConnectPlanSourceOperator(_ConnectorOperator):
         try:
             with self.hook.get_backend() as backend:
                 plan = plan_source(config, backend, identity=self.identity or None, exactly_once=self.exactly_once)
-        except ConnectError as exc:
+        except Exception as exc:  # a connector's own error too: its text may quote secrets
             self._fail(exc, f"planning source connector {name!r}")
         plan = _hide(plan, _secrets(config))
         indexes = [int(t["index"]) for t in plan["tasks"]]
@@ -164,7 +163,6 @@ class PyConnectSourceTaskOperator(PyConnectSourceOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_pyconnect._offsets import structured
         from connect_runtime import run_source_task
-        from connect_runtime.api.errors import ConnectError
 
         config = self._config()
         name = str(config.get("name", ""))
@@ -180,7 +178,7 @@ class PyConnectSourceTaskOperator(PyConnectSourceOperator):
                 result = run_source_task(config, backend, plan, int(self.task_index), max_records=self.max_records,
                                          max_seconds=self.max_seconds, progress=self._progress("source", name),
                                          ledger_key=key, stop=self._stop)
-        except ConnectError as exc:
+        except Exception as exc:  # a connector's own error too: its text may quote secrets
             self._fail(exc, f"source connector {name!r} task {self.task_index}")
         return self._finish(context, xcom_result(result.to_dict(), self.max_source_offsets), key)
 

@@ -99,7 +99,6 @@ class PyConnectSinkOperator(_ConnectorOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         from connect_runtime import run_sink
-        from connect_runtime.api.errors import ConnectError
 
         self._check_interval(context, getattr(self, "_interval_fields", []))
         config = self._config()
@@ -113,7 +112,7 @@ class PyConnectSinkOperator(_ConnectorOperator):
                 result = run_sink(config, backend, until_offsets=until, max_records=self.max_records,
                                   max_seconds=self.max_seconds, progress=self._progress("sink", name),
                                   stop=self._stop)
-        except ConnectError as exc:
+        except Exception as exc:  # a connector's own error too: its text may quote secrets
             self._fail(exc, f"sink connector {name!r}")
         data = result.to_dict()
         self.log.info("Sink connector %s delivered %d records (%d dead-lettered, %d retries) in %.2f s; committed %s",

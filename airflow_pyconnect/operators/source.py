@@ -188,7 +188,6 @@ class PyConnectSourceOperator(_ConnectorOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         from connect_runtime import run_source
-        from connect_runtime.api.errors import ConnectError
 
         self._check_interval(context, getattr(self, "_interval_fields", []))
         config = self._config()
@@ -203,7 +202,7 @@ class PyConnectSourceOperator(_ConnectorOperator):
                 result = run_source(config, backend, exactly_once=self.exactly_once, max_records=self.max_records,
                                     max_seconds=self.max_seconds, progress=self._progress("source", name),
                                     ledger_key=key, identity=identity, stop=self._stop)
-        except ConnectError as exc:
+        except Exception as exc:  # a connector's own error too: its text may quote secrets
             self._fail(exc, f"source connector {name!r}")
         return self._finish(context, xcom_result(result.to_dict(), self.max_source_offsets), key)
 

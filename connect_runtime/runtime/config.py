@@ -112,6 +112,39 @@ def _did_you_mean(name: str, candidates: Iterable[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
+def _edits(a: str, b: str) -> int:
+    """Optimal string alignment distance: insertions, deletions, substitutions and adjacent swaps."""
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = a[i - 1] != b[j - 1]
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        prev2, prev = prev, cur
+    return prev[-1]
+
+
+def _norm(key: str) -> str:
+    return key.lower().replace("_", ".").replace("-", ".")
+
+
+def misspelling_of(key: str, candidates: Iterable[str]) -> str | None:
+    """The defined key ``key`` is a misspelling of, or ``None``: the same but for case or separators
+    (``_``, ``-`` for ``.``), or one edit away (two for keys of 10 characters or more; an edit is an
+    insertion, deletion, substitution or swap of two neighbours) from exactly one candidate. Keys further
+    off are not taken for typos: a connector may read keys it does not declare, as Kafka Connect allows."""
+    names = sorted(set(candidates) - {key})
+    same = [c for c in names if _norm(c) == _norm(key)]
+    if same:
+        return same[0]
+    bound = 2 if len(key) >= 10 else 1
+    close = [c for c in names if abs(len(c) - len(key)) <= bound and _edits(key, c) <= bound]
+    return close[0] if len(close) == 1 else None
+
+
 def unknown_keys(props: Mapping[str, Any], *config_defs: ConfigDef) -> dict[str, str]:
     """Keys of a connector config that nothing reads, each with a message (and a did-you-mean).
 
@@ -149,6 +182,24 @@ def unknown_keys(props: Mapping[str, Any], *config_defs: ConfigDef) -> dict[str,
     return out
 
 
+def misspelt_keys(props: Mapping[str, Any], *config_defs: ConfigDef) -> dict[str, str]:
+    """The unknown keys (:func:`unknown_keys`) that are a misspelling of a defined one
+    (:func:`misspelling_of`), each with an error message naming the key it stands for. A run refuses them
+    and ``pyconnect validate`` lists them as errors: a misspelt ``table.include.list`` would otherwise read
+    every table. Other unknown keys stay warnings and reach the connector, as in Kafka Connect."""
+    unknown = unknown_keys(props, *config_defs)
+    known: set[str] = set(_ERRORS_NAMES)
+    for d in config_defs:
+        known.update(d.names())
+    out: dict[str, str] = {}
+    for key in unknown:
+        meant = misspelling_of(key, known)
+        if meant is not None and meant not in props:
+            out[key] = (f"unknown config key {key!r}: did you mean {meant!r}? (a key this close to a defined one is "
+                        f"taken for a misspelling; fix it, or remove it)")
+    return out
+
+
 def source_config_def() -> ConfigDef:
     return SOURCE_CONFIG
 
@@ -157,5 +208,5 @@ def sink_config_def() -> ConfigDef:
     return SINK_CONFIG
 
 
-__all__ = ["CLIENT_PREFIXES", "PLUGIN_PREFIXES", "SINK_CONFIG", "SOURCE_CONFIG", "sink_config_def", "source_config_def",
+__all__ = ["CLIENT_PREFIXES", "PLUGIN_PREFIXES", "SINK_CONFIG", "SOURCE_CONFIG", "misspelling_of", "misspelt_keys", "sink_config_def", "source_config_def",
            "unknown_keys"]

@@ -251,12 +251,16 @@ class Registry:
         return self.update(record, **changes)
 
     def finish(self, record: ConnectorRecord, *, failed: BaseException | None = None,
-               topics: Sequence[str] = ()) -> bool:
+               topics: Sequence[str] = (), secrets: Sequence[str] = ()) -> bool:
         """Record the end of ``record``'s generation, and its attempt. When a newer generation owns the entry
         (this run was fenced), only the attempt is recorded, as ``fenced``, with what the run ended with.
-        Returns whether the entry was still this generation's."""
+        The error text kept has ``secrets`` (the config's secret values) and every URL's password masked: the
+        registry is read by anyone who may view the store. Returns whether the entry was still this
+        generation's."""
+        from connect_runtime.secrets import scrub
+
         now = _now_ms()
-        error = None if failed is None else f"{type(failed).__name__}: {failed}"[:ERROR_CHARS]
+        error = None if failed is None else scrub(f"{type(failed).__name__}: {failed}", secrets)[:ERROR_CHARS]
         changes: dict[str, Any] = {"state": "failed" if failed is not None else "stopped",
                                    "finished": now, "heartbeat": now, "error": error}
         if topics:

@@ -137,6 +137,7 @@ from connect_runtime.runtime.worker import (
     connector_props,
     supervise,
 )
+from connect_runtime.secrets import secret_values
 
 log = logging.getLogger(__name__)
 
@@ -1071,7 +1072,7 @@ def run_sink(
     try:
         floor = _destination_floor(connector, config, name)
         generation = Generation.begin(store, name, kind="sink", connector_class=str(values["connector.class"]),
-                                      floor=max(floor, 0))
+                                      floor=max(floor, 0), secrets=secret_values(config))
         try:
             result = _run(config, values, connector, store, pipelines, targets_given,
                           max_records, max_seconds, progress, generation, stop)

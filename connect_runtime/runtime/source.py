@@ -82,6 +82,7 @@ from connect_runtime.runtime.worker import (
     connector_props,
     supervise,
 )
+from connect_runtime.secrets import secret_values
 
 log = logging.getLogger(__name__)
 
@@ -1285,7 +1286,8 @@ def _begin_generation(plan: _Plan, be: Backend) -> Generation:
     """Register a new generation before any offset is read, and fence every task of the previous one."""
     generation = Generation.begin(be, plan.name, kind="source", scope=plan.scope,
                                   connector_class=str(plan.values["connector.class"]),
-                                  offsets_store=plan.values["offsets.storage.topic"])
+                                  offsets_store=plan.values["offsets.storage.topic"],
+                                  secrets=secret_values(plan.props))
     plan.record = generation.record
     previous = generation.previous
     if previous is not None and previous.tasks and previous.state != "stopped" \

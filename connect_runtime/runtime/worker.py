@@ -70,15 +70,23 @@ def connector_props(config: Mapping[str, Any]) -> dict[str, Any]:
     return {str(k): to_prop(v) for k, v in config.items() if v is not None}
 
 
+CONFIG_LOGGER = "connect_runtime.config"
+"""The logger of config warnings (unknown keys): the CLI shows it without ``-v``."""
+config_log = logging.getLogger(CONFIG_LOGGER)
+
+
 def warn_unknown_keys(name: str, props: Mapping[str, Any], defs: Iterable[ConfigDef]) -> dict[str, str]:
     """Keys nothing reads (:func:`connect_runtime.runtime.config.unknown_keys`: the ConfigDefs, plugin and
-    client prefixes, listed transform/predicate aliases): logged once each with a did-you-mean, and returned
-    as ``{key: message}`` (``validate`` lists the same)."""
-    from connect_runtime.runtime.config import unknown_keys
+    client prefixes, listed transform/predicate aliases) that are not misspellings of a defined key (those are
+    errors: :func:`check_config`): logged once each at WARNING with a did-you-mean, and returned as
+    ``{key: message}`` (``validate`` lists the same)."""
+    from connect_runtime.runtime.config import misspelt_keys, unknown_keys
 
-    out = unknown_keys(props, *defs)
+    defs = list(defs)
+    misspelt = misspelt_keys(props, *defs)
+    out = {k: why for k, why in unknown_keys(props, *defs).items() if k not in misspelt}
     for why in out.values():
-        log.warning("connector %s: %s", name or "?", why)
+        config_log.warning("connector %s: %s", name or "?", why)
     return out
 
 
@@ -124,6 +132,10 @@ def check_config(props: Mapping[str, Any], runtime_def: ConfigDef, connector_bas
             defs.append(connector.config_def())
         except Exception:  # validate() above already reported a broken connector
             pass
+        from connect_runtime.runtime.config import misspelt_keys
+
+        for key, why in misspelt_keys(props, *defs).items():
+            errors.setdefault(key, why)
         warn_unknown_keys(str(values.get("name") or ""), props, defs)
     return values, connector, errors
 
@@ -181,15 +193,19 @@ class RunState:
 class Generation:
     """A run's entry in the connector registry: begun before any offset is read, ended once."""
 
-    def __init__(self, backend: Backend, record: ConnectorRecord, previous: ConnectorRecord | None) -> None:
+    def __init__(self, backend: Backend, record: ConnectorRecord, previous: ConnectorRecord | None,
+                 secrets: Sequence[str] = ()) -> None:
         self.registry = Registry(backend)
         self.record = record
         self.previous = previous
+        self.secrets = list(secrets)
+        """Secret values of the run's config: masked in the error text the registry keeps (and serves)."""
 
     @classmethod
     def begin(cls, backend: Backend, name: str, *, kind: str, connector_class: str, scope: str = "",
-              offsets_store: str | None = None, floor: int = 0) -> Generation:
-        """``floor``: the lowest generation to take (a sink's destination records newer ones)."""
+              offsets_store: str | None = None, floor: int = 0, secrets: Sequence[str] = ()) -> Generation:
+        """``floor``: the lowest generation to take (a sink's destination records newer ones); ``secrets``: the
+        config's secret values, masked in the error text kept in the registry."""
         record, previous = Registry(backend).begin(name, scope=scope, kind=kind, connector_class=connector_class,
                                                    offsets_store=offsets_store, floor=floor)
         if floor and record.generation == floor and (previous is None or previous.generation + 1 < floor):
@@ -199,7 +215,7 @@ class Generation:
         if previous is not None and previous.running:
             log.warning("%s connector %s: generation %d (started by %s) was still running; generation %d fences it",
                         kind, name, previous.generation, previous.owner, record.generation)
-        return cls(backend, record, previous)
+        return cls(backend, record, previous, secrets)
 
     @property
     def number(self) -> int:
@@ -220,7 +236,7 @@ class Generation:
         try:
             if changes:
                 self.registry.update(self.record, **changes)
-            self.registry.finish(self.record, failed=failed, topics=topics)
+            self.registry.finish(self.record, failed=failed, topics=topics, secrets=self.secrets)
         except Exception as err:  # bookkeeping must never hide the run's own outcome
             log.warning("connector %s: recording the end of generation %d failed: %r", self.record.name,
                         self.record.generation, err)
@@ -276,5 +292,5 @@ def supervise(state: RunState, threads: Sequence[threading.Thread], grace: float
             raise stuck
 
 
-__all__ = ["MAX_TASKS", "PROGRESS_EVERY", "Generation", "RunState", "TasksStuck", "check_config",
+__all__ = ["CONFIG_LOGGER", "MAX_TASKS", "PROGRESS_EVERY", "Generation", "RunState", "TasksStuck", "check_config",
            "connector_props", "supervise", "to_prop", "warn_unknown_keys"]

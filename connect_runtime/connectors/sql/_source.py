@@ -159,6 +159,23 @@ class SqlSource(SourceConnector):
         return [cast("dict[str, str]", {**base, "tables": json.dumps(g)}) for g in groups]
 
 
+_STORE_TABLES = frozenset({"meta", "topics", "partitions", "records", "source_offsets", "group_offsets",
+                           "producer_epochs"})
+"""The tables of pyconnect's embedded store (connect_runtime.backends.sqlite), when a SQL source is pointed at it."""
+_SINK_OFFSETS_COLUMNS = frozenset({"connector", "topic", "kafka_partition", "next_offset", "generation", "updated_ms"})
+"""The columns of SqlSink's offsets table (``offsets.table.name``, whatever it is called)."""
+
+
+def _pyconnect_tables(insp: Any, names: Sequence[str]) -> set[str]:
+    """Tables a SQL source discovering tables never reads unless listed: the embedded store's own (when every one
+    of them is there), and SqlSink offsets tables (known by their columns)."""
+    own = set(names) & _STORE_TABLES if set(names) >= _STORE_TABLES else set()
+    for name in names:
+        if name not in own and {c["name"] for c in insp.get_columns(name)} >= _SINK_OFFSETS_COLUMNS:
+            own.add(name)
+    return own
+
+
 def _discover(conn: Connection, cfg: Mapping[str, Any]) -> list[str]:
     """The tables to read (``"query"`` for query mode), checking that tables and columns exist."""
     import sqlalchemy as sa
@@ -175,7 +192,12 @@ def _discover(conn: Connection, cfg: Mapping[str, Any]) -> list[str]:
                                                             f"not found in {safe_url(conn.engine.url)}"})
         tables = [t for t in include if t not in exclude]
     else:
-        tables = sorted(t for t in insp.get_table_names() if t not in exclude)
+        names = insp.get_table_names()
+        own = _pyconnect_tables(insp, names)
+        if own:
+            log.info("sql source: not reading %s (pyconnect's own bookkeeping; list them in table.include.list to read "
+                     "them)", ", ".join(sorted(own)))
+        tables = sorted(t for t in names if t not in exclude and t not in own)
     for t in tables:
         name, schema = _split(t)
         columns = {c["name"] for c in insp.get_columns(name, schema=schema)}

@@ -1,6 +1,7 @@
 """Test DAG: a connector secret declared ``Type.PASSWORD`` under a harmless name (``signing.key``),
 rendered from a Variable whose name is not secret either, through a source operator and a fan-out;
-then the idioms: a sink bounded by ``src.output["ranges"]`` (an XComArg), and a sensor on that
+a source whose secrets hide inside other values (the password in a URL's user-info, an options map's
+``secret``) and whose error quotes them; then the idioms: a sink bounded by ``src.output["ranges"]`` (an XComArg), and a sensor on that
 ``FileSink``'s group, which must fail at once (the sink keeps its offsets in its destination).
 """
 
@@ -42,3 +43,12 @@ with DAG(dag_id="pyconnect_test_secrets", schedule=None, start_date=datetime(202
         target_offsets=src.output, poke_interval=1, timeout=600, mode="poke", deferrable=False,
     )
     sink >> never
+    leaky = PyConnectSourceOperator(  # secrets inside other values; its error quotes them all (and it fails)
+        task_id="leaky", pyconnect_conn_id="pyconnect_test", retries=0,
+        connector_config={
+            "name": "leaky", "connector.class": "tests.unit.airflow_pyconnect.signed_connector.LeakySource",
+            "topic": "leaky-events", "max.records": "10", "signing.key": "{{ var.value.pc_plain_value }}",
+            "connection.url": "postgresql+psycopg://svc:{{ var.value.pc_url_password }}@db.example:5432/orders",
+            "storage.options": '{"key": "AKIDEXAMPLE", "secret": "{{ var.value.pc_options_secret }}"}',
+        },
+    )

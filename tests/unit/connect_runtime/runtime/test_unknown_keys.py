@@ -3,10 +3,20 @@
 
 from __future__ import annotations
 
+import pytest
+
+from connect_runtime import run_source
 from connect_runtime.api.config import ConfigDef, Type
-from connect_runtime.cli import validation_warnings
+from connect_runtime.api.errors import ConfigError
+from connect_runtime.cli import validation_errors, validation_warnings
 from connect_runtime.connectors.datagen import CONFIG as DATAGEN_CONFIG
-from connect_runtime.runtime.config import SINK_CONFIG, SOURCE_CONFIG, unknown_keys
+from connect_runtime.runtime.config import (
+    SINK_CONFIG,
+    SOURCE_CONFIG,
+    misspelling_of,
+    misspelt_keys,
+    unknown_keys,
+)
 
 BASE = {"name": "c", "connector.class": "connect_runtime.connectors.datagen.DataGenSource", "topic": "t"}
 
@@ -68,9 +78,44 @@ def test_every_def_given_counts() -> None:
 
 def test_cli_validation_warnings_use_the_run_kind_and_the_connector() -> None:
     assert validation_warnings({**BASE, "max.records": "3", "poll.idle.timeout.ms": "0"}) == {}
-    got = validation_warnings({**BASE, "exactly.once.suport": "required", "topics": "a"})
-    assert set(got) == {"exactly.once.suport", "topics"}  # topics is a sink field
+    got = validation_warnings({**BASE, "exactly.once.suport": "required", "topics": "a", "my.own.key": "1"})
+    assert set(got) == {"topics", "my.own.key"}  # topics is a sink field; the misspelling is an error instead
     sink = {"name": "s", "connector.class": "connect_runtime.connectors.files.FileSink", "topics": "a",
             "directory": "/tmp", "exactly.once.support": "required"}
     assert set(validation_warnings(sink)) == {"exactly.once.support"}  # a source field on a sink
     assert validation_warnings({"name": "x", "connector.class": "no.such.Class", "foo": "1"}) == {}
+
+
+def test_a_misspelling_of_a_defined_key_is_an_error_naming_the_key_meant() -> None:
+    got = misspelt_keys({**BASE, "exactly.once.suport": "required", "Tasks_Max": "2", "max.record": "3",
+                         "my.own.key": "1", "poll.idle.timeout.ms": "0"}, SOURCE_CONFIG, DATAGEN_CONFIG)
+    assert set(got) == {"exactly.once.suport", "Tasks_Max", "max.record"}
+    assert "did you mean 'exactly.once.support'?" in got["exactly.once.suport"]
+    assert "did you mean 'tasks.max'?" in got["Tasks_Max"]
+
+
+@pytest.mark.parametrize(("key", "meant"), [
+    ("exactly.once.suport", "exactly.once.support"),  # a letter left out
+    ("exactyl.once.support", "exactly.once.support"),  # two neighbours swapped
+    ("table.inclde.lst", "table.include.list"),  # two edits in a long key
+    ("TOPIC", "topic"), ("batch-size", "batch.size"),  # case, separators
+    ("topik", "topic"),  # one edit in a short key
+    ("topcs", None),  # two edits in a short key: not taken for a typo
+    ("poll.idle.timeout.ms", None), ("my.own.key", None),  # far from every candidate
+    ("abc", None),  # close to two candidates: ambiguous, so not taken for one of them
+])
+def test_what_counts_as_a_misspelling(key: str, meant: str | None) -> None:
+    candidates = ["exactly.once.support", "table.include.list", "topic", "batch.size", "abd", "abe"]
+    assert misspelling_of(key, candidates) == meant
+
+
+def test_validate_and_a_run_refuse_a_misspelt_key() -> None:
+    config = {**BASE, "max.records": "3", "max.record": "5"}
+    assert validation_errors(config) == {}  # the right key is there too: only a warning
+    config = {**BASE, "tasks.mx": "2"}
+    errors = validation_errors(config)
+    assert list(errors) == ["tasks.mx"] and "did you mean 'tasks.max'?" in errors["tasks.mx"]
+    assert validation_warnings(config) == {}
+    with pytest.raises(ConfigError, match=r"tasks\.mx.*did you mean 'tasks\.max'") as info:
+        run_source(config, "sqlite:///:memory:")
+    assert set(info.value.errors) == {"tasks.mx"}
