@@ -192,6 +192,24 @@ def test_tables_are_spread_over_tasks_and_filtered(pg_database: str, sqlite_url:
     assert sorted(r.ranges) == ["db-public.t2", "db-t4"]
 
 
+def test_discovery_skips_pyconnects_own_tables_unless_listed(tmp_path: Any) -> None:
+    """A SQL source pointed at the database that holds pyconnect's embedded store and a SqlSink's offsets
+    table (under a name of the user's choosing) reads neither unless they are listed (issue 25)."""
+    shared = f"sqlite:///{tmp_path / 'shared.db'}"
+    with open_backend(shared) as be:  # the embedded store's tables, in the same file
+        be.create_topics({"internal": 1})
+    orders(shared, 3)
+    execute(shared, "CREATE TABLE sink_state (connector TEXT, topic TEXT, kafka_partition INTEGER, "
+                    "next_offset BIGINT, generation BIGINT NOT NULL, updated_ms BIGINT NOT NULL, "
+                    "PRIMARY KEY (connector, topic, kafka_partition))",
+            "INSERT INTO sink_state VALUES ('x', 'y', 0, 5, 1, 0)")
+    out = f"sqlite:///{tmp_path / 'out.db'}"
+    r = run_source(cfg(shared, mode="bulk"), out)
+    assert sorted(r.ranges) == ["db-orders"] and r.records == 3
+    r = run_source(cfg(shared, name="listed", mode="bulk", **{"table.include.list": "orders,sink_state"}), out)
+    assert sorted(r.ranges) == ["db-orders", "db-sink_state"]
+
+
 def test_query_mode(db: str, sqlite_url: str) -> None:
     orders(db, 30, per_ts=2)
     c = cfg(db, name="q", mode="timestamp+incrementing", query="SELECT id, ts, amount FROM orders WHERE amount >= 100",
