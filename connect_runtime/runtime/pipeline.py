@@ -492,6 +492,26 @@ def _loads_many(records: list[ConsumedRecord]) -> list[Any] | None:
         return None
 
 
+def _sink_records(records: list[ConsumedRecord], values: list[Any], kconv: Any, hconv: Any) -> list[SinkRecord]:
+    """The SinkRecords of a batch whose values are converted already. Made with ``object.__new__`` and plain
+    attribute stores, which CPython runs about twice as fast as a call of ``SinkRecord(**fields)``; the
+    records are the same (every slot set)."""
+    new, SR = object.__new__, SinkRecord
+    out: list[SinkRecord] = []
+    append = out.append
+    for (t, p, o, k, _, ts, h), v in zip(records, values):  # noqa: B905 - the same length by construction
+        r = new(SR)
+        r.topic = t
+        r.partition = p
+        r.offset = o
+        r.key = None if k is None else kconv(t, k, None)
+        r.value = v
+        r.timestamp = ts
+        r.headers = None if h is None else hconv(t, h)
+        append(r)
+    return out
+
+
 class SinkPipeline(_Pipeline):
     """Converts then transforms each consumed batch; builds dead letter records."""
 
@@ -549,12 +569,7 @@ class SinkPipeline(_Pipeline):
         if self._json_value:
             values = _loads_many(records)
             if values is not None:
-                return [
-                    SR(topic=t, partition=p, offset=o,
-                       key=None if k is None else kconv(t, k, None),
-                       value=value, timestamp=ts, headers=None if h is None else hconv(t, h))
-                    for (t, p, o, k, _, ts, h), value in zip(records, values)  # noqa: B905 - same length
-                ]
+                return _sink_records(records, values, kconv, hconv)
             # The JSON scanner straight away; the full decoder only when the scan did not consume
             # the whole text (trailing blanks or garbage), so errors and edge cases stay its own.
             dec = self.value_converter.decode  # type: ignore[attr-defined]
@@ -569,12 +584,7 @@ class SinkPipeline(_Pipeline):
             ]
         decode_many = self._decode_many
         if decode_many is not None:  # StringConverter, ByteArrayConverter: the values of the batch at once
-            return [
-                SR(topic=t, partition=p, offset=o,
-                   key=None if k is None else kconv(t, k, None),
-                   value=value, timestamp=ts, headers=None if h is None else hconv(t, h))
-                for (t, p, o, k, _, ts, h), value in zip(records, decode_many(list(map(_value_of, records))))  # noqa: B905
-            ]
+            return _sink_records(records, decode_many(list(map(_value_of, records))), kconv, hconv)
         vconv = self.value_converter.to_connect
         return [
             SR(topic=t, partition=p, offset=o,
