@@ -567,9 +567,17 @@ class _FileCursor:
         if not newline:
             ends[-1] -= 1
         partition = self.partition
-        out += [SourceRecord(source_partition=partition, source_offset={"position": end, "line": no, "done": False},
-                             topic=topic, value=value)
-                for value, end, no in zip(values, islice(ends, 1, None), count(line + 1))]
+        new, SR = object.__new__, SourceRecord
+        append = out.append
+        # records made with plain attribute stores: about twice as fast as SourceRecord(**fields), the same records
+        for value, end, no in zip(values, islice(ends, 1, None), count(line + 1)):
+            r = new(SR)
+            r.source_partition = partition
+            r.source_offset = {"position": end, "line": no, "done": False}
+            r.topic = topic
+            r.partition = r.key = r.timestamp = r.headers = None
+            r.value = value
+            append(r)
         self.line = line + len(values)
         self.position = ends[-1]
         return len(values)
