@@ -39,6 +39,9 @@ TOPIC = "ui-orders"
 SECRET = "ui-very-secret-pw-7"
 START_TIMEOUT_S = 180
 CHROMIUM = "/usr/bin/chromium"
+AUDIT_MISSING = "/nonexistent/" + "pyconnect_ui_audit_trail_of_every_order_kept_for_the_compliance_team_by_day_" * 2
+"""A long path with no break opportunity: the failed attempt's reason quotes it, and the page must still fit
+(the page before issue 25 was 1,989 px wide at 1,280 with it)."""
 
 DAG = f'''
 from datetime import datetime
@@ -64,7 +67,15 @@ with DAG("{DAG_ID}", schedule="@daily", start_date=datetime(2026, 1, 1), catchup
                           "topics": "{TOPIC}", "directory": "{{{{ var.value.get('ui_archive', '/tmp/ui-archive') }}}}"}},
         until_offsets=generate.output,
     )
-    generate >> [read, archive]
+    audit = PyConnectSinkOperator(  # day 1 runs; day 2 fails in start: its log folder does not exist
+        task_id="audit",
+        connector_config={{"name": "{TOPIC}-audit", "connector.class": "tests.sink_helpers.RecordingSinkConnector",
+                          "topics": "{TOPIC}",
+                          "log.path": "{{{{ var.value.get('ui_audit', '/tmp/ui-audit.jsonl') if logical_date.day == 1 "
+                                      "else '{AUDIT_MISSING}/' ~ ds_nodash ~ '/audit.jsonl' }}}}"}},
+        until_offsets=generate.output,
+    )
+    generate >> [read, archive, audit]
 '''
 
 
@@ -132,6 +143,35 @@ def kafka_store(kafka_url: str) -> str:
     return kafka_url
 
 
+def _fenced_attempt(store: str) -> None:
+    """Connector ``ui-fenced``: a run that a second run of the same connector fences while it runs."""
+    from connect_runtime import run_source
+    from connect_runtime.api.errors import ProducerFencedError
+    from connect_runtime.backends import open_backend
+    from connect_runtime.runtime.registry import Registry
+
+    config = {"name": "ui-fenced", "connector.class": "connect_runtime.connectors.datagen.DataGenSource",
+              "topic": "ui-fenced", "max.records": -1, "batch.size": 5, "poll.delay.ms": 50}
+    out: dict[str, BaseException] = {}
+
+    def first() -> None:
+        try:
+            run_source(config, store, max_seconds=120)
+        except BaseException as exc:  # the fencing, checked below
+            out["error"] = exc
+
+    t = threading.Thread(target=first, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 60
+    with open_backend(store) as be:
+        while not ((r := Registry(be).get("ui-fenced")) is not None and r.running):
+            assert time.monotonic() < deadline and t.is_alive(), f"ui-fenced never ran: {out}"
+            time.sleep(0.1)
+    run_source(config, store, max_seconds=1)
+    t.join(60)
+    assert isinstance(out.get("error"), ProducerFencedError), out
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, kafka_store: str) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("ui")
@@ -147,6 +187,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, kafka_store: str) -> Iterat
         "AIRFLOW__API__WORKERS": "1",
         "AIRFLOW_VAR_UI_LOG": str(tmp / "reader.jsonl"),
         "AIRFLOW_VAR_UI_ARCHIVE": str(tmp / "archive"),
+        "AIRFLOW_VAR_UI_AUDIT": str(tmp / "audit.jsonl"),
     }
     af.airflow("db", "migrate", extra_env=env, timeout=180)
     conns = {
@@ -156,8 +197,9 @@ def server(tmp_path_factory: pytest.TempPathFactory, kafka_store: str) -> Iterat
     }
     (tmp / "conns.json").write_text(json.dumps(conns))
     af.airflow("connections", "import", str(tmp / "conns.json"), extra_env=env)
-    for day in ("2026-01-01", "2026-01-02"):
-        af.airflow("dags", "test", DAG_ID, day, extra_env=env, timeout=300)
+    af.airflow("dags", "test", DAG_ID, "2026-01-01", extra_env=env, timeout=300)
+    af.airflow("dags", "test", DAG_ID, "2026-01-02", extra_env=env, timeout=300, check=False)  # audit fails
+    _fenced_attempt(f"sqlite:///{home / 'pyconnect' / 'pyconnect.db'}")
     log = tmp / "api-server.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen([str(Path(af.env()["PATH"].split(os.pathsep)[0]) / "airflow"), "api-server",
@@ -214,7 +256,8 @@ def test_offsets_lag_and_own_offsets_on_sqlite(server: Server) -> None:
     assert status == 200, body
     assert body["backend"] == "sqlite" and body["location"].endswith("pyconnect/pyconnect.db")
     c = _by_name(body)
-    assert set(c) == {TOPIC, f"{TOPIC}-reader", f"{TOPIC}-archive"}
+    assert set(c) == {TOPIC, f"{TOPIC}-reader", f"{TOPIC}-archive", f"{TOPIC}-audit", "ui-fenced"}
+    assert c[f"{TOPIC}-audit"]["state"] == "failed" and AUDIT_MISSING in c[f"{TOPIC}-audit"]["error"]
     src = c[TOPIC]
     assert src["kind"] == "source" and src["topics"] == [TOPIC] and not src["running"]
     assert src["offsets"] == [{"partition": {"task": 0}, "offset": {"position": 300}}]  # 150 + 150
@@ -252,9 +295,11 @@ def test_runs_newest_first_with_their_dag_runs(server: Server) -> None:
     status, body = server.request("GET", "/pyconnect/api/connections/pyconnect_default/runs", "viewer")
     assert status == 200, body
     runs = [r for r in body["runs"] if r["connector"] == TOPIC]
+    assert [r["type"] for r in runs] == ["ranges", "ranges"], "each source run is its ranges row, state merged in"
     assert [r["key"]["interval"][:10] for r in runs] == ["2026-01-02", "2026-01-01"]
     assert [r["records"] for r in runs] == [150, 150]
     assert [r["ranges"] for r in runs] == [{TOPIC: {"0": [150, 300]}}, {TOPIC: {"0": [0, 150]}}]
+    assert [(r["state"], r["generation"], r["try_number"]) for r in runs] == [("stopped", 1, "1"), ("stopped", 0, "1")]
     assert runs[0]["updated"] >= runs[1]["updated"]
     for r in runs:
         assert r["key"]["dag_id"] == DAG_ID and r["key"]["task_id"] == "generate"
@@ -263,6 +308,65 @@ def test_runs_newest_first_with_their_dag_runs(server: Server) -> None:
         status, ti = server.request("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{r['run_id']}/taskInstances/generate",
                                     "viewer")
         assert status == 200 and ti["task_id"] == "generate", ti
+
+
+def test_runs_show_sink_runs_and_failed_or_fenced_attempts_with_the_reason(server: Server) -> None:
+    """Sink runs (records delivered), the audit sink's failed Airflow attempt with its reason and task instance,
+    and a fenced attempt (a second run of ``ui-fenced`` started while the first ran), each in one colour."""
+    status, body = server.request("GET", "/pyconnect/api/connections/pyconnect_default/runs", "viewer")
+    assert status == 200, body
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in body["runs"]:
+        by.setdefault(r["connector"], []).append(r)
+    day_runs = [r["run_id"] for r in by[TOPIC]]  # newest first: day 2, day 1
+    assert all(day_runs), by[TOPIC]
+    for name, task, records in ((f"{TOPIC}-reader", "read", 120), (f"{TOPIC}-archive", "archive", 150)):
+        rows = by[name]
+        assert [(r["type"], r["kind"], r["state"], r["records"]) for r in rows] == [("attempt", "sink", "stopped", records)] * 2
+        assert [r["run_id"] for r in rows] == day_runs and [r["generation"] for r in rows] == [1, 0]
+        assert all(r["key"] == {"dag_id": DAG_ID, "task_id": task} and r["topics"] == [TOPIC] for r in rows)
+    failed, ok = by[f"{TOPIC}-audit"]
+    assert (ok["state"], ok["records"], ok["run_id"]) == ("stopped", 150, day_runs[1])
+    assert (failed["state"], failed["kind"], failed["records"], failed["run_id"]) == ("failed", "sink", None, day_runs[0])
+    assert "FileNotFoundError" in failed["error"] and AUDIT_MISSING in failed["error"], failed
+    assert failed["key"] == {"dag_id": DAG_ID, "task_id": "audit"} and failed["try_number"] == "1"
+    status, ti = server.request("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{failed['run_id']}/taskInstances/audit", "viewer")
+    assert status == 200 and ti["state"] == "failed", ti  # the row is that task instance's attempt
+    fencer, fenced = by["ui-fenced"]
+    assert (fencer["state"], fencer["generation"], fencer["error"]) == ("stopped", 1, None)
+    assert (fenced["state"], fenced["generation"], fenced["kind"]) == ("fenced", 0, "source")
+    assert fenced["error"].startswith("fenced by generation 1") and "ProducerFencedError" in fenced["error"], fenced
+    assert fenced["started"] < fencer["started"] <= fenced["finished"]
+    # one colour per connector, every connector of the store named
+    colours = body["colours"]
+    assert set(colours) == set(by) and len(set(colours.values())) == len(colours), colours
+    status, kafka = server.request("GET", "/pyconnect/api/connections/pyconnect_kafka/runs", "viewer")
+    assert status == 200, kafka
+    assert {(r["connector"], r["kind"], r["state"], r["records"]) for r in kafka["runs"]} >= {
+        ("kafka-orders", "source", "stopped", None), ("kafka-orders-reader", "sink", "stopped", 50)}
+
+
+def test_offsets_of_a_connector_that_never_ran_are_404(server: Server) -> None:
+    """GET, PATCH and DELETE of the offsets of a name no run registered: 404 (Kafka Connect's "Connector X not
+    found"), on SQLite and Kafka; nothing is written under that name; a real name answers 200."""
+    base = "/pyconnect/api/connections/pyconnect_default/connectors"
+    status, body = server.request("GET", f"{base}/{TOPIC}/offsets", "viewer")
+    assert status == 200 and body == {"offsets": [{"partition": {"task": 0}, "offset": {"position": 300}}]}, body
+    change = {"offsets": [{"partition": {"task": 0}, "offset": {"position": 7}}]}
+    for method, user, payload in (("GET", "viewer", None), ("PATCH", "admin", change), ("DELETE", "admin", None),
+                                  ("GET", "admin", None)):
+        status, body = server.request(method, f"{base}/ui-orderz/offsets", user, payload)
+        assert status == 404, (method, status, body)
+        assert body["detail"].startswith("connector 'ui-orderz' not found") and "did you mean 'ui-orders'" in body["detail"]
+    status, body = server.request("PATCH", f"{base}/ui-orderz/offsets", "viewer", change)
+    assert status == 403, body  # permissions first
+    status, body = server.request("GET", "/pyconnect/api/connections/pyconnect_default", "admin")
+    assert "ui-orderz" not in _by_name(body)
+    status, body = server.request("DELETE", "/pyconnect/api/connections/pyconnect_kafka/connectors/nope/offsets", "admin")
+    assert status == 404 and body["detail"].startswith("connector 'nope' not found"), body
+    status, body = server.request("GET", "/pyconnect/api/connections/pyconnect_kafka/connectors/kafka-orders/offsets",
+                                  "viewer")
+    assert status == 200 and body["offsets"] == [{"partition": {"task": 0}, "offset": {"position": 80}}], body
 
 
 def test_the_extra_link_points_at_the_connector(server: Server) -> None:
@@ -300,16 +404,27 @@ def test_a_viewer_cannot_change_offsets(server: Server) -> None:
 # -- the page ---------------------------------------------------------------------------------------
 
 
-def test_the_page_in_chromium(server: Server, tmp_path: Path) -> None:
+OVERFLOW_JS = "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+
+
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_the_page_in_chromium(server: Server, tmp_path: Path, width: int) -> None:
+    """Through Airflow's navigation (Browse > Connectors) at ``width`` px: the cards, the runs table with sink
+    runs and failed / fenced attempts and their reasons, the chart in one colour per connector with its legend;
+    no horizontal overflow, neither of Airflow's page nor of the view in its iframe. Screenshots:
+    ``docs/connectors-view.png`` (1,280) and ``docs/connectors-view-1920.png`` with
+    ``PYCONNECT_UPDATE_SCREENSHOT=1``."""
     from playwright.sync_api import sync_playwright
 
-    shot = tmp_path / "connectors-view.png"
+    shot = tmp_path / f"connectors-view-{width}.png"
+    status, api_runs = server.request("GET", "/pyconnect/api/connections/pyconnect_default/runs", "admin")
+    assert status == 200, api_runs
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
             "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
             "--disable-component-update", "--disable-sync"])
         try:
-            ctx = browser.new_context(viewport={"width": 1500, "height": 1250})
+            ctx = browser.new_context(viewport={"width": width, "height": 1500})
             ctx.add_cookies([{"name": "_token", "value": server.tokens["admin"], "url": server.base}])
             page = ctx.new_page()
             page.goto(f"{server.base}/", wait_until="domcontentloaded", timeout=60_000)
@@ -323,33 +438,65 @@ def test_the_page_in_chromium(server: Server, tmp_path: Path) -> None:
             frame = page.frame_locator("iframe").first
             card = frame.locator(f'.card[data-connector="{TOPIC}-reader"]')
             card.wait_for(timeout=60_000)
-            frame.locator("table.runs-table tr.run").first.wait_for(timeout=60_000)
+            default = frame.locator('.connection[data-conn="pyconnect_default"]')
+            default.locator("table.runs-table tr.run").first.wait_for(timeout=60_000)
             assert "total lag 60" in card.inner_text()
             assert "240" in card.inner_text() and "300" in card.inner_text()
             src = frame.locator(f'.card[data-connector="{TOPIC}"]').inner_text()
             assert '{"position":300}' in src and "source" in src
-            assert "keeps its own offsets" in frame.locator(f'.card[data-connector="{TOPIC}-archive"]').inner_text()
-            assert frame.locator("svg.runs-chart rect.bar").count() >= 2
+            archive = frame.locator(f'.card[data-connector="{TOPIC}-archive"]').inner_text()
+            assert "keeps its own offsets" in archive and "total lag 0" in archive  # its lag, from its destination
             links = frame.locator("a.ti-link")
             assert links.count() >= 2 and f"/dags/{DAG_ID}/runs/" in (links.first.get_attribute("href") or "")
+
+            # the runs table: sink runs, a failed attempt with its reason, a fenced one
+            rows = default.locator("table.runs-table tr.run")
+            assert default.locator(f'tr.run[data-connector="{TOPIC}-reader"][data-state="stopped"]').count() == 2
+            failed = default.locator(f'tr.run[data-connector="{TOPIC}-audit"][data-state="failed"]')
+            assert failed.count() == 1 and AUDIT_MISSING in failed.inner_text() and "audit" in failed.inner_text()
+            fenced = default.locator('tr.run[data-connector="ui-fenced"][data-state="fenced"]')
+            assert fenced.count() == 1 and "fenced by generation 1" in fenced.inner_text()
+            assert rows.count() == len(api_runs["runs"])
+
+            # the chart: one colour per connector, as the API says, named in its legend
+            colours = api_runs["colours"]
+            legend = {e.get_attribute("data-connector"): e.get_attribute("data-colour")
+                      for e in default.locator(".legend-item[data-connector]").all()}
+            fills = {b.get_attribute("data-connector"): b.get_attribute("fill")
+                     for b in default.locator("svg.runs-chart rect.bar").all()}
+            assert set(fills) == {TOPIC, f"{TOPIC}-reader", f"{TOPIC}-archive", f"{TOPIC}-audit"}, fills
+            assert len(set(fills.values())) == len(fills), "one colour per connector"
+            assert all(fills[n] == colours[n] == legend[n] for n in fills), (fills, legend, colours)
+            assert set(legend) == set(fills) | {"ui-fenced"}  # ui-fenced has crosses only (no records counted)
+            assert default.locator("svg.runs-chart .attempt-mark").count() == 2  # the failed and the fenced one
+
             broken = frame.locator('.connection[data-conn="pyconnect_broken"] .store-error')
             broken.wait_for(timeout=60_000)
             assert broken.inner_text().startswith("pyconnect_broken: store unreachable")
             assert SECRET not in page.content() and SECRET not in frame.locator("body").inner_text()
-            frame.locator('.connection[data-conn="pyconnect_kafka"] .card').first.wait_for(timeout=60_000)
+            frame.locator('.connection[data-conn="pyconnect_kafka"] table.runs-table').wait_for(timeout=60_000)
+
+            # no horizontal overflow: Airflow's page, and the view inside its iframe
+            view = next(f for f in page.frames if "/pyconnect/ui" in f.url)
+            outer, inner = page.evaluate(OVERFLOW_JS), view.evaluate(OVERFLOW_JS)
+            assert outer[0] <= outer[1] and inner[0] <= inner[1], f"overflow at {width} px: page {outer}, view {inner}"
             page.screenshot(path=str(shot), full_page=False)
 
-            # the operator's extra link opens the page on its connector
+            # the page on its own at this width (the operator's extra link opens it on its connector)
             page.goto(f"{server.base}/pyconnect/ui?conn=pyconnect_default&connector={TOPIC}-reader",
                       wait_until="domcontentloaded")
             page.locator(f'.card.focus[data-connector="{TOPIC}-reader"]').wait_for(timeout=60_000)
+            page.locator('.connection[data-conn="pyconnect_default"] table.runs-table').wait_for(timeout=60_000)
             assert page.locator(".card.focus").count() == 1
+            alone = page.evaluate(OVERFLOW_JS)
+            assert alone[0] <= alone[1], f"the page alone overflows at {width} px: {alone}"
         finally:
             browser.close()
     assert shot.stat().st_size > 20_000
     if os.environ.get("PYCONNECT_UPDATE_SCREENSHOT"):
         (REPO / "docs").mkdir(exist_ok=True)
-        (REPO / "docs" / "connectors-view.png").write_bytes(shot.read_bytes())
+        name = "connectors-view.png" if width == 1280 else f"connectors-view-{width}.png"
+        (REPO / "docs" / name).write_bytes(shot.read_bytes())
 
 
 # -- changing offsets -------------------------------------------------------------------------------
