@@ -836,7 +836,8 @@ class _Worker:
                 consumer.seek(tp, back)
                 self._pos[tp] = back
         self._ctx.pause_changed = True
-        wait = run.retry_wait(self._commit_failing_since, now,
+        asked = self._ctx.take_timeout()  # the task's backoff (context.timeout), else an exponential one
+        wait = run.retry_wait(self._commit_failing_since, now, asked if asked is not None else
                               min(_RETRY_DELAY_MIN_S * 2 ** min(self.commit_failures - 1, 10), run.retry_delay_max_s))
         log.error("%s: pre_commit failed (%s); rewound to the last committed offsets %s, delivering again in "
                   "%.3f s", self.label, why, _show(self._last_committed), wait)

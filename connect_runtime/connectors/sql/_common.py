@@ -128,12 +128,17 @@ def create_engine(cfg: Mapping[str, Any], *, serializable_sqlite: bool = False) 
     return engine
 
 
-def connect(engine: Engine, cfg: Mapping[str, Any], what: str) -> Connection:
-    """A connection, bounded by ``connection.attempts`` times (timeout + backoff); the error names the
-    database (password hidden) and what the connection was for."""
+class DatabaseUnavailable(ConnectError):
+    """The database could not be reached within ``connection.attempts`` (a server down or restarting)."""
+
+
+def connect(engine: Engine, cfg: Mapping[str, Any], what: str, attempts: int | None = None) -> Connection:
+    """A connection, bounded by ``connection.attempts`` times (timeout + backoff; ``attempts`` overrides it);
+    the error (:class:`DatabaseUnavailable`) names the database (password hidden) and what the connection was
+    for."""
     from sqlalchemy.exc import DBAPIError
 
-    attempts = int(cfg.get("connection.attempts") or 3)
+    attempts = attempts or int(cfg.get("connection.attempts") or 3)
     backoff = int(cfg.get("connection.backoff.ms") or 0) / 1000
     t0 = time.monotonic()
     last: BaseException | None = None
@@ -142,13 +147,13 @@ def connect(engine: Engine, cfg: Mapping[str, Any], what: str) -> Connection:
             return engine.connect()
         except DBAPIError as exc:
             last = exc
-            log.warning("SQL connector: connecting to %s for %s failed (attempt %d of %d): %s",
-                        safe_url(engine.url), what, attempt, attempts, scrub(str(exc.orig), engine.url))
-            if attempt < attempts:
+            if attempt < attempts:  # the last one is the error raised
+                log.warning("SQL connector: connecting to %s for %s failed (attempt %d of %d): %s",
+                            safe_url(engine.url), what, attempt, attempts, scrub(str(exc.orig), engine.url))
                 time.sleep(backoff)
     assert last is not None
     orig = getattr(last, "orig", last)
-    raise ConnectError(
+    raise DatabaseUnavailable(
         f"cannot connect to {safe_url(engine.url)} (host {engine.url.host or 'local file'}) for {what}: "
         f"{attempts} attempts over {time.monotonic() - t0:.1f} s (connection.attempts, connection.backoff.ms, "
         f"connection.timeout.ms); last error: {scrub(str(orig).strip(), engine.url)}") from None
@@ -308,6 +313,7 @@ def parse_instant(name: str, text: str) -> datetime:
 
 __all__ = [
     "VERSION",
+    "DatabaseUnavailable",
     "build_url",
     "connect",
     "connection_fields",

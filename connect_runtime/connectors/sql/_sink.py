@@ -24,11 +24,18 @@ from connect_runtime.api.config import (
     non_empty_string,
 )
 from connect_runtime.api.connector import DestinationOffsets, SinkConnector
-from connect_runtime.api.errors import ConfigError, ConnectError, DataError, ProducerFencedError
+from connect_runtime.api.errors import (
+    ConfigError,
+    ConnectError,
+    DataError,
+    ProducerFencedError,
+    RetriableError,
+)
 from connect_runtime.api.records import SinkRecord, TopicPartition
 from connect_runtime.api.sink import SinkTask
 from connect_runtime.connectors.sql._common import (
     VERSION,
+    DatabaseUnavailable,
     connect,
     connection_fields,
     create_engine,
@@ -63,6 +70,12 @@ SINK_CONFIG = (
             doc="Rows written per statement (or COPY) at most; commits happen at the runtime's commit points.")
     .define("offsets.table.name", Type.STRING, default=OFFSETS_TABLE, validator=non_empty_string,
             doc="Table (in the destination) holding the sink's consumed offsets and generation.")
+    .define("max.retries", Type.INT, default=10, validator=Range.at_least(0),
+            doc="Times in a row a lost or restarting database is retried (the JDBC sink's name) before the run "
+                "fails; each retry rolls back, waits retry.backoff.ms and delivers again from the last commit.")
+    .define("retry.backoff.ms", Type.INT, default=3000, validator=Range.at_least(0),
+            doc="Wait before each such retry (the JDBC sink's name). A database that stays down fails the run "
+                "after about max.retries x (retry.backoff.ms + connecting) ms, bounded by errors.retry.timeout.")
 )
 
 _DATA_ERRORS: tuple[type[BaseException], ...] = ()
@@ -110,6 +123,38 @@ def _db_error(connector: str, what: str, url: URL, exc: BaseException) -> Connec
     orig = getattr(exc, "orig", None) or exc
     return ConnectError(f"SqlSink {connector!r}: {what} failed: {type(orig).__name__}: "
                         f"{scrub(str(orig).strip(), url)}")
+
+
+def _transient(exc: BaseException | None) -> bool:
+    """The database is gone, restarting or busy (worth a retry), as opposed to "this row does not fit": a
+    connection the driver invalidated, an operational or interface error of psycopg (admin shutdown, connection
+    refused or reset), SQLite's "database is locked". Follows the exception's chain."""
+    from sqlalchemy import exc as sa_exc
+
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, DatabaseUnavailable):
+            return True
+        if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
+            return True
+        if isinstance(exc, sa_exc.DisconnectionError):
+            return True
+        orig = getattr(exc, "orig", None)
+        if isinstance(exc, (sa_exc.OperationalError, sa_exc.InterfaceError)) and orig is not None:
+            if type(orig).__module__.startswith("sqlite3"):  # SQLite reports bad SQL as OperationalError too
+                text = str(orig).lower()
+                return "locked" in text or "busy" in text
+            return True
+        try:
+            import psycopg
+
+            if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+                return True
+        except ImportError:  # pragma: no cover - psycopg is what the sql extra installs
+            pass
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _data_errors() -> tuple[type[BaseException], ...]:
@@ -717,12 +762,18 @@ class SqlSinkTask(SinkTask):
         self.fenced: ProducerFencedError | None = None
         self.writing: tuple[list[_Run], int, int] | None = None  # _write's place: (buffer, run, first record)
         self.offsets_table = _offsets_table(self.cfg)
+        self.max_retries: int = self.cfg["max.retries"]
+        self.backoff_ms: int = self.cfg["retry.backoff.ms"]
+        self.retries = 0  # transient database failures in a row
+        self.lost: RetriableError | None = None  # the open transaction was lost: deliver again from the last commit
+        self.failed: ConnectError | None = None  # max.retries ran out
 
     # -- the offsets table ----------------------------------------------------------------------------
 
     def _connection(self) -> Connection:
         if self.conn is None:
-            self.conn = connect(self.engine, self.cfg, "writing rows")
+            # after a lost connection, one attempt: the retries are the sink's (max.retries, retry.backoff.ms)
+            self.conn = connect(self.engine, self.cfg, "writing rows", attempts=1 if self.retries else None)
             self.copy = self.conn.dialect.name == "postgresql" and self.conn.dialect.driver == "psycopg"
             self.copy_json = self.copy and self.mode == "insert"  # COPY takes JSON columns as JSON text
         return self.conn
@@ -803,8 +854,37 @@ class SqlSinkTask(SinkTask):
     def put(self, records: list[SinkRecord]) -> None:
         if self.fenced is not None:
             raise self.fenced
-        if not records:
-            return
+        if self.failed is not None:
+            raise self.failed
+        if not records or self.lost is not None:
+            return  # after a lost transaction: these come again once the runtime rewinds to the last commit
+        try:
+            self._put(records)
+        except Exception as exc:
+            if not _transient(exc):
+                raise
+            self._lose(exc, "writing rows")
+
+    def _lose(self, exc: BaseException, what: str) -> None:
+        """The database went away under the open transaction (a restart, a dropped connection): what it held is
+        gone. Roll back, drop the connection and, within ``max.retries``, have the runtime deliver again from
+        the last commit after ``retry.backoff.ms`` (``pre_commit`` raises :attr:`lost`; ``put`` ignores records
+        until then). Past ``max.retries``, fail naming the server."""
+        self._rollback()
+        self._drop_connection()
+        self.retries += 1
+        err = self._db_error(what, exc)
+        if self.retries > self.max_retries:
+            self.failed = ConnectError(f"{err}; gave up after {self.max_retries} retries (max.retries) "
+                                       f"{self.backoff_ms} ms apart (retry.backoff.ms)")
+            raise self.failed from exc
+        self.lost = RetriableError(f"{err}; retry {self.retries} of {self.max_retries} (max.retries) in "
+                                   f"{self.backoff_ms} ms, delivering again from the last commit")
+        self.context.offset(dict(self.committed))  # exactly where the destination stands
+        self.context.timeout(self.backoff_ms)
+        self.context.request_commit()
+
+    def _put(self, records: list[SinkRecord]) -> None:
         written = self.written
         keyed, delete, row_of = self.pk_mode != "none", self.delete, self._row
         names = self.table_names
@@ -1034,6 +1114,8 @@ class SqlSinkTask(SinkTask):
             try:
                 self._copy_rows(conn, table, [(batch[0], zip(*batch[1], strict=True))])
             except _data_errors() as exc:
+                if _transient(exc):
+                    raise  # the database is gone, not the rows bad
                 raw.execute("ROLLBACK TO SAVEPOINT pyconnect_copy")
                 raw.execute("RELEASE SAVEPOINT pyconnect_copy")
                 log.info("SqlSink: writing %d rows into %s failed (%s); finding the bad record(s) row by row",
@@ -1047,6 +1129,8 @@ class SqlSinkTask(SinkTask):
                     self._execute(conn, table, prepared, pk, is_delete)
                 return
             except _data_errors() as exc:
+                if _transient(exc):
+                    raise  # the database is gone, not the rows bad
                 log.info("SqlSink: writing %d rows into %s failed (%s); finding the bad record(s) row by row",
                          len(rows), table.fullname, type(exc).__name__)
         self._one_by_one(conn, table, records, rows, pk, is_delete)
@@ -1065,6 +1149,8 @@ class SqlSinkTask(SinkTask):
                 with conn.begin_nested():
                     self._execute(conn, table, [one], pk, is_delete)
             except _data_errors() as exc:
+                if _transient(exc):
+                    raise  # the database is gone, not the rows bad
                 orig = getattr(exc, "orig", None) or exc
                 msg = scrub(str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__,
                             self.engine.url)
@@ -1208,6 +1294,11 @@ class SqlSinkTask(SinkTask):
         offsets table is the only truth, the consumer group commits nothing."""
         if self.fenced is not None:
             raise self.fenced
+        if self.failed is not None:
+            raise self.failed
+        if self.lost is not None:
+            lost, self.lost = self.lost, None
+            raise lost  # the runtime rewinds (to self.committed: context.offset) and delivers again
         target = {TopicPartition(*tp): off for tp, off in current_offsets.items()}
         changed = {tp: off for tp, off in target.items() if self.committed.get(tp) != off}
         if not changed and not self.buffer and self.txn is None:
@@ -1216,7 +1307,16 @@ class SqlSinkTask(SinkTask):
             self._write()
             return self._begin()
 
-        self._commit_offsets(write_then_begin, target, changed, "committing rows and offsets")
+        try:
+            self._commit_offsets(write_then_begin, target, changed, "committing rows and offsets")
+        except Exception as exc:
+            if not _transient(exc):
+                raise
+            self._lose(exc, "committing rows and offsets")
+            lost, self.lost = self.lost, None
+            assert lost is not None
+            raise lost from exc
+        self.retries = 0
         self.committed.update(changed)
         for tp, off in changed.items():
             if self.written.get(tp, -1) < off:
@@ -1231,7 +1331,8 @@ class SqlSinkTask(SinkTask):
             try:
                 txn.rollback()
             except Exception as exc:
-                log.warning("SqlSink: rollback raised %r; dropping the connection", exc)
+                (log.debug if _transient(exc) else log.warning)("SqlSink: rollback raised %r; dropping the "
+                                                                 "connection", exc)
                 self._drop_connection()
         self.tables.forget()  # DDL of the transaction (auto.create/evolve) was rolled back too
         self.written = dict(self.committed)
