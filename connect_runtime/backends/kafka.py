@@ -94,7 +94,61 @@ from connect_runtime.backends.base import (
 )
 
 log = logging.getLogger(__name__)
-_librdkafka_log = logging.getLogger(__name__ + ".librdkafka")
+_librdkafka_logger = logging.getLogger(__name__ + ".librdkafka")
+
+_VARYING = re.compile(r"after \d+ms|, \d+ identical error\(s\) suppressed|\(\d+ identical error\(s\) suppressed\)|"
+                      r"(?<=#producer)-\d+|(?<=#consumer)-\d+|(?<=#admin)-\d+")
+
+
+_THREAD = re.compile(r"^\[thrd:[^\]]*\]:\s*")
+
+
+class _Quiet:
+    """Client errors and librdkafka log lines, each logged once per :attr:`INTERVAL` s: a broker that is down
+    makes every client report it every few hundred ms, twice (librdkafka's log line and the error callback),
+    which buried the one line that mattered. The same event (same text but for timings and client numbers,
+    whichever of the two reported it) is logged once; the next line after the interval says how many were
+    left out."""
+
+    INTERVAL = 30.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: dict[str, list[float]] = {}  # key -> [last logged (monotonic), left out since]
+
+    def emit(self, logger: logging.Logger, level: int, event: str, line: str) -> None:
+        if not logger.isEnabledFor(level):
+            return
+        key = _VARYING.sub("", event)
+        now = time.monotonic()
+        with self._lock:
+            seen = self._seen.get(key)
+            if seen is not None and now - seen[0] < self.INTERVAL:
+                seen[1] += 1
+                return
+            left_out = 0 if seen is None else int(seen[1])
+            if len(self._seen) > 4096:
+                self._seen.clear()
+            self._seen[key] = [now, 0]
+        if left_out:
+            line = f"{line} ({left_out} more like it in the last {self.INTERVAL:g} s left out)"
+        logger.log(level, "%s", line)
+
+
+_QUIET = _Quiet()
+
+
+class _LibrdkafkaLog:
+    """The ``logger`` given to librdkafka (confluent-kafka calls ``log(level, "%s [%s] %s", facility, client,
+    message)``), through :data:`_QUIET`."""
+
+    def log(self, level: int, fmt: str, *args: Any, **_: Any) -> None:
+        line = fmt % args if args else fmt
+        event = _THREAD.sub("", str(args[-1])) if args else line  # the same text as the error callback's
+        _QUIET.emit(_librdkafka_logger, level, event, line)
+
+
+_librdkafka_log = _LibrdkafkaLog()
 
 DEFAULT_CLUSTER_ID = "connect-cluster"
 DEFAULT_OFFSETS_TOPIC = "connect-offsets"
@@ -363,7 +417,8 @@ class KafkaBackend(Backend):
         return conf
 
     def _error_cb(self, err: ck.KafkaError) -> None:
-        log.warning("kafka client (%s): %s: %s", self.bootstrap, err.name(), self.redact(err.str()))
+        text = self.redact(err.str())
+        _QUIET.emit(log, logging.WARNING, text, f"kafka client ({self.bootstrap}): {err.name()}: {text}")
 
     def make_client(self, factory: Callable[[dict[str, Any]], Any], conf: dict[str, Any], what: str) -> Any:
         try:
