@@ -39,7 +39,8 @@ def get_provider_info() -> dict[str, Any]:
         "package-name": "airflow-pyconnect",
         "name": "PyConnect",
         "description": "Kafka Connect's offset semantics for Airflow: bounded exactly-once connector runs "
-        "(source and sink operators), a committed-offsets sensor and trigger, on an embedded SQLite "
+        "(source and sink operators), a committed-offsets sensor and trigger, an AssetWatcher trigger for "
+        "newly committed records, on an embedded SQLite "
         "backend or Kafka.",
         "versions": [__version__],
         "integrations": [
@@ -59,7 +60,8 @@ def get_provider_info() -> dict[str, Any]:
         ],
         "sensors": [{"integration-name": _INTEGRATION, "python-modules": ["airflow_pyconnect.sensors.offsets"]}],
         "triggers": [
-            {"integration-name": _INTEGRATION, "python-modules": ["airflow_pyconnect.triggers.offsets"]}
+            {"integration-name": _INTEGRATION, "python-modules": ["airflow_pyconnect.triggers.offsets",
+                                                                  "airflow_pyconnect.triggers.committed"]}
         ],
         "plugins": [{"name": "pyconnect", "plugin-class": "airflow_pyconnect.plugins.connectors.PyConnectPlugin"}],
         "connection-types": [

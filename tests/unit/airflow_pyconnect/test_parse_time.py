@@ -28,7 +28,7 @@ def test_provider_modules_import_nothing_heavy() -> None:
     assert _loaded_after(
         "import airflow_pyconnect, airflow_pyconnect.get_provider_info, airflow_pyconnect.hooks.pyconnect, "
         "airflow_pyconnect.operators.source, airflow_pyconnect.operators.sink, airflow_pyconnect.sensors.offsets, "
-        "airflow_pyconnect.triggers.offsets, airflow_pyconnect.assets\n"
+        "airflow_pyconnect.triggers.offsets, airflow_pyconnect.triggers.committed, airflow_pyconnect.assets\n"
         "airflow_pyconnect.get_provider_info.get_provider_info()"
     ) == []
 

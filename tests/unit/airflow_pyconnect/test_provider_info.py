@@ -20,7 +20,7 @@ def test_manifest_lists_every_part_of_the_provider() -> None:
         "operators": ["airflow_pyconnect.operators.source", "airflow_pyconnect.operators.sink",
                       "airflow_pyconnect.operators.fanout"],
         "sensors": ["airflow_pyconnect.sensors.offsets"],
-        "triggers": ["airflow_pyconnect.triggers.offsets"],
+        "triggers": ["airflow_pyconnect.triggers.offsets", "airflow_pyconnect.triggers.committed"],
     }
     for names in modules.values():
         for name in names:
