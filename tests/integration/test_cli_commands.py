@@ -350,7 +350,7 @@ def test_run_fails_when_the_database_file_is_deleted_mid_run(tmp_path: Path) -> 
     assert str(path) in err and "was deleted" in err
 
 
-def test_validate_lists_unknown_keys_as_warnings(tmp_path: Path) -> None:
+def test_validate_fails_on_misspelt_keys_and_lists_other_unknown_keys_as_warnings(tmp_path: Path) -> None:
     cfg = tmp_path / "typo.properties"
     cfg.write_text("name=gen\nconnector.class=connect_runtime.connectors.datagen.DataGenSource\ntopic=t\n"
                    "exactly.once.suport=required\nmax.record=5\ntransforms=a\n"
@@ -358,22 +358,29 @@ def test_validate_lists_unknown_keys_as_warnings(tmp_path: Path) -> None:
                    "transforms.a.static.field=f\ntransforms.a.static.value=v\ntransforms.b.type=x\n"
                    "value.converter.schemas.enable=false\nsasl.password=hunter2\n")
     r = cli("validate", str(cfg))
-    assert r.rc == 0, (r.out, r.err)
+    assert r.rc == 1, (r.out, r.err)  # a misspelling of a defined key is an error (issue 25)
     lines = r.out.splitlines()
-    assert lines[0] == "OK"
+    assert lines[0] == "invalid: 2 fields", r.out
+    errors = "\n".join(line for line in lines if line.startswith("  ") and not line.startswith("  warning: "))
+    assert "exactly.once.suport: " in errors and "did you mean 'exactly.once.support'?" in errors
+    assert "max.record: " in errors and "did you mean 'max.records'?" in errors
     warnings = [line for line in lines if line.startswith("  warning: ")]
-    assert len(warnings) == 4, r.out
+    assert len(warnings) == 2, r.out  # unknown, not close to a defined key: passed on, as Kafka Connect does
     text = "\n".join(warnings)
-    assert "'exactly.once.suport'" in text and "did you mean 'exactly.once.support'?" in text
-    assert "'max.record'" in text and "did you mean 'max.records'?" in text
     assert "'transforms.b.type'" in text and "not an alias listed in transforms" in text
     assert "'sasl.password'" in text and "hunter2" not in r.out + r.err
+    ok = tmp_path / "ok.properties"
+    ok.write_text("name=gen\nconnector.class=connect_runtime.connectors.datagen.DataGenSource\ntopic=t\n"
+                  "my.own.key=1\n")
+    r = cli("validate", str(ok))
+    assert r.rc == 0 and r.out.splitlines()[0] == "OK", r.out
+    assert "  warning: unknown config key 'my.own.key' is ignored" in r.out
     bad = tmp_path / "bad.properties"
     bad.write_text("name=gen\nconnector.class=connect_runtime.connectors.datagen.DataGenSource\n"
                    "tasks.max=0\ntopik=t\n")
     r = cli("validate", str(bad))
-    assert r.rc == 1 and r.out.splitlines()[0] == "invalid: 2 fields", r.out
-    assert "  warning: unknown config key 'topik' is ignored" in r.out and "did you mean 'topic'?" in r.out
+    assert r.rc == 1 and r.out.splitlines()[0] == "invalid: 3 fields", r.out  # tasks.max, topic, topik
+    assert "  topik: unknown config key 'topik': did you mean 'topic'?" in r.out
 
 
 def test_offsets_of_a_connector_with_its_own_store_and_refused_while_it_runs(tmp_path: Path, sqlite_url: str) -> None:
