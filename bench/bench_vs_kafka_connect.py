@@ -13,6 +13,14 @@ StringConverter (a line's bytes pass through untouched), the worker configs of a
 it; ``--worker-setting plugin.discovery=hybrid_warn`` restores the default, which scans the classpath for about
 6 s more per start) and each connector with ``batch.size`` = ours.
 
+Our side is configured for the same job (``bench/kafka_connect/pyconnect-*.properties``): lines in, the same
+bytes out, nothing parsed, which is what StringConverter gives Kafka Connect. So DirectorySource reads with
+``format=text`` (each line's text as a str value, as FileStreamSource) and FileSink writes with ``format=text``
+(each value's bytes as a line, as FileStreamSink), both with ``key.converter`` / ``value.converter`` =
+StringConverter, as Kafka Connect's workers here. (Before, ours parsed every line as JSON and wrote it again
+with JsonConverter, and the sink decoded and re-encoded every value: more work than the job asks for, and
+not what Kafka Connect was doing. ``format=jsonl`` with JsonConverter still validates every line.)
+
 Cases, each a fresh process (and a fresh topic, connector name, offsets, worker group) per round:
 
 - source, at-least-once: ``connect-standalone`` + FileStreamSourceConnector vs ``pyconnect run
@@ -22,13 +30,14 @@ Cases, each a fresh process (and a fresh topic, connector name, offsets, worker 
   ``transaction.boundary=poll``) vs ``pyconnect run`` + DirectorySource (exactly-once, one transaction per
   poll);
 - sink: ``connect-standalone`` + FileStreamSinkConnector vs ``pyconnect run`` + FileSink (exactly-once, files
-  published at its commit point, fsync on), both reading a topic that holds the same lines.
+  published at its commit point, fsync on, ``consumer.max.poll.records`` at its default of 500, Kafka's),
+  both reading a topic that holds the same lines.
 
 Measured from outside each process, the same way for both sides:
 
 - **from launch**: records / (last record committed - process start). A source's records are counted by a
   ``read_committed`` consumer of the topic (completion: all N seen); a sink's by the lines in its output
-  (Kafka Connect: newlines in its file; ours: the offsets in the names of the files it published).
+  (Kafka Connect: newlines in its file; ours: the offsets in the names of the ``*.txt`` files it published).
 - **after the first record**: the records after the first ones seen / (last - first seen): a source's first
   committed record; a sink's first byte written (ours: its in-flight file).
 - **CPU seconds** (user + system, every thread) and **peak RSS** (``VmHWM``) of the process from

@@ -8,6 +8,13 @@
 - :class:`ByteArrayConverter`: bytes <-> the same bytes;
   alias ``org.apache.kafka.connect.converters.ByteArrayConverter``.
 
+Batches: the pipeline converts a batch's values at once where the value converter has ``encode_many``
+(values -> bytes) / ``decode_many`` (bytes -> values), as the built-in ones do; each gives exactly what
+``from_connect`` / ``to_connect`` give one by one and raises where they would (the pipeline then redoes the
+batch record by record, naming the record). StringConverter joins a batch's texts with newlines and
+encodes (decodes) once, for encodings where that splits back at the same places (UTF-8, ASCII,
+Latin-1, cp1252); ByteArrayConverter checks the batch's types once.
+
 ``None`` is always ``None`` both ways (a tombstone). A value a converter cannot handle raises
 :class:`~connect_runtime.api.errors.DataError` naming the topic, whether it is a key or a value,
 and the offending type; the library's own exception is chained.

@@ -4,7 +4,13 @@ by keeping its offsets in the destination).
 DirectorySource
 ---------------
 Reads every file matching ``pattern`` under ``directory``, one record per line (``jsonl``: the parsed
-JSON value; ``csv``: a dict keyed by the header row), into ``topic``.
+JSON value; ``csv``: a dict keyed by the header row; ``text``: the line's text, a ``str``), into ``topic``.
+
+- ``format=text`` is Kafka Connect's FileStreamSource: no parsing, each line's text (UTF-8, without its
+  newline and a ``\r`` before it) is the value, blank lines included, and with
+  ``value.converter=StringConverter`` the line's bytes reach the topic as they are. It splits a chunk at
+  a time and decodes a poll's lines with one call. A line that is not UTF-8 is handled like a malformed
+  JSON line (below). ``jsonl`` keeps validating every line: a line that is not JSON is never passed on.
 
 - Source partition ``{"file": "<path relative to directory>"}``; source offset
   ``{"position": <byte offset after the line>, "line": <lines consumed>, "done": <bool>}``.
@@ -62,6 +68,13 @@ byte what ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))`` write
 could differ are written by json) and writes it with one call.
 Each line is the record value as JSON (``output.fields=value``, the default) or an object with the
 chosen fields of ``topic, partition, offset, timestamp, key, value, headers``.
+
+``format=text`` is Kafka Connect's FileStreamSink: each value's own bytes as a line (``bytes`` as they are,
+a ``str`` in UTF-8; files ``*.txt``), for ``value.converter=StringConverter`` or ``ByteArrayConverter``: the
+topic's bytes pass through, a batch joined with one ``join``, nothing parsed or encoded again. A tombstone
+is an empty line. A value of another type (JsonConverter's dicts), or one holding a newline (it would be
+two lines), is named and reported (dead letter queue under ``errors.tolerance=all``, else the run fails).
+The exactly-once machinery is the same for every format.
 """
 
 from __future__ import annotations

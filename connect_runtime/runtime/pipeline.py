@@ -22,7 +22,8 @@ runtime, not the connector, applies ``errors.tolerance`` (stage ``TASK_POLL``, a
 
 Speed. Conversion runs as one list comprehension per batch inside one ``try``; with the default
 JSON value converter the values are encoded as a batch (:meth:`JsonConverter.encode_many`, orjson)
-and decoded with the C JSON scanner inline. If anything in the batch fails,
+and decoded with orjson (or the C JSON scanner) inline; StringConverter and ByteArrayConverter convert
+a batch's values at once too (``encode_many`` / ``decode_many``). If anything in the batch fails,
 the batch is redone record by record to find, name and (under ``all``) drop the bad records; the
 redo gives the same bytes for every good record. The cyclic garbage collector is paused while a
 batch is processed (see :func:`_gc_paused`).
