@@ -219,7 +219,7 @@ class StringConverter(Converter):
         nothing else contains it). Raises on a value it cannot write (the caller redoes the batch value by
         value to name it)."""
         if self._lines_safe and values and set(map(type, values)) == _STR:
-            data = "\n".join(values).encode(self.encoding).split(b"\n")
+            data: list[Any] = "\n".join(values).encode(self.encoding).split(b"\n")
             if len(data) == len(values):  # else some value holds a newline itself
                 return data
         return [self.from_connect("", v) for v in values]
@@ -229,7 +229,7 @@ class StringConverter(Converter):
         see :meth:`encode_many`). Raises on bytes it cannot read (the caller redoes the batch record by
         record to name it)."""
         if self._lines_safe and data and set(map(type, data)) == _BYTES:
-            text = b"\n".join(data).decode(self.encoding).split("\n")
+            text = b"\n".join(data).decode(self.encoding).split("\n")  # type: ignore[arg-type]
             if len(text) == len(data):
                 return text
         return [self.to_connect("", d) for d in data]

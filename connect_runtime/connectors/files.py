@@ -537,7 +537,7 @@ class _FileCursor:
             self._lines, self._li = [], 0
             if n and self.error is None and not self._buf:
                 last = out[-1].source_offset
-                assert last is not None
+                assert isinstance(last, dict)  # made by _emit_text
                 last["done"] = True  # this record consumed the file to its end
         return n
 
