@@ -274,8 +274,8 @@ class _Pipeline:
         # The fast path converts the values of a batch at once where the value converter can (the built-in
         # ones: encode_many / decode_many); any other value converter is called per record.
         self._json_value = type(vc) is JsonConverter
-        self._encode_many = getattr(vc, "encode_many", None)
-        self._decode_many = None if self._json_value else getattr(vc, "decode_many", None)
+        self._encode_many = _batch_method(vc, "encode_many", "from_connect")
+        self._decode_many = None if self._json_value else _batch_method(vc, "decode_many", "to_connect")
 
     def _failed(self, what: str, stage: str, plugin: object, exc: Exception, key: Any, value: Any,
                 transform: str | None = None, where: str | None = None) -> RecordError:
@@ -332,6 +332,16 @@ class _Pipeline:
                     close()
                 except Exception:
                     log.warning("closing %s failed", _class_name(plugin), exc_info=True)
+
+
+def _batch_method(converter: Converter, batch: str, single: str) -> Any:
+    """The converter's batch method (``encode_many`` / ``decode_many``) where the class that defines it also
+    defines the one-record method it stands for: a subclass that overrides ``from_connect`` but not
+    ``encode_many`` is called record by record, so its override counts."""
+    owner = {name: next((c for c in type(converter).__mro__ if name in vars(c)), None) for name in (batch, single)}
+    if owner[batch] is None or owner[batch] is not owner[single]:
+        return None
+    return getattr(converter, batch)
 
 
 @contextmanager

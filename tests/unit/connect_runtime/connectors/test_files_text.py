@@ -14,17 +14,18 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import confluent_kafka as ck
 import pytest
 
-from connect_runtime.api import ConfigError, ConnectError, DataError, TopicPartition
+from connect_runtime.api import ConfigError, ConnectError, DataError, SourceRecord, TopicPartition
 from connect_runtime.backends import Backend, ProducerRecord, open_backend
 from connect_runtime.backends.base import ConsumedRecord
 from connect_runtime.backends.kafka import _consumed_records
 from connect_runtime.connectors.files import committed_files
 from connect_runtime.converters import ByteArrayConverter, StringConverter
-from connect_runtime.runtime.pipeline import SinkPipeline
+from connect_runtime.runtime.pipeline import SinkPipeline, SourcePipeline
 from connect_runtime.runtime.sink import run_sink
 from connect_runtime.runtime.source import run_source
 
@@ -124,6 +125,25 @@ def test_a_sink_pipeline_with_string_values_decodes_the_batch_and_names_a_bad_re
     ok = SinkPipeline.from_config({"value.converter": STRING}).process(records[:1] + records[2:])
     assert [(r.topic, r.partition, r.offset, r.key, r.value, r.timestamp, r.headers) for r in ok.records] == [
         ("t", 0, 0, None, "a", None, None), ("t", 0, 2, None, "c", None, None)]
+
+
+class ShoutingConverter(StringConverter):
+    """Overrides the one-record methods only: the pipeline must call them, not the inherited batch ones."""
+
+    def from_connect(self, topic: str, value: Any, headers: Any = None) -> bytes | None:
+        return None if value is None else value.upper().encode()
+
+    def to_connect(self, topic: str, data: bytes | None, headers: Any = None) -> Any:
+        return None if data is None else data.decode().upper()
+
+
+def test_a_converter_subclass_that_overrides_one_record_methods_is_not_batched() -> None:
+    path = f"{__name__}.ShoutingConverter"
+    source = SourcePipeline.from_config({"value.converter": path})
+    batch = source.process([SourceRecord(source_partition={}, source_offset={}, topic="t", value=v) for v in "ab"])
+    assert [r.value for r in batch.out] == [b"A", b"B"]
+    sink = SinkPipeline.from_config({"value.converter": path})
+    assert [r.value for r in sink.process([ConsumedRecord("t", 0, 0, None, b"x", None, None)]).records] == ["X"]
 
 
 # -- FileSink format=text ---------------------------------------------------------------------------------
