@@ -108,6 +108,7 @@ from connect_runtime import ranges as _ranges
 from connect_runtime.api.config import ConfigDef, Password, Range, Type
 from connect_runtime.api.connector import DestinationOffsets, SinkConnector, SinkConnectorContext
 from connect_runtime.api.errors import (
+    BackendUnavailableError,
     ConfigError,
     ConnectError,
     DataError,
@@ -135,6 +136,7 @@ from connect_runtime.runtime.worker import (
     RunState,
     check_config,
     connector_props,
+    store_ride_out_s,
     supervise,
 )
 from connect_runtime.secrets import secret_values
@@ -960,11 +962,13 @@ class _Run(RunState):
         self.generation = generation
         self.generation_guard: tuple[str, bytes, int] | None = (REGISTRY_STORE, registry_key(name), generation)
         self.fence: TransactionalProducer | None = None
+        self.fenced_backend = False  # group commits go through the commit fence (start_fence)
         self._fence_lock = threading.Lock()
         self.shutdown_grace_s = values["task.shutdown.graceful.timeout.ms"] / 1000
         self.flush_interval_s = values["offset.flush.interval.ms"] / 1000
         self.flush_timeout_s = values["offset.flush.timeout.ms"] / 1000
         self.retry_timeout_ms = int(values["errors.retry.timeout"])
+        self.ride_out_s = store_ride_out_s(values, self.max_seconds)
         self.retry_delay_max_s = values["errors.retry.delay.max.ms"] / 1000
         self.tolerate_all = str(values["errors.tolerance"]).lower() == "all"
         self.dlq_topic = (values["errors.deadletterqueue.topic.name"] or "").strip() if self.tolerate_all else ""
@@ -998,6 +1002,17 @@ class _Run(RunState):
                     "no max_seconds)")
         return None
 
+    def store_bound_reached(self, since: float, now: float) -> str | None:
+        """Whether riding out a store that cannot be reached, since ``since``, has reached its bound
+        (:func:`~connect_runtime.runtime.worker.store_ride_out_s`, or the run's ``max_seconds``)."""
+        if self.deadline is not None and now >= self.deadline:
+            return f"the run's max_seconds ({self.max_seconds:g} s) ran out"
+        if now - since >= self.ride_out_s:
+            ms = self.retry_timeout_ms
+            return (f"errors.retry.timeout={ms} ms ran out" if ms > 0 else
+                    f"{self.ride_out_s:g} s ran out (errors.retry.timeout={ms}: the default ride-out)")
+        return None
+
     def retry_wait(self, since: float, now: float, want: float) -> float:
         """``want`` seconds, cut to what is left of the bound."""
         wait = want
@@ -1023,18 +1038,70 @@ class _Run(RunState):
             fence.close()
             raise
         self.fence = fence
+        self.fenced_backend = True
 
     def commit_group(self, worker: _Worker, consumer: Consumer, offsets: Mapping[TopicPartition, int]) -> None:
-        """Commit group offsets for one task, fenced by the generation (see the module docstring)."""
-        fence = self.fence
-        if fence is not None:
+        """Commit group offsets for one task, fenced by the generation (see the module docstring).
+
+        A store that cannot be reached for a moment (a broker restart, a write lock held) is ridden out: the
+        commit is tried again (one log line per backoff: 300 ms doubling, capped by ``errors.retry.delay.max.ms``)
+        within ``errors.retry.timeout`` (else ``max_seconds``, else :data:`DEFAULT_RETRY_BOUND_S`). Committing
+        the same offsets again is harmless. A commit-fence producer whose transaction failed is replaced; before it
+        is, the registry is read, and a newer generation fails this run as fenced, as at its start."""
+        started = time.monotonic()
+        delay = min(_RETRY_DELAY_MIN_S, self.retry_delay_max_s)
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                self._commit_group_once(worker, consumer, offsets)
+                return
+            except (ProducerFencedError, ConfigError):
+                raise
+            except (BackendUnavailableError, WaitTimeoutError) as exc:
+                now = time.monotonic()
+                ran_out = self.store_bound_reached(started, now)
+                if ran_out is not None:
+                    raise BackendUnavailableError(
+                        f"{worker.label}: committing offsets {_show(offsets)} failed {attempts} times over "
+                        f"{now - started:.1f} s; waited until {ran_out}: {exc}") from exc
+                wait = max(0.0, min(delay, started + self.ride_out_s - now))
+                if self.deadline is not None:
+                    wait = max(0.0, min(wait, self.deadline - now))
+                log.warning("%s: committing offsets failed (%s: %s); trying again in %.3f s", worker.label,
+                            type(exc).__name__, exc, wait)
+                delay = min(delay * 2, self.retry_delay_max_s)
+                if self.stop.wait(wait):
+                    raise _Stopped from exc
+
+    def _commit_group_once(self, worker: _Worker, consumer: Consumer, offsets: Mapping[TopicPartition, int]) -> None:
+        if self.fenced_backend:
             key = json.dumps([self.name, {"task": worker.task_id}], separators=(",", ":")).encode()
             value = json.dumps({"generation": self.generation, "offsets": {
                 f"{t}-{p}": o for (t, p), o in sorted(offsets.items())}}, separators=(",", ":")).encode()
             with self._fence_lock:
-                fence.begin_transaction()
-                fence.commit_transaction([], self.flush_timeout_s, extra={SINK_COMMITS_STORE: [(key, value)]})
+                if self.fence is None:  # the last one failed: a new one, if this run is still the newest
+                    self._check_newest()
+                    self.start_fence()
+                    self._check_newest()
+                fence = self.fence
+                assert fence is not None
+                try:
+                    fence.begin_transaction()
+                    fence.commit_transaction([], self.flush_timeout_s, extra={SINK_COMMITS_STORE: [(key, value)]})
+                except (BackendUnavailableError, WaitTimeoutError):
+                    self.close_fence()  # its transaction is in an unknown state: the next try starts a new one
+                    raise
         consumer.commit(offsets, self.flush_timeout_s)
+
+    def _check_newest(self) -> None:
+        from connect_runtime.runtime.registry import Registry
+
+        newest = Registry(self.backend).get(self.name)
+        if newest is not None and newest.generation > self.generation:
+            raise ProducerFencedError(
+                f"sink connector {self.name!r}: generation {newest.generation} started while this run "
+                f"(generation {self.generation}) could not reach the store, so this run commits nothing more")
 
     def close_fence(self) -> None:
         fence, self.fence = self.fence, None

@@ -80,6 +80,7 @@ from connect_runtime.runtime.worker import (
     TasksStuck,
     check_config,
     connector_props,
+    store_ride_out_s,
     supervise,
 )
 from connect_runtime.secrets import secret_values
@@ -523,6 +524,9 @@ class _WorkerTask:
         self.task_config = task_config
         v = plan.values
         self.timeout = v["offset.flush.timeout.ms"] / 1000
+        # a commit (or flush) waits out a store that cannot be reached for a moment (a broker restart), as Kafka
+        # Connect's producer does (its commitTransaction blocks up to max.block.ms): errors.retry.timeout bounds it
+        self.commit_timeout = max(self.timeout, store_ride_out_s(v))
         self.idle_timeout = v["poll.idle.timeout.ms"] / 1000
         self.max_batch = v["producer.max.batch.records"]
         self.partitions = v["topic.creation.default.partitions"]
@@ -883,7 +887,7 @@ class _ExactlyOnceTask(_WorkerTask):
         self.txn_open = False  # this transaction is committing; the next one begins after it completed
         if self.overlap:
             started = threading.Event()
-            producer, timeout = self.producer, self.timeout
+            producer, timeout = self.producer, self.commit_timeout
 
             def commit_transaction() -> Written:
                 started.set()
@@ -897,7 +901,7 @@ class _ExactlyOnceTask(_WorkerTask):
         else:
             future = Future()
             try:
-                future.set_result(self.producer.commit_transaction(entries, self.timeout, extra))
+                future.set_result(self.producer.commit_transaction(entries, self.commit_timeout, extra))
             except BaseException as exc:
                 future.set_exception(exc)
         self.inflight = (future, cp, offsets)
@@ -1006,7 +1010,7 @@ class _AtLeastOnceTask(_WorkerTask):
             self.flush()
 
     def flush(self) -> None:
-        written = self.producer.flush(self.timeout) if self.pending.records else None
+        written = self.producer.flush(self.commit_timeout) if self.pending.records else None
         cp = self.pending
         if written is not None:
             cp.spans.extend(written.ranges.items())

@@ -50,6 +50,23 @@ PROGRESS_EVERY = 5.0
 # -- config ----------------------------------------------------------------------------------------
 
 
+STORE_RIDE_OUT_S = 30.0
+"""How long a run rides out a store it cannot reach (a broker or database restart) when ``errors.retry.timeout``
+is 0 (its default): a commit waits, or is tried again, for up to this long before the run fails."""
+
+
+def store_ride_out_s(values: Mapping[str, Any], max_seconds: float | None = None) -> float:
+    """How long a commit may wait for, or retry against, a store it cannot reach: ``errors.retry.timeout`` ms
+    when positive; when -1 (retry for ever), the run's ``max_seconds`` if it has one, else an hour;
+    otherwise :data:`STORE_RIDE_OUT_S`."""
+    ms = int(values.get("errors.retry.timeout") or 0)
+    if ms > 0:
+        return ms / 1000
+    if ms < 0:
+        return float(max_seconds) if max_seconds else 3600.0
+    return STORE_RIDE_OUT_S
+
+
 def to_prop(value: Any) -> Any:
     """A typed JSON config value as the string Kafka Connect hands connectors (a ``Password`` stays one)."""
     if isinstance(value, (str, Password)):
@@ -292,5 +309,18 @@ def supervise(state: RunState, threads: Sequence[threading.Thread], grace: float
             raise stuck
 
 
-__all__ = ["CONFIG_LOGGER", "MAX_TASKS", "PROGRESS_EVERY", "Generation", "RunState", "TasksStuck", "check_config",
-           "connector_props", "supervise", "to_prop", "warn_unknown_keys"]
+__all__ = [
+    "CONFIG_LOGGER",
+    "MAX_TASKS",
+    "PROGRESS_EVERY",
+    "STORE_RIDE_OUT_S",
+    "Generation",
+    "RunState",
+    "TasksStuck",
+    "check_config",
+    "connector_props",
+    "store_ride_out_s",
+    "supervise",
+    "to_prop",
+    "warn_unknown_keys",
+]

@@ -360,8 +360,8 @@ def _serves_again(store: Lost, timeout: float = 90.0) -> None:
 
 FAIL_WITHIN_S = 30.0
 """Bound on a run's failure after its store was lost (settings: every wait on the store 3 s or 0.5 s, commits 3 s,
-task shutdown 10 s; a run makes a few such waits one after another: its commit, its producer's close, its
-registry bookkeeping)."""
+riding out an unreachable store 3 s (``errors.retry.timeout``), task shutdown 10 s; a run makes a few such waits
+one after another: its commit, its producer's close, its registry bookkeeping)."""
 
 
 KAFKA, KAFKA_SLOW = [pytest.mark.kafka], [pytest.mark.kafka, pytest.mark.slow]
@@ -391,7 +391,8 @@ def test_a_source_run_that_loses_its_store_fails_once_and_a_rerun_writes_every_r
     per_task = 400
     config = {"name": name, "connector.class": "tests.source_connectors.ScriptedSource", "topic": topic,
               "count": per_task, "batch": 4, "tasks.max": 2, "poll.sleep.ms": 30, "poll.idle.timeout.ms": 300,
-              "offset.flush.timeout.ms": 3000, "task.shutdown.graceful.timeout.ms": 10000}
+              "offset.flush.timeout.ms": 3000, "errors.retry.timeout": 3000,
+              "task.shutdown.graceful.timeout.ms": 10000}
     with lost_store(kind, request, tmp_path) as store:
         run, out = in_thread(run_source, config, store.url, backend_settings=store.settings, max_seconds=120)
         wait_until("the run to commit", lambda: all(
@@ -423,7 +424,7 @@ def test_a_sink_run_that_loses_its_store_fails_once_and_a_rerun_delivers_the_res
     log = tmp_path / "calls.jsonl"
     config = {"name": name, "connector.class": "tests.sink_helpers.RecordingSinkConnector", "topics": topic,
               "tasks.max": "1", "log.path": str(log), "consumer.max.poll.records": "20", "put.sleep.ms": "50",
-              "offset.flush.interval.ms": "0", "offset.flush.timeout.ms": "3000",
+              "offset.flush.interval.ms": "0", "offset.flush.timeout.ms": "3000", "errors.retry.timeout": "3000",
               "task.shutdown.graceful.timeout.ms": "10000"}
     n = 1000
     with lost_store(kind, request, tmp_path) as store:
@@ -463,3 +464,99 @@ def test_a_sink_run_that_loses_its_store_fails_once_and_a_rerun_delivers_the_res
         assert delivered == set(range(n))
         assert committed() == n
         _one_clear_error(out, lost_at, store.name, caplog)
+
+
+# -- a blink ---------------------------------------------------------------------------------------------
+
+BLINK_S = 4.0
+"""How long a store is gone in a blink: a broker restart, a write lock held for a moment."""
+
+
+@contextmanager
+def blinking_store(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Lost]:
+    """A store that goes away for :data:`BLINK_S` and comes back (``lose`` does both, in the background)."""
+    with lost_store(kind, request, tmp_path) as store:
+        if kind.startswith("sqlite"):  # a writer waits for the lock up to its busy timeout: longer than the blink
+            store.settings["busy.timeout.ms"] = int((BLINK_S + 10) * 1000)
+        else:  # defaults for everything that waits on the cluster: a blink is shorter than each of them
+            store.settings = {"ssl.key.password": SECRET}
+        lose, restore = store.lose, store.restore
+
+        def blink() -> None:
+            lose()
+            time.sleep(BLINK_S)
+            restore()
+
+        store.lose = lambda: threading.Thread(target=blink, daemon=True).start()
+        yield store
+
+
+BLINKS = ["sqlite-locked", pytest.param("kafka-stopped", marks=KAFKA)]
+
+
+@pytest.mark.parametrize("kind", BLINKS)
+def test_a_source_run_rides_out_a_blink_of_its_store(
+        kind: str, request: pytest.FixtureRequest, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    name, topic = uid("blink-src"), uid("blink-src")
+    per_task = 300
+    config = {"name": name, "connector.class": "tests.source_connectors.ScriptedSource", "topic": topic,
+              "count": per_task, "batch": 4, "tasks.max": 2, "poll.sleep.ms": 20, "poll.idle.timeout.ms": 300}
+    with blinking_store(kind, request, tmp_path) as store:
+        run, out = in_thread(run_source, config, store.url, backend_settings=store.settings, max_seconds=180)
+        wait_until("the run to commit", lambda: all(
+            committed_offset(store.url, name, {"task": t, "round": 1}) for t in range(2)), 60)
+        store.lose()
+        run.join(150)
+        assert not run.is_alive(), "the run did not end"
+        assert out.get("error") is None, f"the run did not ride out a {BLINK_S:g} s blink: {out.get('error')!r}"
+        _serves_again(store)
+        with open_backend(store.url, store.settings) as be:
+            values = settled(lambda: json_values(read_topic(be, topic)), lambda v: len(v) >= 2 * per_task)
+        for t in range(2):
+            ns = [v["n"] for v in values if v["task"] == t]
+            assert ns == list(range(per_task)), f"task {t}: {len(ns)} records, twice: " \
+                f"{[n for n, c in Counter(ns).items() if c > 1][:5]}"
+        assert SECRET not in caplog.text
+
+
+@pytest.mark.parametrize("kind", BLINKS)
+def test_a_sink_run_rides_out_a_blink_of_its_store(
+        kind: str, request: pytest.FixtureRequest, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    topic, name = uid("blink-sink"), uid("blink-sink")
+    log = tmp_path / "calls.jsonl"
+    config = {"name": name, "connector.class": "tests.sink_helpers.RecordingSinkConnector", "topics": topic,
+              "tasks.max": "1", "log.path": str(log), "consumer.max.poll.records": "20", "put.sleep.ms": "30",
+              "offset.flush.interval.ms": "0"}
+    n = 600
+    with blinking_store(kind, request, tmp_path) as store:
+        with open_backend(store.url, store.settings) as be:
+            be.create_topics({topic: 1})
+            p = be.producer()
+            try:
+                p.send([ProducerRecord(topic, 0, None, json.dumps(i).encode()) for i in range(n)])
+                p.flush(60)
+            finally:
+                p.close()
+        tp = TopicPartition(topic, 0)
+
+        def committed() -> int | None:
+            with open_backend(store.url, store.settings) as be:
+                c = be.consumer(f"connect-{name}")
+                try:
+                    return c.committed([tp], 10)[tp]
+                finally:
+                    c.close()
+
+        run, out = in_thread(run_sink, config, store.url, backend_settings=store.settings, max_seconds=180)
+        wait_until("the sink to commit", lambda: committed() is not None, 60)
+        store.lose()
+        run.join(150)
+        assert not run.is_alive(), "the sink run did not end"
+        assert out.get("error") is None, f"the sink run did not ride out a {BLINK_S:g} s blink: {out.get('error')!r}"
+        _serves_again(store)
+        delivered = {r[3] for e in read_log(log) if e["call"] == "put" for r in e["records"]}
+        assert delivered == set(range(n))
+        assert committed() == n
+        assert SECRET not in caplog.text
