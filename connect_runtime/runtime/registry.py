@@ -31,6 +31,7 @@ from the environment; the runtime never imports Airflow).
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import socket
@@ -290,10 +291,10 @@ class Registry:
                 setattr(record, k, v)
         return applied[0]
 
-    def attempts(self, name: str | None = None) -> list[dict[str, Any]]:
+    def attempts(self, name: str | None = None) -> builtins.list[dict[str, Any]]:
         """The attempts of every entry (or of connector ``name``), newest first, each with ``connector``,
         ``scope`` and ``kind``; a generation running now is included as ``running``."""
-        out = []
+        out: builtins.list[dict[str, Any]] = []
         for rec in self.list():
             if name is not None and rec.name != name:
                 continue

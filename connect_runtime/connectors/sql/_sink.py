@@ -1297,7 +1297,8 @@ class SqlSinkTask(SinkTask):
         if self.failed is not None:
             raise self.failed
         if self.lost is not None:
-            lost, self.lost = self.lost, None
+            lost = self.lost
+            self.lost = None
             raise lost  # the runtime rewinds (to self.committed: context.offset) and delivers again
         target = {TopicPartition(*tp): off for tp, off in current_offsets.items()}
         changed = {tp: off for tp, off in target.items() if self.committed.get(tp) != off}
@@ -1312,10 +1313,10 @@ class SqlSinkTask(SinkTask):
         except Exception as exc:
             if not _transient(exc):
                 raise
-            self._lose(exc, "committing rows and offsets")
-            lost, self.lost = self.lost, None
-            assert lost is not None
-            raise lost from exc
+            self._lose(exc, "committing rows and offsets")  # sets self.lost (or raises when max.retries ran out)
+            again = cast("RetriableError", self.lost)
+            self.lost = None
+            raise again from exc
         self.retries = 0
         self.committed.update(changed)
         for tp, off in changed.items():
