@@ -81,6 +81,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import io
 import json
 import logging
@@ -1039,11 +1040,14 @@ class FileSinkTask(SinkTask):
                 recs = [r for r in recs if r.offset >= w.next_offset]
                 if not recs:
                     continue
-            w.prepare(recs[0].offset)
             fmt = self._format
-            data = (self._encode_jsonl(recs) if fmt == "jsonl" else self._encode_text(recs) if fmt == "text"
-                    else self._encode_csv(w, recs))
-            w.write(data, recs[-1].offset + 1)
+            try:
+                w.prepare(recs[0].offset)
+                data = (self._encode_jsonl(recs) if fmt == "jsonl" else self._encode_text(recs) if fmt == "text"
+                        else self._encode_csv(w, recs))
+                w.write(data, recs[-1].offset + 1)
+            except OSError as exc:
+                raise _disk_error(self._name, "writing", w.path or w.dest.dir, exc) from exc
 
     # -- encoding -----------------------------------------------------------------------------------
 
@@ -1125,7 +1129,10 @@ class FileSinkTask(SinkTask):
 
     def flush(self, current_offsets: Mapping[TopicPartition, int]) -> None:
         for tp, w in self._writers.items():
-            w.commit(current_offsets.get(tp))
+            try:
+                w.commit(current_offsets.get(tp))
+            except OSError as exc:
+                raise _disk_error(self._name, "publishing the files of a commit point in", w.dest.dir, exc) from exc
 
     def pre_commit(self, current_offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         self.flush(current_offsets)
@@ -1141,6 +1148,18 @@ class FileSinkTask(SinkTask):
         for w in self._writers.values():
             w.discard()
         self._writers = {}
+
+
+def _disk_error(name: str, doing: str, path: Path, exc: OSError) -> ConnectError:
+    """A failed write as one error naming the path and the cause (a full disk says so): nothing of the commit
+    point in progress is published, and the records come again."""
+    code = errno.errorcode.get(exc.errno or 0, "")
+    why = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+           errno.EROFS: "the filesystem is read-only", errno.EACCES: "permission denied"}.get(exc.errno or 0, "")
+    return ConnectError(
+        f"FileSink {name!r}: {doing} {path} failed: {exc.strerror or exc}{f' ({code})' if code else ''}"
+        f"{f': {why}' if why else ''}; nothing of the commit point in progress is published, and its records are "
+        "delivered again (by a retry of this commit point, or by the next run)")
 
 
 def _text_line(r: SinkRecord) -> bytes:
