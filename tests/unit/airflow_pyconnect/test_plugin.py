@@ -245,6 +245,13 @@ def test_an_unreachable_store_is_one_line_naming_the_connection_without_secrets(
     _conn(monkeypatch, "pc_bad", host="http://nope")
     with pytest.raises(service.StoreUnavailable, match=r"^pc_bad: store unreachable: ValueError: unsupported"):
         service.runs("pc_bad")
+    # a password inside the host's URL (issue 25: it was echoed to viewers in the 503)
+    for conn_id, host in (("pc_url_down", "kafka://svc:pw-in-host-secret@127.0.0.1:9"),
+                          ("pc_url_bad", "http://svc:pw-in-host-secret@nope")):
+        _conn(monkeypatch, conn_id, host=host, extra={"connect.timeout.ms": 500})
+        with pytest.raises(service.StoreUnavailable) as err:
+            service.overview(conn_id)
+        assert "pw-in-host-secret" not in str(err.value), str(err.value)
     _conn(monkeypatch, "pc_missing", host=f"sqlite:///{tmp_path / 'missing.db'}")
     with pytest.raises(service.StoreUnavailable, match=r"^pc_missing: store unreachable: "):
         service.overview("pc_missing")
