@@ -65,6 +65,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
     ConfigResource,
     NewTopic,
+    OffsetSpec,
     ResourceType,
 )
 
@@ -100,6 +101,7 @@ _VARYING = re.compile(r"after \d+ms|, \d+ identical error\(s\) suppressed|\(\d+ 
                       r"(?<=#producer)-\d+|(?<=#consumer)-\d+|(?<=#admin)-\d+")
 
 
+_TOPIC_PARTITION = operator.itemgetter(0, 1)
 _THREAD = re.compile(r"^\[thrd:[^\]]*\]:\s*")
 
 
@@ -1094,6 +1096,12 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                          f"transactional producer {transactional_id!r} for {backend.bootstrap}", sparse_reports=True)
         self._offsets_topic: tuple[str, int] | None = None
         self._in_txn = False
+        # Partitions where no transaction of this producer id can still be hanging (see _settle_first), the
+        # offset keys already checked, and this transaction's batches (kept by reference until it ends)
+        self._settled: set[tuple[str, int | None]] = set()
+        self._settled_keys: set[bytes] = set()
+        self._txn_batches: list[Sequence[ProducerRecord]] = []
+        self._txn_unsettled = False
 
     def _error_cb(self, err: ck.KafkaError) -> None:
         # librdkafka reports the fatal "fenced" error here; later calls fail with a bare _STATE error
@@ -1163,6 +1171,14 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
         except ck.KafkaException as exc:
             raise self._failure(exc, "begin_transaction") from exc
         self._in_txn = True
+        self._txn_batches = []
+        self._txn_unsettled = False
+
+    def send(self, records: Sequence[ProducerRecord]) -> None:
+        super().send(records)
+        self._txn_batches.append(records)
+        if not self._txn_unsettled and not set(map(_TOPIC_PARTITION, records)) <= self._settled:
+            self._txn_unsettled = True
 
     def flush(self, timeout: float) -> Written:
         try:
@@ -1186,36 +1202,127 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
         mirror = bool(offsets) and self.offset_store_name is not None and (
             self.offset_store_name not in INTERNAL_STORES) and self._offsets_topic[0] != self.backend.default_offsets_topic
         try:
+            more: Mapping[str, Sequence[OffsetEntry]] | None = None
+            if extra or self._txn_unsettled or not all(key in self._settled_keys for key, _ in offsets):
+                self._flush(timeout)
+                if self._settle_first(offsets, mirror, deadline):
+                    self._flush(timeout)  # the batches sent again after the settling abort
+                # called once per commit: the runtime's ledger accumulates what it is given
+                more = self._extra_entries(extra, self.tracker.written())
             if offsets:
                 topic, partitions = self._offsets_topic
                 self.send_offsets(topic, partitions, offsets)
                 if mirror:
                     global_topic, global_partitions = self.backend.offsets_topic(None)
                     self.send_offsets(global_topic, global_partitions, offsets)
-            if extra:
+            if more:
+                for store, entries in more.items():
+                    if entries:
+                        extra_topic, extra_partitions = self.backend.offsets_topic(store)
+                        self.send_offsets(extra_topic, extra_partitions, entries)
                 self._flush(timeout)
-                written = self.tracker.written()
-                more = extra(written) if callable(extra) else extra
-                if more:
-                    for store, entries in more.items():
-                        if entries:
-                            extra_topic, extra_partitions = self.backend.offsets_topic(store)
-                            self.send_offsets(extra_topic, extra_partitions, entries)
-                    self._flush(timeout)
-                self._commit(deadline, timeout)
-            else:
-                # librdkafka's commit flushes first, serving every delivery report (so the ranges are complete
-                # when it returns; a record that failed fails the commit, its error naming the cause): one call
-                # into C instead of two, so a commit on the committer thread needs the GIL less often
-                self._commit(deadline, timeout)
-                written = self.tracker.written()
+            # librdkafka's commit flushes first, serving every delivery report (so the ranges are complete
+            # when it returns; a record that failed fails the commit, its error naming the cause): one call
+            # into C instead of two, so a commit on the committer thread needs the GIL less often
+            self._commit(deadline, timeout)
+            written = self.tracker.written()
         except BaseException:
             self._abort_after_failure(timeout)
             raise
         self._in_txn = False
+        self._txn_batches = []
         self.tracker.reset()
         self._offset_errors.clear()
         return written
+
+    @staticmethod
+    def _extra_entries(extra: ExtraEntries | None, written: Written) -> Mapping[str, Sequence[OffsetEntry]] | None:
+        if not extra:
+            return None
+        return extra(written) if callable(extra) else extra
+
+    def _settle_first(self, offsets: Sequence[OffsetEntry], mirror: bool, deadline: float) -> bool:
+        """Before this producer id first commits on a partition, abort any transaction of it left hanging there.
+
+        A hanging transaction: the coordinator logged its end but its markers never reached a partition, so the
+        partition still holds it open (Apache Kafka skips the markers of a partition that has no leader while the
+        coordinator sends them, taking it for deleted: a broker in controlled shutdown with partitions only it
+        holds, e.g. a one-node cluster stopped right after an EndTxn). Its records and offsets stay invisible to
+        read_committed readers (the offsets read at a task's start do not see them, so the task polls those
+        records again), until the next marker of the same producer id on that partition settles them: the next
+        commit of this transactional id would make the hanging copy visible beside the new one. So the first
+        transaction that touches a partition where something is pending ahead of it (its last stable offset below
+        this transaction's first record, or below its end for an offsets partition) is aborted once with every
+        partition it touches (the abort marker ends the hanging transaction as aborted, as the offsets read
+        assumed) and its batches are sent again. Returns whether it aborted and sent them again.
+
+        The further stores of ``extra`` (the ranges ledger) are not settled here: their entries are known only
+        from the commit's ``extra`` call, made once; each is the newest value of a key the task rewrites in
+        every commit, so a hanging older value made visible by this commit is superseded by it."""
+        assert self._offsets_topic is not None
+        written = self.tracker.written()
+        firsts: dict[tuple[str, int], int] = {(tp[0], tp[1]): r[0] for tp, r in written.ranges.items()}
+        plan: list[tuple[str, int, Sequence[OffsetEntry]]] = []
+        if offsets:
+            plan.append((*self._offsets_topic, offsets))
+            if mirror:
+                plan.append((*self.backend.offsets_topic(None), offsets))
+        stores = {(topic, murmur2_partition(key, n)) for topic, n, entries in plan for key, _ in entries}
+        new = (set(firsts) | stores) - self._settled
+        pending = self._pending_ahead({tp: firsts.get(tp) for tp in new}, deadline) if new else []
+        if pending:
+            log.info("%s: a transaction of this producer id may be hanging on %s (pending ahead of this one); "
+                     "aborting this transaction once and sending it again, so that the next commit does not "
+                     "make it visible", self.what, ", ".join(f"{t}-{p}" for t, p in sorted(pending)))
+            for topic, n, entries in plan:
+                self.send_offsets(topic, n, entries)
+            self._flush(max(0.001, deadline - time.monotonic()))  # every partition joins the transaction
+            try:
+                self._p.abort_transaction(max(0.001, deadline - time.monotonic()))
+                self._p.begin_transaction()
+            except ck.KafkaException as exc:
+                raise self._failure(exc, "settling a hanging transaction") from exc
+            batches, self._txn_batches = self._txn_batches, []
+            self.tracker.reset()
+            self._offset_errors.clear()
+            for batch in batches:
+                _KafkaProducerBase.send(self, batch)
+            self._txn_batches = batches
+        self._settled |= set(firsts) | stores
+        for topic in {t for t, _ in firsts}:
+            count = self._partition_count(topic)
+            if count and all((topic, p) in self._settled for p in range(count)):
+                self._settled.add((topic, None))  # records without a partition land in settled ones
+        self._settled_keys.update(key for key, _ in offsets)
+        self._txn_unsettled = False
+        return bool(pending)
+
+    def _pending_ahead(self, firsts: Mapping[tuple[str, int], int | None], deadline: float) -> list[tuple[str, int]]:
+        """The partitions whose last stable offset is below ``firsts`` (this transaction's first record there;
+        ``None``: nothing of it there yet, so below the partition's end)."""
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+
+        def ask(level: Any) -> dict[tuple[str, int], int]:
+            futures = self.backend.admin.list_offsets(
+                {ck.TopicPartition(t, p): latest for t, p in firsts}, isolation_level=level,
+                request_timeout=max(0.5, deadline - time.monotonic()))
+            return {(tp.topic, tp.partition): int(f.result().offset) for tp, f in futures.items()}
+
+        while True:
+            try:
+                stable = ask(ck.IsolationLevel.READ_COMMITTED)
+                ends = ask(ck.IsolationLevel.READ_UNCOMMITTED) if None in firsts.values() else {}
+                return [tp for tp, first in firsts.items() if stable[tp] < (ends[tp] if first is None else first)]
+            except ck.KafkaException as exc:
+                # a leader that just moved, a topic just created: asked again; when the offsets cannot be read
+                # in time, every partition counts as pending (an abort too many costs only the copy it writes)
+                err = _kafka_error(exc)
+                if err is not None and err.retriable() and deadline - time.monotonic() > 0.1:
+                    time.sleep(0.05)
+                    continue
+                log.debug("%s: the last stable offsets could not be read (%s); settling as if pending",
+                          self.what, _describe(exc))
+                return list(firsts)
 
     def _commit(self, deadline: float, timeout: float) -> None:
         while True:
@@ -1244,6 +1351,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                 self._fenced = True
             log.warning("%s: aborting after a failure raised %s", self.what, self.backend.redact(_describe(exc)))
         self._in_txn = False
+        self._txn_batches = []
         self._poll(0)
         self.tracker.reset()
         self._offset_errors.clear()
