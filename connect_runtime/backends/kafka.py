@@ -1612,14 +1612,16 @@ class KafkaConsumer(Consumer):
         self.effective_config = {k: "***" if _is_secret(k) else v for k, v in conf.items()
                                  if k not in ("logger", "error_cb")}
         """The librdkafka properties this consumer was created with (secrets masked)."""
+        self._conf = conf
         self._c: Any = backend.make_client(ck.Consumer, conf, "consumer")
         self._consume = self._c.consume
         self._ends: _EndReader | None = None
         self._assigned: dict[TopicPartition, int] = {}
         self._paused: set[TopicPartition] = set()
         self._closed = False
-        self._pending: threading.Thread | None = None
-        """A commit given up on while librdkafka still runs it (see :meth:`close`)."""
+        self._committer: Any = None
+        """The client group commits go through: a handle of their own (same group, no assignment), so one whose
+        commit could not reach the cluster is replaced, not waited for (see :meth:`commit`)."""
 
     def _what(self) -> str:
         return f"consumer (group {self.group_id!r})" if self.group_id else "consumer"
@@ -1744,10 +1746,13 @@ class KafkaConsumer(Consumer):
             raise BackendError("a consumer without a group cannot commit offsets")
         tps = [ck.TopicPartition(t, p, int(o)) for (t, p), o in offsets.items()]
         outcome: list[Any] = []
+        if self._committer is None:
+            self._committer = self.backend.make_client(ck.Consumer, self._conf, "consumer")
+        client = self._committer
 
         def run() -> None:
             try:
-                outcome.append(self._c.commit(offsets=tps, asynchronous=False))
+                outcome.append(client.commit(offsets=tps, asynchronous=False))
             except BaseException as exc:
                 outcome.append(exc)
 
@@ -1755,9 +1760,11 @@ class KafkaConsumer(Consumer):
         worker.start()
         worker.join(timeout)
         if worker.is_alive():
-            # librdkafka's synchronous commit goes on until it gives up by itself: close() must not destroy the
-            # handle under it, nor wait for it unbounded
-            self._pending = worker
+            # librdkafka's synchronous commit goes on until it gives up by itself (after a broker restart it was
+            # seen stuck for 40 s while the cluster answered again): this handle is left to finish it and close in
+            # the background, and the next commit goes through a new one
+            self._committer = None
+            _close_in_background(client, worker)
             raise BackendUnavailableError(
                 f"Kafka cluster at {self.backend.bootstrap} did not answer the {self._what()} committing offsets "
                 f"within {timeout:g} s")
@@ -1778,29 +1785,27 @@ class KafkaConsumer(Consumer):
         if self._closed:
             return
         self._closed = True
-        consumer = self._c
-        pending, self._pending = self._pending, None
+        for client in (self._committer, self._c):
+            if client is not None:
+                try:
+                    client.close()
+                except (ck.KafkaException, RuntimeError):
+                    pass
+        self._committer = None
 
-        def close() -> None:
-            if pending is not None:
-                pending.join()  # never destroy the handle under a commit still running on it
-            try:
-                consumer.close()
-            except (ck.KafkaException, RuntimeError):
-                pass
 
-        if pending is None:
-            close()
-            return
-        # a commit that could not reach the cluster is still running in librdkafka: the handle is closed in the
-        # background once it gives up, and this call returns within its bound
-        closer = threading.Thread(target=close, name="kafka-consumer-close", daemon=True)
-        closer.start()
-        bound = min(5.0, self.backend.connect_timeout)
-        closer.join(bound)
-        if closer.is_alive():
-            log.warning("%s: a commit to %s that did not complete is still running; the consumer is closed in the "
-                        "background when it gives up", self._what(), self.backend.bootstrap)
+def _close_in_background(client: Any, busy: threading.Thread) -> None:
+    """Close a consumer handle once the call ``busy`` runs on it has returned (never destroy it under that call),
+    without anyone waiting for it."""
+
+    def close() -> None:
+        busy.join()
+        try:
+            client.close()
+        except (ck.KafkaException, RuntimeError):
+            pass
+
+    threading.Thread(target=close, name="kafka-consumer-close", daemon=True).start()
 
 
 __all__ = [

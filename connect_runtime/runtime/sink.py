@@ -1089,9 +1089,17 @@ class _Run(RunState):
                 try:
                     fence.begin_transaction()
                     fence.commit_transaction([], self.flush_timeout_s, extra={SINK_COMMITS_STORE: [(key, value)]})
-                except (BackendUnavailableError, WaitTimeoutError):
-                    self.close_fence()  # its transaction is in an unknown state: the next try starts a new one
+                except (ProducerFencedError, ConfigError):
                     raise
+                except Exception as exc:
+                    # its transaction is in an unknown or fatal state (a broker restart under it): the next try
+                    # starts a new fence (after reading the registry again)
+                    self.close_fence()
+                    if isinstance(exc, (BackendUnavailableError, WaitTimeoutError)):
+                        raise
+                    raise BackendUnavailableError(
+                        f"sink connector {self.name!r}: the commit fence's transaction failed ({type(exc).__name__}: "
+                        f"{exc}); a new fence is started for the next try") from exc
         consumer.commit(offsets, self.flush_timeout_s)
 
     def _check_newest(self) -> None:
