@@ -63,7 +63,12 @@ def test_a_password_field_with_a_harmless_name_never_shows(af: AirflowEnv, tmp_p
                                   "AND run_id = (SELECT max(run_id) FROM dag_run WHERE dag_id = ?)", DAG_ID, DAG_ID))
     assert states == {"src:-1": "success", "fan_plan:-1": "success", "fan:0": "success", "fan:1": "success",
                       "fan_merge:-1": "success", "sink:-1": "success", "never:-1": "failed",
-                      "leaky:-1": "failed"}, states
+                      "leaky:-1": "failed", "typo:-1": "failed"}, states
+    # a misspelt config key fails the task at once (a config error: its 3 retries are not used), naming the key meant
+    assert "exactly.once.suport: unknown config key 'exactly.once.suport': did you mean 'exactly.once.support'?" \
+        in text, text[-4000:]
+    tries = _rows(af.home, "SELECT try_number FROM task_instance WHERE dag_id = ? AND task_id = 'typo'", DAG_ID)
+    assert tries and max(t for (t,) in tries) == 1, tries
 
     rendered = _rows(af.home, "SELECT task_id, rendered_fields FROM rendered_task_instance_fields WHERE dag_id = ?",
                      DAG_ID)

@@ -43,6 +43,11 @@ with DAG(dag_id="pyconnect_test_secrets", schedule=None, start_date=datetime(202
         target_offsets=src.output, poke_interval=1, timeout=600, mode="poke", deferrable=False,
     )
     sink >> never
+    typo = PyConnectSourceOperator(  # a misspelt key: a config error, no retry (issue 25)
+        task_id="typo", pyconnect_conn_id="pyconnect_test", retries=3,
+        connector_config={"name": "typo-gen", "connector.class": "connect_runtime.connectors.datagen.DataGenSource",
+                          "topic": "typo-events", "max.records": "5", "exactly.once.suport": "required"},
+    )
     leaky = PyConnectSourceOperator(  # secrets inside other values; its error quotes them all (and it fails)
         task_id="leaky", pyconnect_conn_id="pyconnect_test", retries=0,
         connector_config={
