@@ -27,6 +27,7 @@ from connect_runtime.api.errors import ConnectError, ProducerFencedError
 from connect_runtime.backends import Backend, ProducerRecord, Written, open_backend
 from tests.conftest import slow_iterations
 from tests.contract.support import (
+    HANGING_DEFENCE_ON_TANSU,
     finish,
     json_values,
     last_json,
@@ -345,6 +346,7 @@ def test_a_run_failing_with_a_transaction_open_leaves_data_offsets_and_ranges_in
         assert held["records"] == len(values)
 
 
+@pytest.mark.not_on_tansu(HANGING_DEFENCE_ON_TANSU)
 def test_runs_that_stop_mid_way_go_on_from_the_committed_offsets(backend_url: str) -> None:
     """Runs stopped by ``max_records``, then one to the end: each goes on from the offsets the one before
     committed, so every record is there once, and each run's ranges hold exactly its own records."""

@@ -27,7 +27,16 @@ import pytest
 from connect_runtime import admin, plan_source, ranges, run_source, run_source_task
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends import Backend, ConsumedRecord, ProducerRecord, Written, open_backend
-from tests.contract.support import Broken, in_thread, json_values, read_spans, read_topic, settled, uid
+from tests.contract.support import (
+    HANGING_DEFENCE_ON_TANSU,
+    Broken,
+    in_thread,
+    json_values,
+    read_spans,
+    read_topic,
+    settled,
+    uid,
+)
 
 
 def _read(be: Backend, written: Written) -> dict[TopicPartition, list[bytes | None]]:
@@ -224,6 +233,7 @@ def _transactions(records: list[ConsumedRecord], tag: str, batch: int) -> list[t
     return [(min(o), max(o)) for o in spans.values()]
 
 
+@pytest.mark.not_on_tansu(HANGING_DEFENCE_ON_TANSU)
 @pytest.mark.parametrize("what", ["ranges", "ranges record"])
 def test_runs_of_two_connectors_on_one_partition_report_ranges_of_their_records(
         backend_url: str, backend: Backend, what: str) -> None:

@@ -23,6 +23,7 @@ from connect_runtime import admin, run_source
 from connect_runtime.backends import Backend, open_backend
 from connect_runtime.backends.base import INTERNAL_STORES, RANGES_STORE, REGISTRY_STORE
 from tests.contract.support import (
+    HANGING_DEFENCE_ON_TANSU,
     Broken,
     json_values,
     read_line,
@@ -241,6 +242,7 @@ def _scripted(name: str, topic: str, **extra: object) -> dict[str, object]:
             "poll.idle.timeout.ms": 300, "batch": 4, **extra}
 
 
+@pytest.mark.not_on_tansu(HANGING_DEFENCE_ON_TANSU)
 def test_a_connector_store_is_mirrored_and_switching_to_it_does_not_reingest(backend_url: str) -> None:
     """Runs on the global store, then on the connector's own store (``offsets.storage.topic``): the switch goes on
     from the global store's offsets (KIP-618 fallback), the own store's commits are mirrored to the global store,
