@@ -358,6 +358,33 @@ def _serves_again(store: Lost, timeout: float = 90.0) -> None:
             time.sleep(0.5)
 
 
+def _produce_ints(store: Lost, topic: str, n: int) -> None:
+    """A one-partition topic holding the JSON values 0..n-1."""
+    with open_backend(store.url, store.settings) as be:
+        be.create_topics({topic: 1})
+        p = be.producer()
+        try:
+            p.send([ProducerRecord(topic, 0, None, json.dumps(i).encode()) for i in range(n)])
+            p.flush(60)
+        finally:
+            p.close()
+
+
+def _group_committed(store: Lost, name: str, tp: TopicPartition) -> int | None:
+    """The sink connector ``name``'s group offset of ``tp``, read through a backend of its own."""
+    with open_backend(store.url, store.settings) as be:
+        c = be.consumer(f"connect-{name}")
+        try:
+            return c.committed([tp], 10)[tp]
+        finally:
+            c.close()
+
+
+def _delivered(log: Path) -> set[Any]:
+    """The values RecordingSinkConnector's put calls were given."""
+    return {r[3] for e in read_log(log) if e["call"] == "put" for r in e["records"]}
+
+
 FAIL_WITHIN_S = 30.0
 """Bound on a run's failure after its store was lost (settings: every wait on the store 3 s or 0.5 s, commits 3 s,
 riding out an unreachable store 3 s (``errors.retry.timeout``), task shutdown 10 s; a run makes a few such waits
@@ -428,23 +455,10 @@ def test_a_sink_run_that_loses_its_store_fails_once_and_a_rerun_delivers_the_res
               "task.shutdown.graceful.timeout.ms": "10000"}
     n = 1000
     with lost_store(kind, request, tmp_path) as store:
-        with open_backend(store.url, store.settings) as be:
-            be.create_topics({topic: 1})
-            p = be.producer()
-            try:
-                p.send([ProducerRecord(topic, 0, None, json.dumps(i).encode()) for i in range(n)])
-                p.flush(60)
-            finally:
-                p.close()
-        tp = TopicPartition(topic, 0)
+        _produce_ints(store, topic, n)
 
         def committed() -> int | None:
-            with open_backend(store.url, store.settings) as be:
-                c = be.consumer(f"connect-{name}")
-                try:
-                    return c.committed([tp], 10)[tp]
-                finally:
-                    c.close()
+            return _group_committed(store, name, TopicPartition(topic, 0))
 
         run, out = in_thread(run_sink, config, store.url, backend_settings=store.settings, max_seconds=120)
         wait_until("the sink to commit", lambda: committed() is not None, 60)
@@ -457,10 +471,10 @@ def test_a_sink_run_that_loses_its_store_fails_once_and_a_rerun_delivers_the_res
             store.restore()
         _serves_again(store)
         at_failure = committed()
-        delivered = {r[3] for e in read_log(log) if e["call"] == "put" for r in e["records"]}
+        delivered = _delivered(log)
         assert at_failure is not None and set(range(at_failure)) <= delivered, "committed past what was delivered"
         run_sink(config, store.url, backend_settings=store.settings, max_seconds=120)
-        delivered = {r[3] for e in read_log(log) if e["call"] == "put" for r in e["records"]}
+        delivered = _delivered(log)
         assert delivered == set(range(n))
         assert committed() == n
         _one_clear_error(out, lost_at, store.name, caplog)
@@ -531,23 +545,10 @@ def test_a_sink_run_rides_out_a_blink_of_its_store(
               "offset.flush.interval.ms": "0"}
     n = 600
     with blinking_store(kind, request, tmp_path) as store:
-        with open_backend(store.url, store.settings) as be:
-            be.create_topics({topic: 1})
-            p = be.producer()
-            try:
-                p.send([ProducerRecord(topic, 0, None, json.dumps(i).encode()) for i in range(n)])
-                p.flush(60)
-            finally:
-                p.close()
-        tp = TopicPartition(topic, 0)
+        _produce_ints(store, topic, n)
 
         def committed() -> int | None:
-            with open_backend(store.url, store.settings) as be:
-                c = be.consumer(f"connect-{name}")
-                try:
-                    return c.committed([tp], 10)[tp]
-                finally:
-                    c.close()
+            return _group_committed(store, name, TopicPartition(topic, 0))
 
         run, out = in_thread(run_sink, config, store.url, backend_settings=store.settings, max_seconds=180)
         wait_until("the sink to commit", lambda: committed() is not None, 60)
@@ -556,7 +557,7 @@ def test_a_sink_run_rides_out_a_blink_of_its_store(
         assert not run.is_alive(), "the sink run did not end"
         assert out.get("error") is None, f"the sink run did not ride out a {BLINK_S:g} s blink: {out.get('error')!r}"
         _serves_again(store)
-        delivered = {r[3] for e in read_log(log) if e["call"] == "put" for r in e["records"]}
+        delivered = _delivered(log)
         assert delivered == set(range(n))
         assert committed() == n
         assert SECRET not in caplog.text
