@@ -63,6 +63,8 @@ returns is used by one thread only.
 from __future__ import annotations
 
 import abc
+import json
+import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -72,11 +74,32 @@ from connect_runtime.api.records import RecordMetadata, TopicPartition
 WireHeaders = list[tuple[str, "bytes | None"]]
 
 
+def default_partition(key: bytes | None, partitions: int) -> int:
+    """The partitioning policy of every backend, for a record sent with ``partition=None``:
+    ``crc32(key) % partitions`` for a keyed record, partition 0 for a record without a key (or a
+    topic of one partition). Stable across processes and backends, so a key always lands on the same
+    partition of a topic of a given size. Hot loops inline ``zlib.crc32(key) % partitions``; this is
+    the rule they follow. (Offset topics on Kafka follow Kafka Connect instead: murmur2.)"""
+    if key is None or partitions <= 1:
+        return 0
+    return zlib.crc32(key) % partitions
+
+
+def canonical_offset_key(key: bytes) -> bytes:
+    """A stored source-offset key re-serialised with sorted object keys and compact separators: the
+    one form every backend and the runtime compare keys in (Kafka Connect writes
+    ``["name",{...}]`` in insertion order). Keys that are not JSON stay as they are."""
+    try:
+        data = json.loads(key)
+    except ValueError:
+        return key
+    return json.dumps(data, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
+
+
 class ProducerRecord(NamedTuple):
     """A converted record on its way to a topic. Plain tuples of the same shape are accepted too.
 
-    ``partition=None`` lets the backend choose: ``crc32(key) % partitions`` for a keyed record,
-    partition 0 for a record without a key.
+    ``partition=None`` lets the backend choose, by :func:`default_partition`.
     """
 
     topic: str
@@ -415,4 +438,6 @@ __all__ = [
     "TransactionalProducer",
     "WireHeaders",
     "Written",
+    "canonical_offset_key",
+    "default_partition",
 ]

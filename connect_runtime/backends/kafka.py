@@ -49,7 +49,6 @@ import collections
 import contextlib
 import functools
 import itertools
-import json
 import logging
 import operator
 import re
@@ -92,6 +91,7 @@ from connect_runtime.backends.base import (
     TransactionalProducer,
     WireHeaders,
     Written,
+    canonical_offset_key,
 )
 
 log = logging.getLogger(__name__)
@@ -190,19 +190,6 @@ _PARTITION_COUNT_MAX_AGE = 300.0
 
 # --------------------------------------------------------------------------------------------------
 # Helpers
-
-
-def canonical_offset_key(key: bytes) -> bytes:
-    """A stored offset key re-serialised with sorted object keys and compact separators (Kafka
-    Connect writes ``["name",{...}]`` in insertion order). Keys that are not JSON stay as they are.
-
-    The runtime has the same rule (``runtime.offsets.canonical_key``); backends may not import the
-    runtime, so it is restated here."""
-    try:
-        data = json.loads(key)
-    except ValueError:
-        return key
-    return json.dumps(data, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
 
 
 def murmur2_partition(key: bytes, partitions: int) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 
 from connect_runtime.api.errors import DataError
 from connect_runtime.api.source import OffsetStorageReader
-from connect_runtime.backends.base import OffsetEntry, OffsetStore
+from connect_runtime.backends.base import OffsetEntry, OffsetStore, canonical_offset_key
 
 _dumps = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode
 
@@ -51,9 +51,9 @@ def parse_key(key: bytes) -> tuple[str, dict[str, Any]] | None:
 
 
 def canonical_key(key: bytes) -> bytes:
-    """Re-serialise a stored key the way :func:`offset_key` writes it (for keys from other writers)."""
-    parsed = parse_key(key)
-    return key if parsed is None else offset_key(*parsed)
+    """Re-serialise a stored key the way :func:`offset_key` writes it (for keys from other writers):
+    the rule is :func:`connect_runtime.backends.base.canonical_offset_key`, stated once there."""
+    return canonical_offset_key(key)
 
 
 def connector_offsets(store: OffsetStore, connector: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
