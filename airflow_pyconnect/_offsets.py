@@ -28,7 +28,6 @@ runtime's registry says the connector owns its offsets.
 
 from __future__ import annotations
 
-import ast
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -61,90 +60,27 @@ TopicTargets = dict[str, dict[str, int]]
 SourceTargets = list[dict[str, Any]]
 
 
-def structured(value: Any, what: str) -> Any:
-    """``value`` itself, or the JSON / Python literal a string holds (e.g. a rendered XCom pull)."""
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    if not text:
-        raise ValueError(f"{what} is an empty string: expected a mapping (or its JSON)")
-    try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        raise ValueError(f"{what} is a string that is neither JSON nor a Python literal: {text[:200]!r}") from None
-
-
 def topic_targets(value: Any, what: str = "target") -> TopicTargets:
-    """``{topic: {"<partition>": offset}}`` from any accepted sink-target shape (see the module doc)."""
-    data = structured(value, what)
-    if not isinstance(data, Mapping):
-        raise ValueError(f"{what}: expected a mapping, got {type(data).__name__}")
-    from connect_runtime import ranges as ranges_mod
+    """``{topic: {"<partition>": offset}}`` from any accepted sink-target shape (see the module doc),
+    parsed by the runtime's one parser (:func:`connect_runtime.ranges.offset_targets`)."""
+    from connect_runtime import ranges
 
-    source: Mapping[Any, Any]
-    if isinstance(data.get("ranges"), Mapping) and "connector" in data:
-        try:
-            spans = ranges_mod.parse(ranges_mod.merge(data["ranges"], data.get("interval_ranges") or {}))
-        except ranges_mod.RangesFormatError as exc:
-            raise ValueError(f"{what}: {exc}") from None
-        source = {t: {str(p): s[-1][1] for p, s in parts.items() if s} for t, parts in spans.items()}
-    elif "committed" in data and isinstance(data.get("committed"), Mapping):
-        source = data["committed"]
-    elif data and all(isinstance(parts, Mapping) and parts
-                      and all(isinstance(v, (list, tuple)) for v in parts.values()) for parts in data.values()):
-        try:  # a bare ranges mapping, e.g. source.output["ranges"]
-            spans = ranges_mod.parse(data)
-        except ranges_mod.RangesFormatError as exc:
-            raise ValueError(f"{what}: {exc}") from None
-        source = {t: {str(p): s[-1][1] for p, s in parts.items() if s} for t, parts in spans.items()}
-    else:
-        source = data
-    out: TopicTargets = {}
-    bad = []
-    for topic, parts in source.items():
-        if not isinstance(parts, Mapping):
-            bad.append(f"{topic}: expected a mapping of partition to offset, got {parts!r}")
-            continue
-        for partition, offset in parts.items():
-            try:
-                p, o = int(partition), int(offset)
-            except (TypeError, ValueError):
-                bad.append(f"{topic}[{partition!r}]: expected an integer partition and offset, got {offset!r}")
-                continue
-            if p < 0 or o < 0:
-                bad.append(f"{topic}[{partition}]: partition and offset must be >= 0, got {offset}")
-                continue
-            out.setdefault(str(topic), {})[str(p)] = o
-    if bad:
-        raise ValueError(f"{what}: " + "; ".join(bad))
-    return out
+    return ranges.offset_targets_json(ranges.offset_targets(value, what))
 
 
 def source_targets(value: Any, what: str = "target") -> SourceTargets:
-    """``[{"partition": {...}, "offset": {...}}]`` from a list or a source run's result dict."""
-    data = structured(value, what)
-    if isinstance(data, Mapping):
-        if "source_offsets" not in data:
-            raise ValueError(f"{what}: a mapping must be a source run result with 'source_offsets'")
-        if data.get("source_offsets_truncated"):
-            raise ValueError(f"{what}: the source run result lists only {len(data['source_offsets'])} of its "
-                             f"{data.get('source_offsets_total')} source offsets (max_source_offsets): pass the "
-                             "full [{'partition': ..., 'offset': ...}] list as the target")
-        data = data["source_offsets"]
-    if not isinstance(data, list):
-        raise ValueError(f"{what}: expected a list of {{'partition': ..., 'offset': ...}}, got {type(data).__name__}")
-    out: SourceTargets = []
-    for entry in data:
-        if not (isinstance(entry, Mapping) and isinstance(entry.get("partition"), Mapping)
-                and (entry.get("offset") is None or isinstance(entry.get("offset"), Mapping))):
-            raise ValueError(f"{what}: expected {{'partition': {{...}}, 'offset': {{...}}}}, got {entry!r}")
-        out.append({"partition": dict(entry["partition"]),
-                    "offset": None if entry["offset"] is None else dict(entry["offset"])})
-    return out
+    """``[{"partition": {...}, "offset": {...}}]`` from a list or a source run's result dict
+    (:func:`connect_runtime.ranges.source_targets`)."""
+    from connect_runtime import ranges
+
+    return ranges.source_targets(value, what)
+
+
+def structured(value: Any, what: str) -> Any:
+    """``value`` itself, or the JSON / Python literal a string holds (e.g. a rendered XCom pull)."""
+    from connect_runtime import ranges
+
+    return ranges.structured(value, what)
 
 
 def normalise_target(kind: str, value: Any) -> TopicTargets | SourceTargets:

@@ -258,44 +258,13 @@ def _validate(config: Mapping[str, Any]) -> tuple[dict[str, Any], SinkConnector,
 
 
 def _normalise_until(until: Any, name: str) -> dict[TopicPartition, int]:
-    """``{TopicPartition: target}`` from ``{topic: {partition: offset}}`` or a source run result
-    (``{"ranges": {topic: {"p": [from, to]}}}``, or an object with ``to_dict()`` giving it)."""
-    if hasattr(until, "to_dict") and not isinstance(until, Mapping):
-        until = until.to_dict()
-    if not isinstance(until, Mapping):
-        raise ConfigError(errors={"until_offsets": f"expected a mapping, got {type(until).__name__}"})
-    ranges = until.get("ranges")
-    is_source_result = isinstance(ranges, Mapping) and all(
-        isinstance(parts, Mapping) and all(isinstance(r, (list, tuple)) for r in parts.values())
-        for parts in ranges.values()
-    )
-    source: Mapping[Any, Any] = until
-    if is_source_result and isinstance(ranges, Mapping):
-        try:  # a source result's ranges: a [from, to] pair or a span list; the target is the last span's end
-            source = {t: {p: spans[-1][1] for p, spans in parts.items()} for t, parts in _ranges.parse(ranges).items()}
-        except _ranges.RangesFormatError as exc:
-            raise ConfigError(f"invalid until_offsets for sink connector {name!r}: {exc}",
-                              {"until_offsets": str(exc)}) from None
-    out: dict[TopicPartition, int] = {}
-    bad: list[str] = []
-    for topic, parts in source.items():
-        if not isinstance(parts, Mapping):
-            bad.append(f"{topic!r}: expected {{partition: offset}}, got {parts!r}")
-            continue
-        for p, target in parts.items():
-            try:
-                offset = target
-                if isinstance(offset, bool):
-                    raise TypeError
-                out[TopicPartition(str(topic), int(p))] = int(offset)
-            except (TypeError, ValueError, IndexError):
-                bad.append(f"{topic!r} partition {p!r}: expected an integer offset, got {target!r}")
-    if bad:
-        raise ConfigError(
-            f"invalid until_offsets for sink connector {name!r}: " + "; ".join(bad),
-            {"until_offsets": "; ".join(bad)},
-        )
-    return out
+    """``{TopicPartition: target}`` from any shape :func:`connect_runtime.ranges.offset_targets` takes
+    (the one parser of offset targets, shared with the CLI and the provider)."""
+    try:
+        return _ranges.offset_targets(until, "until_offsets")
+    except _ranges.RangesFormatError as exc:
+        raise ConfigError(f"invalid until_offsets for sink connector {name!r}: {exc}",
+                          {"until_offsets": str(exc)}) from None
 
 
 # --------------------------------------------------------------------------------------------------
