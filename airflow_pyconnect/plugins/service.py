@@ -105,7 +105,7 @@ def open_store(conn_id: str, embedded: bool = False, *,
     secrets: list[str] = []
     try:
         if embedded:
-            url, settings = embedded_backend_url(), {}
+            url, settings = embedded_backend_url(), dict[str, Any]()
             path = Path(url[len("sqlite:///"):])
             if not path.exists():
                 raise StoreUnavailable(f"{conn_id}: no store yet: the embedded backend {path} does not exist "

@@ -41,6 +41,6 @@ def test_ruff_passes() -> None:
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def test_mypy_strict_passes_on_the_runtime() -> None:
+def test_mypy_strict_passes_on_the_runtime_and_the_provider() -> None:
     out = subprocess.run([sys.executable, "-m", "mypy"], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
