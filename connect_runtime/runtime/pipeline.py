@@ -50,9 +50,6 @@ from connect_runtime.converters import JsonConverter
 from connect_runtime.runtime.config import SINK_CONFIG, SOURCE_CONFIG
 from connect_runtime.runtime.plugins import instantiate
 
-# Importing the built-in transforms registers their Kafka Connect names in plugins.ALIASES.
-import connect_runtime.transforms  # noqa: F401  # isort: skip
-
 log = logging.getLogger(__name__)
 
 
