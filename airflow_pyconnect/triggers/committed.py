@@ -269,7 +269,7 @@ class CommittedRecordsProducer(SharedStreamProducer):
                 rewind, self._rewind = self._rewind, {}
                 try:
                     polled = await self._call(self._watch.poll, rewind)
-                except BaseException:
+                except BaseException:  # cancelled too (the triggerer stops us): keep the rewind for the next poll
                     self._rewind = {**rewind, **self._rewind}
                     raise
             except Exception as exc:
