@@ -268,9 +268,6 @@ def test_alter_refuses_partitions_of_the_other_kind(backend: Backend) -> None:
     assert (generation(backend, "gen"), generation(backend, "archive")) == (0, 0)
 
 
-@pytest.mark.xfail(strict=True, reason="defect: alter_offsets checks a sink entry's kafka_offset but not its "
-                   "kafka_partition (int() of anything: 'x' raises a bare ValueError, 0.5 alters partition 0, -1 is "
-                   "committed) nor that kafka_offset is not a bool (True commits offset 1)")
 @pytest.mark.parametrize(("partition", "offset"), [("x", 1), (0.5, 1), (-1, 1), (0, True)])
 def test_alter_names_a_bad_sink_entry_and_writes_nothing(backend: Backend, partition: Any, offset: Any) -> None:
     register(backend, "archive", kind="sink", topics=(TOPIC,))
