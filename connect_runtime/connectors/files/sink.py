@@ -87,14 +87,13 @@ class FileSink(SinkConnector):
         return cfg
 
     def read_offsets(self, connector_config: Mapping[str, Any]) -> DestinationOffsets:
-        """The committed position of every partition directory (manifest and file names)."""
+        """The committed positions in the destination (:func:`connect_runtime.connectors.files.destination.read_offsets`)."""
         return read_offsets(self._parse(connector_config))
 
     def alter_offsets(self, connector_config: Mapping[str, Any], offsets: Mapping[TopicPartition, int | None],
                       generation: int) -> bool:
-        """Move partitions forward (the records before the new offset are never written), or back / reset
-        (``None``) where no published file holds records at or past the new offset: files are never
-        removed for you (that would delete data); the error names them."""
+        """Move, or reset, positions in the destination as ``generation``
+        (:func:`connect_runtime.connectors.files.destination.alter_offsets`)."""
         alter_offsets(self._parse(connector_config), offsets, generation, repr(connector_config.get("name")))
         return True
 

@@ -124,7 +124,7 @@ SqlSink
   ``BEGIN IMMEDIATE`` admits one writer).
 """
 
-from connect_runtime.connectors.sql._sink import OFFSETS_TABLE, SqlSink, SqlSinkTask
 from connect_runtime.connectors.sql._source import SqlSource, SqlSourceTask
+from connect_runtime.connectors.sql.sink import OFFSETS_TABLE, SqlSink, SqlSinkTask
 
 __all__ = ["OFFSETS_TABLE", "SqlSink", "SqlSinkTask", "SqlSource", "SqlSourceTask"]
