@@ -321,7 +321,8 @@ class _TextCursor(_FileCursor):
         return len(values)
 
 
-
-
 def _line_end(position: int, length: int) -> int:
     return position + length + 1
+
+
+__all__ = ["cursor"]

@@ -114,3 +114,6 @@ def csv_line(values: Iterable[Any]) -> bytes:
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerow([_csv_cell(v) for v in values])
     return buf.getvalue().encode("utf-8")
+
+
+__all__ = ["EXTENSIONS", "FORMATS_BY_SUFFIX", "VERSION", "csv_line", "csv_record_end", "csv_row", "encode", "encode_lines", "extension", "format_of", "text_line"]

@@ -136,3 +136,5 @@ class PartitionWriter:
 
     close = discard
 
+
+__all__ = ["PartitionWriter"]

@@ -87,7 +87,8 @@ class FileSink(SinkConnector):
         return cfg
 
     def read_offsets(self, connector_config: Mapping[str, Any]) -> DestinationOffsets:
-        """The committed positions in the destination (:func:`connect_runtime.connectors.files.destination.read_offsets`)."""
+        """The committed positions in the destination
+        (:func:`connect_runtime.connectors.files.destination.read_offsets`)."""
         return read_offsets(self._parse(connector_config))
 
     def alter_offsets(self, connector_config: Mapping[str, Any], offsets: Mapping[TopicPartition, int | None],
@@ -133,8 +134,8 @@ class FileSinkTask(SinkTask):
             tp = TopicPartition(*tp)
             if tp in self._writers:
                 continue
-            w = PartitionWriter(self._directory, tp, self._format, generation=self.context.generation, name=self._name,
-                                max_bytes=self._max_bytes, fsync=self._fsync)
+            w = PartitionWriter(self._directory, tp, self._format, generation=self.context.generation,
+                                name=self._name, max_bytes=self._max_bytes, fsync=self._fsync)
             w.claim()
             self._writers[tp] = w
             if w.next_offset is not None:

@@ -284,5 +284,4 @@ class DirectorySourceTask(SourceTask):
             c.close()
 
 
-
 __all__ = ["DirectorySource", "DirectorySourceTask", "is_finished", "scan_directory"]

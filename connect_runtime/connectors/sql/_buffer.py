@@ -46,7 +46,7 @@ class Buffer:
         self.report = report
         self.runs: list[Run] = []
         self.buffered = 0  # records in the buffer
-        self.written: dict[TopicPartition, int] = {}  # next offset after what the buffer and the open transaction hold
+        self.written: dict[TopicPartition, int] = {}  # next offset after what the buffer and the transaction hold
         self.table_names: dict[str, str] = {}  # topic -> table
 
     def take(self) -> list[Run]:
@@ -176,3 +176,6 @@ class Buffer:
         if key is not None and self.pk_mode == "record_key":
             return {**v, **key}
         return v
+
+
+__all__ = ["Buffer", "Run"]

@@ -285,3 +285,6 @@ def bad_field(orig: BaseException, table: Table, row: Mapping[str, Any]) -> str 
             if not -(2 ** (bits - 1)) <= v < 2 ** (bits - 1):
                 return k
     return None
+
+
+__all__ = ["ColumnCoercer", "bad_field", "coerce_columns", "coerce_row", "coercer", "column_coercer", "columns_of", "sql_type"]

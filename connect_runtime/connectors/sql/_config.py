@@ -44,7 +44,6 @@ def connector_name(props: Mapping[str, Any]) -> str:
     return str(props.get("name") or "sql-sink")
 
 
-
 def cross_check(cfg: Mapping[str, Any]) -> dict[str, str]:
     errors: dict[str, str] = {}
     mode, pk = str(cfg["insert.mode"]).lower(), str(cfg["pk.mode"]).lower()
@@ -62,3 +61,6 @@ def parse(props: Mapping[str, Any]) -> dict[str, Any]:
     if errors:
         raise ConfigError(errors=errors)
     return cfg
+
+
+__all__ = ["SINK_CONFIG", "connector_name", "cross_check", "parse"]

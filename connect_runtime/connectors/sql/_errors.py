@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from connect_runtime.api.errors import ConnectError, DataError
 from connect_runtime.api.records import SinkRecord
-from connect_runtime.connectors.sql._common import DatabaseUnavailable, scrub
+from connect_runtime.connectors.sql._common import DatabaseUnavailable, cause
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
@@ -19,9 +19,7 @@ _DATA_ERRORS: tuple[type[BaseException], ...] = ()
 
 def db_error(connector: str, what: str, url: URL, exc: BaseException) -> ConnectError:
     """A database failure as one message: what was done where (password hidden), the driver's cause."""
-    orig = getattr(exc, "orig", None) or exc
-    return ConnectError(f"SqlSink {connector!r}: {what} failed: {type(orig).__name__}: "
-                        f"{scrub(str(orig).strip(), url)}")
+    return ConnectError(f"SqlSink {connector!r}: {what} failed: {cause(exc, url)}")
 
 
 def transient(exc: BaseException | None) -> bool:
@@ -74,7 +72,6 @@ def data_errors() -> tuple[type[BaseException], ...]:
     return _DATA_ERRORS
 
 
-
 def where(r: SinkRecord) -> str:
     return f"{r.topic}-{r.partition}@{r.offset}"
 
@@ -83,3 +80,5 @@ def short(v: Any) -> str:
     s = repr(v)
     return s if len(s) <= 300 else s[:300] + "..."
 
+
+__all__ = ["data_errors", "db_error", "short", "transient", "where"]

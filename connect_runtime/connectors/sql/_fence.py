@@ -58,7 +58,6 @@ def create_offsets_table(conn: Connection, table: Table) -> None:
         conn.rollback()
 
 
-
 class SinkOffsets:
     """The offsets rows of one connector (one task's view): lock and fence, store, claim."""
 
@@ -203,3 +202,6 @@ def alter_offsets(cfg: Mapping[str, Any], name: str, offsets: Mapping[TopicParti
         engine.dispose()
     log.info("SqlSink %s: offsets altered in %s as generation %d: %s", name, where, generation,
              {f"{tp.topic}-{tp.partition}": off for tp, off in changes.items()})
+
+
+__all__ = ["OFFSETS_TABLE", "SinkOffsets", "alter_offsets", "create_offsets_table", "offsets_table", "read_offsets"]

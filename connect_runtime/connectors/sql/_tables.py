@@ -175,3 +175,6 @@ class Tables:
         fresh = sa.Table(table_name, sa.MetaData(), schema=schema, autoload_with=conn)
         self._remember(key, fresh)
         return fresh
+
+
+__all__ = ["Tables"]

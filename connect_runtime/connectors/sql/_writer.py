@@ -85,10 +85,10 @@ class Writer:
         shaped = columns_of(rows)
         table = self.tables.get(conn, name, rows, pk if self.pk_mode != "none" else [], records[0],
                                 None if shaped is None else shaped[0])
-        coerce = self.tables.coercers[table.fullname]
+        coerce, column_coercers = self.tables.coercers[table.fullname], self.tables.column_coercers[table.fullname]
         copy = self.copy and self.mode == "insert" and not is_delete
         try:
-            batch = None if shaped is None else coerce_columns(shaped, self.tables.column_coercers[table.fullname], copy)
+            batch = None if shaped is None else coerce_columns(shaped, column_coercers, copy)
             prepared: list[dict[str, Any]] | None = None
             if batch is None:
                 prepared = [coerce_row(row, coerce) for row in rows]
@@ -240,3 +240,6 @@ class Writer:
                 write = copy.write_row
                 for values in group:
                     write(values)
+
+
+__all__ = ["Writer"]

@@ -49,7 +49,8 @@ class SqlSink(SinkConnector):
     # -- KIP-875: the offsets kept in the destination (called on a connector that is not started) -------
 
     def read_offsets(self, connector_config: Mapping[str, Any]) -> DestinationOffsets:
-        """The stored next offsets and newest generation (:func:`connect_runtime.connectors.sql._fence.read_offsets`)."""
+        """The stored next offsets and the newest generation
+        (:func:`connect_runtime.connectors.sql._fence.read_offsets`)."""
         return read_offsets(parse(connector_config), connector_name(connector_config))
 
     def alter_offsets(self, connector_config: Mapping[str, Any], offsets: Mapping[TopicPartition, int | None],
