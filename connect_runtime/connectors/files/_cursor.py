@@ -115,6 +115,11 @@ class _FileCursor:
             return True
         return bool(self._buf if self.fmt == "text" else self._buf.strip()) and self._final(st.st_mtime)
 
+    @property
+    def at_end(self) -> bool:
+        """Read to its end of file (it may still grow: :meth:`has_more`), or gone."""
+        return self._eof or self.gone
+
     def _final(self, mtime: float) -> bool:
         """The file stopped changing: not modified for ``file.final.ms``."""
         return self.final_ms >= 0 and time.time() - mtime >= self.final_ms / 1000

@@ -250,7 +250,7 @@ class DirectorySourceTask(SourceTask):
             c.read(self._batch - len(out), self._topic, self._key_field, out)
             if c.error is not None:
                 break
-            if c._eof or c.gone:
+            if c.at_end:
                 self._current += 1
         if not out and self._current >= len(cursors):
             for c in cursors:
