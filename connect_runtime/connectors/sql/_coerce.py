@@ -132,7 +132,7 @@ def column_coercer(col_type: Any, copy_json: bool) -> ColumnCoercer | None:
     kind = next((k for k, c in _ISO.items() if c is conv), None)
     if kind is None:
         return each
-    parse, form = kind.fromisoformat, _ISO_TEXT[kind]  # type: ignore[attr-defined]
+    parse, form = kind.fromisoformat, _ISO_TEXT[kind]
 
     def iso(values: Sequence[Any], text_ok: bool) -> Sequence[Any]:
         if set(map(type, values)) == _STR:
