@@ -20,8 +20,8 @@ import pytest
 from connect_runtime import admin
 from connect_runtime.api import ConnectError, TopicPartition
 from connect_runtime.backends import ProducerRecord, open_backend
-from connect_runtime.connectors._files_dest import PartitionDir
 from connect_runtime.connectors.files import committed_files
+from connect_runtime.connectors.files.destination import PartitionDir
 from connect_runtime.runtime.sink import run_sink
 from tests.conftest import PYTHON, REPO
 

@@ -25,8 +25,8 @@ import pytest
 
 from connect_runtime.api import TopicPartition
 from connect_runtime.backends import ProducerRecord, open_backend
-from connect_runtime.connectors._files_dest import PartitionDir
 from connect_runtime.connectors.files import committed_files
+from connect_runtime.connectors.files.destination import PartitionDir
 from tests.conftest import PYTHON, REPO, slow_iterations
 
 TOPIC = "orders"

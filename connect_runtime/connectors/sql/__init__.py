@@ -2,6 +2,12 @@
 (topics into tables, exactly once). Any database SQLAlchemy speaks; PostgreSQL (psycopg 3) and SQLite are
 tested. SQLAlchemy and psycopg are imported when a connector starts, never when this package is imported.
 
+Where things are: ``_common`` (connections, URLs, the JSON value forms), ``_source`` (SqlSource and its task),
+``_reader`` (table discovery, one table's queries and position); ``sink`` (SqlSink), ``_config`` (its fields),
+``_task`` (SqlSinkTask's loop), ``_buffer`` (records into rows), ``_writer`` (statements, COPY, the slow path),
+``_tables`` (auto.create / auto.evolve), ``_coerce`` (value coercion, type mapping), ``_fence`` (the offsets
+table: claims, generation check, read/alter offsets), ``_errors`` (transient or data failures, messages).
+
 Connection (both): ``connection.url`` (a SQLAlchemy URL; ``postgresql://`` means psycopg 3),
 ``connection.user`` / ``connection.password`` (``PASSWORD`` fields, masked everywhere; prefer them to
 credentials inside the URL), ``connection.attempts`` times (``connection.timeout.ms`` +
@@ -124,7 +130,7 @@ SqlSink
   ``BEGIN IMMEDIATE`` admits one writer).
 """
 
-from connect_runtime.connectors.sql._sink import OFFSETS_TABLE, SqlSink, SqlSinkTask
 from connect_runtime.connectors.sql._source import SqlSource, SqlSourceTask
+from connect_runtime.connectors.sql.sink import OFFSETS_TABLE, SqlSink, SqlSinkTask
 
 __all__ = ["OFFSETS_TABLE", "SqlSink", "SqlSinkTask", "SqlSource", "SqlSourceTask"]

@@ -94,6 +94,13 @@ def scrub(message: str, url: URL) -> str:
     return message
 
 
+def cause(exc: BaseException, url: URL) -> str:
+    """A database failure's cause for a message: the driver's exception (SQLAlchemy's ``orig``), its type and
+    text, the password removed."""
+    orig = getattr(exc, "orig", None) or exc
+    return f"{type(orig).__name__}: {scrub(str(orig).strip(), url)}"
+
+
 def create_engine(cfg: Mapping[str, Any], *, serializable_sqlite: bool = False) -> Engine:
     """An engine for one task (or the connector). PostgreSQL sessions run in UTC, so naive timestamps
     compare as UTC; SQLite waits for the write lock up to ``connection.timeout.ms`` and, for the sink,
@@ -315,6 +322,7 @@ __all__ = [
     "VERSION",
     "DatabaseUnavailable",
     "build_url",
+    "cause",
     "connect",
     "connection_fields",
     "create_engine",

@@ -18,8 +18,8 @@ import pytest
 
 from connect_runtime.api import ConnectError, TopicPartition
 from connect_runtime.backends import Backend, ProducerRecord, open_backend
-from connect_runtime.connectors._files_dest import file_name
 from connect_runtime.connectors.files import MANIFEST, committed_files, read_manifest
+from connect_runtime.connectors.files.atomic import file_name
 from connect_runtime.runtime.sink import run_sink
 
 TOPIC = "in"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from connect_runtime import ConnectError, run_sink, run_source
-from connect_runtime.connectors.sql._sink import _sql_type
+from connect_runtime.connectors.sql._coerce import sql_type
 from tests.unit.connect_runtime.connectors.test_sql_sink import cfg, execute, produce, query
 
 VALUES: list[dict[str, Any]] = [
@@ -50,14 +50,14 @@ def test_the_type_rule(values: list[Any], pg: str, sqlite: str) -> None:
     from sqlalchemy.dialects import postgresql
     from sqlalchemy.dialects import sqlite as sqlite_dialect
 
-    assert _sql_type(values, "postgresql", False).compile(dialect=postgresql.dialect()) == pg
-    assert _sql_type(values, "sqlite", False).compile(dialect=sqlite_dialect.dialect()) == sqlite
+    assert sql_type(values, "postgresql", False).compile(dialect=postgresql.dialect()) == pg
+    assert sql_type(values, "sqlite", False).compile(dialect=sqlite_dialect.dialect()) == sqlite
 
 
 def test_other_dialects_get_a_numeric_scale_covering_the_values() -> None:
     from sqlalchemy.dialects import mysql
 
-    typ = _sql_type(["12.50", "-0.125", "1234567.0"], "mysql", False)
+    typ = sql_type(["12.50", "-0.125", "1234567.0"], "mysql", False)
     assert typ.compile(dialect=mysql.dialect()) == "NUMERIC(38, 3)"
 
 

@@ -1,14 +1,10 @@
-"""The FileSink's destination: one topic partition's directory, its published files and its manifest.
+"""FileSink's destination: one topic partition's directory, its published files and its manifest, and the
+destination as the fence.
 
 The directory is the only truth, as Kafka Connect's S3 and HDFS sinks make their objects the truth:
 
-- **Published files** are named by the offsets they cover, ``<topic>+<p>+<first>+<last>.<ext>``
-  (both 20-digit zero-padded and inclusive, as the HDFS connector names them; ``+`` cannot occur in a
-  topic name). A file appears under that name **whole**, by ``rename`` at the commit point, after its
-  bytes were fsynced: a reader of the directory sees committed records only, never a growing or
-  half-written file.
-- **Data not yet committed** is written to a hidden temporary file (``.inflight-...tmp``) that no
-  ``*.jsonl`` / ``*.csv`` glob matches.
+- **Published files** hold committed records only: each appears whole at a commit point, named by the
+  offsets it covers (:mod:`connect_runtime.connectors.files.atomic`: names, in-flight files, publication).
 - **``_manifest.json``** (replaced atomically) holds the partition's generation and its next offset
   (which can be past the last file's end when trailing records were filtered). The committed
   position is ``max(manifest next_offset, last file's end + 1)``, so a crash between publishing a file
@@ -18,6 +14,8 @@ The directory is the only truth, as Kafka Connect's S3 and HDFS sinks make their
   checks the manifest's generation: a run claims the partition by writing its generation there, so
   once a newer run claimed it, an older run (a zombie, or an overlapping run that started earlier) can
   publish nothing; it fails with :class:`ProducerFencedError` and its temporary files are removed.
+- **Offsets management** (KIP-875): :func:`read_offsets` / :func:`alter_offsets` read and move the
+  committed positions, under the same lock and generation check.
 
 Manifests of version 1 (one growing file or ``<topic>-<p>-<first>`` segments, and a committed
 ``size``) are taken over: bytes past the recorded size are cut off, the files stay where they are
@@ -34,66 +32,33 @@ import logging
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from connect_runtime.api.connector import DestinationOffsets
 from connect_runtime.api.errors import ConnectError, ProducerFencedError
 from connect_runtime.api.records import TopicPartition
+from connect_runtime.connectors.files._formats import extension
+from connect_runtime.connectors.files.atomic import (
+    INFLIGHT_PREFIX,
+    fsync_dir,
+    published_name,
+    write_atomically,
+)
 
 log = logging.getLogger(__name__)
 
 MANIFEST = "_manifest.json"
 LOCK = ".lock"
-INFLIGHT_PREFIX = ".inflight-"
 LOCK_TIMEOUT_S = 60.0
 """How long a step waits for another process's step on the same partition (each holds the lock for
 one claim or commit: milliseconds, or one fsync)."""
-_PAD = 20
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse fsync on a directory
-    finally:
-        os.close(fd)
-
-
-def write_atomically(path: Path, data: bytes, *, fsync: bool = True) -> None:
-    """Replace ``path`` with ``data``: temp file, fsync, ``os.replace``, directory fsync."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        if fsync:
-            fh.flush()
-            os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    if fsync:
-        _fsync_dir(path.parent)
 
 
 def partition_dir(directory: str | os.PathLike[str], tp: TopicPartition) -> Path:
     return Path(directory) / tp.topic / f"partition={tp.partition}"
-
-
-EXTENSIONS = {"text": "txt"}
-"""The file name extension of a format, where it is not the format's name (jsonl, csv)."""
-
-
-def extension(fmt: str) -> str:
-    return EXTENSIONS.get(fmt, fmt)
-
-
-def file_name(tp: TopicPartition, first: int, last: int, fmt: str) -> str:
-    """The published name of a file holding offsets ``first..last`` (inclusive) of ``tp``."""
-    return f"{tp.topic}+{tp.partition}+{first:0{_PAD}d}+{last:0{_PAD}d}.{extension(fmt)}"
 
 
 @dataclass(frozen=True)
@@ -144,8 +109,7 @@ class PartitionDir:
         self.fsync = fsync
         self.lock_timeout = lock_timeout
         self.manifest_path = self.dir / MANIFEST
-        self._name_re = re.compile(
-            re.escape(f"{tp.topic}+{tp.partition}+") + rf"(\d{{{_PAD}}})\+(\d{{{_PAD}}})\.{re.escape(extension(fmt))}$")
+        self._name_re = published_name(tp, fmt)
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -166,7 +130,7 @@ class PartitionDir:
                 out.append(Published(self.dir / name, int(m.group(1)), int(m.group(2))))
         return sorted(out, key=lambda f: f.first)
 
-    def _legacy_names(self) -> list[Path]:
+    def legacy_names(self) -> list[Path]:
         prefix, suffix = f"{self.tp.topic}-{self.tp.partition}", f".{extension(self.fmt)}"
         out = []
         for name in self._names():
@@ -189,7 +153,7 @@ class PartitionDir:
             st.generation = int(manifest.get("generation", -1))
             st.next_offset = manifest.get("next_offset")
             if int(manifest.get("version", 1)) == 1:
-                st.legacy = tuple(self._legacy_names())
+                st.legacy = tuple(self.legacy_names())
                 st.legacy_next = int(manifest["next_offset"])
             else:
                 st.legacy = tuple(Path(self.dir / n) for n in manifest.get("legacy", []))
@@ -232,8 +196,8 @@ class PartitionDir:
         if not self.dir.is_dir():
             self.dir.mkdir(parents=True, exist_ok=True)
             if self.fsync:  # the new directory entries survive a power loss too
-                _fsync_dir(self.dir.parent)
-                _fsync_dir(self.dir.parent.parent)
+                fsync_dir(self.dir.parent)
+                fsync_dir(self.dir.parent.parent)
 
     # -- writing (call under the lock) ----------------------------------------------------------------
 
@@ -284,25 +248,86 @@ class PartitionDir:
                     if self.fsync:
                         os.fsync(fh.fileno())
 
-    def remove_inflight(self, keep: set[str] = frozenset()) -> None:  # type: ignore[assignment]
-        """Remove temporary files of runs that did not reach their commit point (``keep``: this run's)."""
+    def remove_inflight(self) -> None:
+        """Remove temporary files of runs that did not reach their commit point."""
         for name in self._names():
-            if name.startswith(INFLIGHT_PREFIX) and name not in keep:
+            if name.startswith(INFLIGHT_PREFIX):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.dir / name)
 
-    def publish(self, pending: list[tuple[Path, int, int]]) -> None:
-        """Rename fsynced temporary files to their published names, in offset order (each rename is the
-        commit point of its records)."""
-        for tmp, first, last in pending:
-            os.rename(tmp, self.dir / file_name(self.tp, first, last, self.fmt))
-        if pending and self.fsync:
-            _fsync_dir(self.dir)
 
-    def new_inflight(self, generation: int, first: int) -> tuple[Path, IO[bytes]]:
-        path = self.dir / f"{INFLIGHT_PREFIX}{generation}-{os.getpid()}-{first}.{extension(self.fmt)}.tmp"
-        return path, open(path, "wb")
+def committed_files(directory: str | os.PathLike[str], topic: str, partition: int, fmt: str = "jsonl") -> list[Path]:
+    """The data files of one FileSink partition, in offset order: every record in them is committed, and
+    nothing else is under a data file's name (what a reader of the directory reads; files of a version-1
+    manifest first)."""
+    dest = PartitionDir(directory, TopicPartition(topic, partition), fmt, fsync=False)
+    st = dest.state()
+    return [*st.legacy, *(f.path for f in st.files)]
 
 
-__all__ = ["EXTENSIONS", "LOCK", "MANIFEST", "PartitionDir", "Published", "State", "extension", "file_name", "partition_dir", "read_manifest",
-           "write_atomically"]
+def sink_partitions(cfg: Mapping[str, Any]) -> list[TopicPartition]:
+    """The partitions a FileSink config has directories for (``topics``, or ``topics.regex`` matched
+    against the topic directories)."""
+    root = Path(cfg["directory"])
+    topics = [str(t) for t in cfg.get("topics") or []]
+    if not topics and cfg.get("topics.regex"):
+        rx = re.compile(str(cfg["topics.regex"]))
+        topics = sorted(p.name for p in root.iterdir() if p.is_dir() and rx.fullmatch(p.name)) if root.is_dir() else []
+    out = []
+    for topic in topics:
+        for p in sorted((root / topic).glob("partition=*")) if (root / topic).is_dir() else []:
+            num = p.name[len("partition="):]
+            if num.isdigit():
+                out.append(TopicPartition(topic, int(num)))
+    return out
+
+
+def read_offsets(cfg: Mapping[str, Any]) -> DestinationOffsets:
+    """The committed position of every partition directory of the (parsed) FileSink config ``cfg`` (manifest
+    and file names), and the newest generation there."""
+    offsets: dict[TopicPartition, int] = {}
+    generation = -1
+    for tp in sink_partitions(cfg):
+        st = PartitionDir(cfg["directory"], tp, cfg["format"], fsync=False).state()
+        generation = max(generation, st.generation)
+        if st.next_offset is not None:
+            offsets[tp] = int(st.next_offset)
+    return DestinationOffsets(offsets, generation, f"FileSink manifests and file names under {cfg['directory']}")
+
+
+def alter_offsets(cfg: Mapping[str, Any], offsets: Mapping[TopicPartition, int | None], generation: int,
+                  who: str) -> None:
+    """Move partitions forward (the records before the new offset are never written), or back / reset
+    (``None``) where no published file holds records at or past the new offset: files are never
+    removed for you (that would delete data); the error names them. ``cfg``: the parsed FileSink config;
+    ``who``: the connector, as messages name it."""
+    dests = {TopicPartition(*tp): PartitionDir(cfg["directory"], TopicPartition(*tp), cfg["format"],
+                                               fsync=cfg["fsync"]) for tp in offsets}
+    for check_only in (True, False):
+        for tp, off in offsets.items():
+            tp = TopicPartition(*tp)
+            dest = dests[tp]
+            if not dest.exists() and (off is None or check_only):
+                continue
+            with dest.locked("altering offsets"):
+                st = dest.state()
+                dest.check_generation(st, generation, who)
+                target = 0 if off is None else int(off)
+                holding = [f.path.name for f in st.files if f.last >= target]
+                if st.legacy and target < st.legacy_next:
+                    holding = [p.name for p in st.legacy] + holding
+                if holding and (st.next_offset is None or target < st.next_offset):
+                    what = "reset" if off is None else f"move back to offset {target}"
+                    raise ConnectError(
+                        f"FileSink keeps its offsets in its destination: to {what} {tp.topic}-{tp.partition}, the "
+                        f"records at or after offset {target} would be written again next to their copies in "
+                        f"{dest.dir}: {', '.join(holding[:5])}{' ...' if len(holding) > 5 else ''}. Remove those "
+                        "files first (they are the committed data), then alter or reset again; or move forward")
+                if check_only:
+                    continue
+                # a reset keeps the manifest (with no position): its generation keeps older runs fenced
+                dest.write_manifest(st, generation, None if off is None else target)
+
+
+__all__ = ["LOCK", "MANIFEST", "PartitionDir", "Published", "State", "alter_offsets", "committed_files",
+           "partition_dir", "read_manifest", "read_offsets", "sink_partitions"]
