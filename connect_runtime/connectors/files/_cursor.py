@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from connect_runtime.api.errors import DataError
+from connect_runtime.api.jsoncodec import json_loads_exact
 from connect_runtime.api.records import SourceRecord
 from connect_runtime.connectors.files._formats import csv_record_end, csv_row
-from connect_runtime.converters import json_loads_exact
 
 log = logging.getLogger(__name__)
 

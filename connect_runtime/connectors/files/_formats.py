@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from connect_runtime.api.errors import ConfigError, DataError
+from connect_runtime.api.jsoncodec import json_batch, json_default
 from connect_runtime.api.records import SinkRecord
-from connect_runtime.converters import json_batch, json_default
 
 VERSION = "0.1.0"
 """The version of the file connectors (DirectorySource, FileSink and their tasks)."""
