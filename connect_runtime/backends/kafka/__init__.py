@@ -26,11 +26,10 @@ only through :meth:`KafkaConsumer.commit`).
 
 Delivery reports: a transactional producer without ``track_metadata`` (and with the default
 ``partitioner=consistent``) settles each record's partition itself (``crc32(key) % partitions``,
-partition 0 without a key: :func:`connect_runtime.backends.base.default_partition`, the same choice
-librdkafka would make) and asks for delivery reports of
-only the first and last record per partition of each send: ``Written.ranges`` need no more, and a
-record that fails delivery fails ``commit_transaction``. Plain producers and ``track_metadata`` keep
-a report per record.
+partition 0 without a key: the rule of :func:`connect_runtime.backends.base.default_partition`, the same
+choice librdkafka would make) and asks for delivery reports of only the first and last record per
+partition of each send: ``Written.ranges`` need no more, and a record that fails delivery fails
+``commit_transaction``. Plain producers and ``track_metadata`` keep a report per record.
 
 End of a partition: a ListOffsets query is not trusted for the end of a partition (it is wrong on
 some Kafka-protocol brokers, and on Kafka it names the offset after the last transaction marker,
@@ -41,8 +40,13 @@ stepping further back while it sees no record; the end is the offset after the l
 Source offsets: one compacted topic per offset store, records keyed and valued exactly as Kafka
 Connect writes them, partitioned with Kafka's murmur2 (as Kafka Connect does), so the same key
 always lands in the same partition. Reading replays the topic to its end (last value per key wins,
-a null value deletes); keys are re-canonicalised so keys written by Kafka Connect in any key order
-are found.
+a null value deletes); keys are re-canonicalised (:func:`~connect_runtime.backends.base.canonical_offset_key`)
+so keys written by Kafka Connect in any key order are found.
+
+Transactions: one task's records and source offsets commit in one Kafka transaction (a connector's own
+offsets store mirrored to the global one inside it, KIP-618); a newer producer with the same
+``transactional.id`` fences the older one. A transaction the broker left hanging on a partition is aborted
+before this ``transactional.id`` first commits there, so the next commit cannot make it visible.
 
 Where things are:
 

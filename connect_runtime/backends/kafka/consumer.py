@@ -70,7 +70,6 @@ class KafkaConsumer(Consumer):
         self.effective_config = {k: "***" if _is_secret(k) else v for k, v in conf.items()
                                  if k not in ("logger", "error_cb")}
         """The librdkafka properties this consumer was created with (secrets masked)."""
-        self._conf = conf
         self._c: Any = backend.make_client(ck.Consumer, conf, "consumer")
         self._consume = self._c.consume
         self._ends: _EndReader | None = None

@@ -1,13 +1,10 @@
-"""Delivery reports of the Kafka producers: what a send was acknowledged as, and how few reports it needs.
+"""Delivery reports of the Kafka producers (the rule: the package docstring, "Delivery reports").
 
-:class:`_DeliveryTracker` collects the reports since the last flush or commit (per-partition ranges for
-``Written.ranges``, the first error, optional per-record metadata). Plain producers and ``track_metadata``
-keep a report per record. A transactional producer without ``track_metadata`` (and with the default
-``partitioner=consistent``) sends through :class:`_SparseSender`: it settles each record's partition itself,
-by the rule of :func:`connect_runtime.backends.base.default_partition` (the same choice librdkafka's
-consistent partitioner makes), and asks for reports of only the first and last record per partition of
-each send: ``Written.ranges`` need no more, and a record that fails delivery fails ``commit_transaction``.
-"""
+:class:`_DeliveryTracker` collects the reports since the last flush or commit: per-partition ranges for
+``Written.ranges``, the first error, optional per-record metadata. :class:`_SparseSender` is the send path
+of a transactional producer that settles each record's partition itself, by the rule of
+:func:`connect_runtime.backends.base.default_partition`, and asks for a report of only the first and last
+record per partition of each send."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""The end of a partition, found by reading (the package docstring's rule).
-
-A ListOffsets query is not trusted for the end of a partition (it is wrong on some Kafka-protocol brokers,
-and on Kafka it names the offset after the last transaction marker, not after the last record).
-:class:`_EndReader` reads from just before the queried end up to the high watermark returned with fetched
-records (``enable.partition.eof``), stepping further back while it sees no record; the end is the offset
-after the last committed record. Offset stores read their topic to its end the same way.
-"""
+"""The end of a partition, found by reading, not by a ListOffsets query (:class:`_EndReader`; the rule and why:
+the package docstring, "End of a partition"). Offset stores read their topic to its end with it too."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""Source offsets on Kafka, stored the way Kafka Connect stores them.
-
-One compacted topic per offset store, records keyed and valued exactly as Kafka Connect writes them,
-partitioned with Kafka's murmur2 (:func:`murmur2_partition`, as Kafka Connect does; not the records'
-``base.default_partition``), so the same key always lands in the same partition. Reading replays the topic
-to its end (:class:`~connect_runtime.backends.kafka.ends._EndReader`; last value per key wins, a null value
-deletes); keys are re-canonicalised (``base.canonical_offset_key``) so keys written by Kafka Connect in any
-key order are found. Writes outside a transaction go through the backend's one :class:`_OffsetsWriter`;
-a connector's own store is mirrored to the global offsets topic (KIP-618).
-"""
+"""Source offsets on Kafka, stored the way Kafka Connect stores them (the rule: the package docstring, "Source
+offsets"): :class:`KafkaOffsetStore`, one compacted topic per store read to its end; :func:`murmur2_partition`,
+the partitioning of offset records (Kafka Connect's, not ``base.default_partition``); :class:`_OffsetsWriter`,
+the backend's writes of offset records outside a transaction and the KIP-618 mirror to the global topic."""
 
 from __future__ import annotations
 
