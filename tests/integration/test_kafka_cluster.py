@@ -72,7 +72,7 @@ SETTINGS = {
 VARIANTS = {"defaults": {}, "ride_through": {"offset.flush.timeout.ms": 30_000}}
 KNOWN_DEFECTS: dict[str, str] = {
     # none: the two defects this test found (the first-use DescribeConfigs race on connect-offsets, and the
-    # watermark query that stayed on a dead leader) are fixed in connect_runtime/backends/kafka.py
+    # watermark query that stayed on a dead leader) are fixed in connect_runtime/backends/kafka/ (admin.py, ends.py)
     "first use": r"(?!)",
 }
 

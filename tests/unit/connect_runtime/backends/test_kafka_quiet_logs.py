@@ -10,7 +10,7 @@ import pytest
 
 from connect_runtime import run_source
 from connect_runtime.api.errors import BackendUnavailableError
-from connect_runtime.backends import kafka as kafka_backend
+from connect_runtime.backends.kafka import _logs
 
 
 def _closed_port() -> int:
@@ -35,11 +35,11 @@ def test_an_unreachable_cluster_is_reported_in_a_few_lines(caplog: pytest.LogCap
 
 def test_a_repeated_event_is_logged_again_after_the_interval_saying_how_many_were_left_out(
         caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
-    quiet = kafka_backend._Quiet()
+    quiet = _logs._Quiet()
     logger = logging.getLogger("test.quiet")
     caplog.set_level(logging.INFO, logger="test.quiet")
     now = [100.0]
-    monkeypatch.setattr(kafka_backend.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(_logs.time, "monotonic", lambda: now[0])
     for i in range(5):  # the same event: timings and client numbers differ
         quiet.emit(logger, logging.WARNING, f"b:9092/1: Connect failed (after {i}ms in state CONNECT)",
                    f"[pyconnect#producer-{i}] b:9092/1: Connect failed (after {i}ms in state CONNECT)")

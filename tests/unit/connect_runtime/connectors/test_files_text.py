@@ -22,7 +22,7 @@ import pytest
 from connect_runtime.api import ConfigError, ConnectError, DataError, SourceRecord, TopicPartition
 from connect_runtime.backends import Backend, ProducerRecord, open_backend
 from connect_runtime.backends.base import ConsumedRecord
-from connect_runtime.backends.kafka import _consumed_records
+from connect_runtime.backends.kafka.consumer import _consumed_records
 from connect_runtime.connectors.files import committed_files
 from connect_runtime.converters import ByteArrayConverter, StringConverter
 from connect_runtime.runtime.pipeline import SinkPipeline, SourcePipeline

@@ -1,0 +1,91 @@
+"""The Kafka backend: ``kafka://host:9092[,host2:9092]`` over confluent-kafka (librdkafka).
+
+``confluent_kafka`` is imported only in this package, and the package only when a ``kafka://`` URL is opened
+(``import connect_runtime`` and the SQLite backend never import it).
+
+Settings (the ``settings`` mapping of :func:`connect_runtime.backends.open_backend`):
+
+- any librdkafka property (``security.protocol``, ``sasl.*``, ``ssl.*`` files, ...) applies to every
+  client; ``producer.override.<p>``, ``consumer.override.<p>`` and ``admin.override.<p>`` apply to
+  that kind of client only. Values are never logged.
+- ``cluster.id`` (default ``connect-cluster``): prefix of transactional ids,
+  ``<cluster id>-<connector>-<task>``.
+- ``connect.timeout.ms`` (default 10000): bound on reaching the cluster (metadata, admin requests,
+  producer init); an unreachable cluster raises :class:`BackendUnavailableError` naming the
+  bootstrap servers within about this long.
+- ``offset.storage.topic`` (default ``connect-offsets``), ``offset.storage.partitions`` (default 25),
+  ``offset.storage.replication.factor`` (default -1, the broker's default): the default offsets
+  topic, created compacted when missing (Kafka Connect's worker settings of the same names).
+- ``offset.storage.read.timeout.ms`` (default 30000): bound on reading an offsets topic to its end.
+- ``topic.creation.default.replication.factor`` (default -1) and any other
+  ``topic.creation.default.<topic config>`` for topics created by :meth:`KafkaBackend.create_topics`.
+
+Forced, whatever the settings say: producers are idempotent (``enable.idempotence=true``); consumers
+are ``isolation.level=read_committed`` with ``enable.auto.commit=false`` (group offsets are committed
+only through :meth:`KafkaConsumer.commit`).
+
+Delivery reports: a transactional producer without ``track_metadata`` (and with the default
+``partitioner=consistent``) settles each record's partition itself (``crc32(key) % partitions``,
+partition 0 without a key: the rule of :func:`connect_runtime.backends.base.default_partition`, the same
+choice librdkafka would make) and asks for delivery reports of only the first and last record per
+partition of each send: ``Written.ranges`` need no more, and a record that fails delivery fails
+``commit_transaction``. Plain producers and ``track_metadata`` keep a report per record.
+
+End of a partition: a ListOffsets query is not trusted for the end of a partition (it is wrong on
+some Kafka-protocol brokers, and on Kafka it names the offset after the last transaction marker,
+not after the last record). The end is found by reading: a probe consumer reads from just before
+the queried end up to the high watermark returned with fetched records (``enable.partition.eof``),
+stepping further back while it sees no record; the end is the offset after the last committed record.
+
+Source offsets: one compacted topic per offset store, records keyed and valued exactly as Kafka
+Connect writes them, partitioned with Kafka's murmur2 (as Kafka Connect does), so the same key
+always lands in the same partition. Reading replays the topic to its end (last value per key wins,
+a null value deletes); keys are re-canonicalised (:func:`~connect_runtime.backends.base.canonical_offset_key`)
+so keys written by Kafka Connect in any key order are found.
+
+Transactions: one task's records and source offsets commit in one Kafka transaction (a connector's own
+offsets store mirrored to the global one inside it, KIP-618); a newer producer with the same
+``transactional.id`` fences the older one. A transaction the broker left hanging on a partition is aborted
+before this ``transactional.id`` first commits there, so the next commit cannot make it visible.
+
+Where things are:
+
+=================  ==========================================================================================
+``backend``        :class:`KafkaBackend`: the backend contract, composing the parts below
+``_client``        settings parsing, each client's librdkafka config (secrets masked), client creation,
+                   confluent-kafka errors translated to ``BackendError`` / ``BackendUnavailableError``
+``_logs``          librdkafka's log lines and error callbacks, each event logged once per interval
+``admin``          the ``AdminClient``: metadata, topic creation, offsets topics (created compacted, checked)
+``delivery``       delivery reports: per-partition ranges, and the sparse reports of a transactional send
+``producers``      the producers' shared core (send loop, offset records, flush, bounded close) and
+                   :class:`KafkaPlainProducer`
+``transactions``   :class:`KafkaTransactionalProducer` and its defence against a hanging transaction
+``consumer``       :class:`KafkaConsumer`, its group-commit handle and background close
+``ends``           the end of a partition, found by reading (``_EndReader``)
+``offsets``        :class:`KafkaOffsetStore`, the backend's offsets writer, :func:`murmur2_partition`
+``columnar``       ``read_range_batches``: a committed range read straight into columns
+=================  ==========================================================================================
+"""
+
+from __future__ import annotations
+
+from connect_runtime.backends.base import canonical_offset_key
+from connect_runtime.backends.kafka._client import DEFAULT_CLUSTER_ID, DEFAULT_OFFSETS_TOPIC
+from connect_runtime.backends.kafka.backend import KafkaBackend
+from connect_runtime.backends.kafka.consumer import KafkaConsumer
+from connect_runtime.backends.kafka.offsets import KafkaOffsetStore, murmur2_partition
+from connect_runtime.backends.kafka.producers import KafkaPlainProducer
+from connect_runtime.backends.kafka.transactions import KafkaTransactionalProducer
+
+__all__ = [
+    "DEFAULT_CLUSTER_ID",
+    "DEFAULT_OFFSETS_TOPIC",
+    "KafkaBackend",
+    "KafkaConsumer",
+    "KafkaOffsetStore",
+    "KafkaPlainProducer",
+    "KafkaTransactionalProducer",
+    "canonical_offset_key",
+    "murmur2_partition",
+]
+

@@ -1,0 +1,285 @@
+"""The Kafka consumer of sink runs and readers: ``isolation.level=read_committed`` and ``enable.auto.commit=false``
+forced, explicit assignment, group offsets committed only through :meth:`KafkaConsumer.commit`.
+
+Group commits go through a handle of their own (:class:`_GroupCommitter`): one whose commit could not reach
+the cluster is left to finish and close in the background, and the next commit goes through a new one.
+Records are built from librdkafka's messages column by column (:func:`_consumed_records`).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import operator
+import re
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import confluent_kafka as ck
+
+from connect_runtime.api.errors import BackendError, BackendUnavailableError
+from connect_runtime.api.records import TopicPartition
+from connect_runtime.backends.base import ConsumedRecord, Consumer
+from connect_runtime.backends.kafka._client import (
+    _NOT_AVAILABLE,
+    _TRANSIENT_CONSUMER_CODES,
+    _consume,
+    _is_secret,
+    _nogroup,
+)
+from connect_runtime.backends.kafka.ends import _EndReader
+
+if TYPE_CHECKING:
+    from connect_runtime.backends.kafka.backend import KafkaBackend
+
+log = logging.getLogger(__name__)
+
+_msg_error = ck.Message.error
+_new_consumed = functools.partial(tuple.__new__, ConsumedRecord)
+_ts_type = operator.itemgetter(0)
+_ts_value = operator.itemgetter(1)
+
+
+def _consumed_records(msgs: list[Any]) -> list[ConsumedRecord]:
+    """The records of a batch of messages (no error among them), built column by column with C-level
+    ``map`` passes (one per field) rather than a Python step per message: about 4x cheaper per record."""
+    M = ck.Message
+    stamps = list(map(M.timestamp, msgs))
+    if _NOT_AVAILABLE in set(map(_ts_type, stamps)):
+        ts: Iterable[int | None] = [None if t == _NOT_AVAILABLE else v for t, v in stamps]
+    else:
+        ts = map(_ts_value, stamps)
+    return list(map(_new_consumed, zip(map(M.topic, msgs), map(M.partition, msgs), map(M.offset, msgs),  # noqa: B905
+                                       map(M.key, msgs), map(M.value, msgs), ts, map(M.headers, msgs))))
+
+
+class KafkaConsumer(Consumer):
+    """read_committed, explicit assignment, group offsets committed only by :meth:`commit`."""
+
+    def __init__(self, backend: KafkaBackend, group_id: str | None) -> None:
+        self.backend = backend
+        self.group_id = group_id
+        conf = backend.client_config(
+            "consumer",
+            defaults={"fetch.queue.backoff.ms": 10, "auto.offset.reset": "earliest"},
+            forced={"group.id": group_id or _nogroup(), "isolation.level": "read_committed",
+                    "enable.auto.commit": False, "enable.partition.eof": False},
+        )
+        self.effective_config = {k: "***" if _is_secret(k) else v for k, v in conf.items()
+                                 if k not in ("logger", "error_cb")}
+        """The librdkafka properties this consumer was created with (secrets masked)."""
+        self._c: Any = backend.make_client(ck.Consumer, conf, "consumer")
+        self._consume = self._c.consume
+        self._ends: _EndReader | None = None
+        self._assigned: dict[TopicPartition, int] = {}
+        self._paused: set[TopicPartition] = set()
+        self._closed = False
+        self._committer = None if group_id is None else _GroupCommitter(backend, conf, self._what(), group_id)
+
+    def _what(self) -> str:
+        return f"consumer (group {self.group_id!r})" if self.group_id else "consumer"
+
+    def partitions(self, topics: Sequence[str] = (), pattern: str | None = None) -> list[TopicPartition]:
+        try:
+            md = self._c.list_topics(timeout=self.backend.connect_timeout)
+        except ck.KafkaException as exc:
+            raise self.backend._unavailable(exc, "reading cluster metadata") from exc
+        available = {name: t for name, t in md.topics.items() if t.error is None}
+        if topics:
+            names = list(dict.fromkeys(topics))
+            missing = [t for t in names if t not in available]
+            if missing:
+                log.warning("kafka consumer: topics %s do not exist at %s", missing, self.backend.bootstrap)
+        elif pattern is not None:
+            rx = re.compile(pattern)
+            names = sorted(t for t in available if rx.fullmatch(t) and not t.startswith("__"))
+        else:
+            return []
+        return [TopicPartition(t, p) for t in names if t in available for p in sorted(available[t].partitions)]
+
+    def committed(self, partitions: Sequence[TopicPartition], timeout: float) -> dict[TopicPartition, int | None]:
+        if not partitions:
+            return {}
+        if self.group_id is None:
+            return {tp: None for tp in partitions}
+        try:
+            got = self._c.committed([ck.TopicPartition(t, p) for t, p in partitions], timeout=timeout)
+        except ck.KafkaException as exc:
+            raise self.backend._unavailable(exc, f"reading committed offsets of group {self.group_id!r}") from exc
+        out: dict[TopicPartition, int | None] = {}
+        for tp in got:
+            if tp.error is not None:
+                raise self.backend.translate(ck.KafkaException(tp.error),
+                                             f"reading the committed offset of {tp.topic}[{tp.partition}]")
+            out[TopicPartition(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
+        return out
+
+    def _end_reader(self) -> _EndReader:
+        if self._ends is None:
+            self._ends = _EndReader(self.backend)
+        return self._ends
+
+    def end_offsets(self, partitions: Sequence[TopicPartition], timeout: float) -> dict[TopicPartition, int]:
+        return self._end_reader().record_ends(list(partitions), timeout)
+
+    def beginning_offsets(self, partitions: Sequence[TopicPartition], timeout: float) -> dict[TopicPartition, int]:
+        deadline = time.monotonic() + timeout
+        reader = self._end_reader()
+        return {tp: reader.watermarks(tp, deadline)[0] for tp in partitions}
+
+    def assign(self, positions: Mapping[TopicPartition, int]) -> None:
+        self._assigned = {TopicPartition(tp[0], tp[1]): int(o) for tp, o in positions.items()}
+        self._paused.clear()
+        try:
+            self._c.assign([ck.TopicPartition(t, p, o) for (t, p), o in self._assigned.items()])
+        except ck.KafkaException as exc:
+            raise self.backend.translate(exc, f"{self._what()} assign") from exc
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        if partition not in self._assigned:
+            raise BackendError(f"{self._what()}: seek on {partition}, which is not assigned")
+        try:
+            self._c.seek(ck.TopicPartition(partition[0], partition[1], int(offset)))
+        except ck.KafkaException:
+            # not fetching yet ("erroneous state"): assign again with the new position
+            positions = {}
+            try:
+                for tp in self._c.position([ck.TopicPartition(t, p) for t, p in self._assigned]):
+                    positions[TopicPartition(tp.topic, tp.partition)] = tp.offset
+            except ck.KafkaException as exc:
+                raise self.backend.translate(exc, f"{self._what()} seek") from exc
+            for tp, pos in positions.items():
+                if pos < 0:
+                    positions[tp] = self._assigned[tp]
+            positions[TopicPartition(partition[0], partition[1])] = int(offset)
+            paused = sorted(self._paused)
+            self.assign(positions)
+            self.pause(paused)
+
+    def pause(self, partitions: Sequence[TopicPartition]) -> None:
+        if partitions:
+            try:
+                self._c.pause([ck.TopicPartition(t, p) for t, p in partitions])
+                self._paused.update(TopicPartition(t, p) for t, p in partitions)
+            except ck.KafkaException as exc:
+                raise self.backend.translate(exc, f"{self._what()} pause") from exc
+
+    def resume(self, partitions: Sequence[TopicPartition]) -> None:
+        if partitions:
+            try:
+                self._c.resume([ck.TopicPartition(t, p) for t, p in partitions])
+                self._paused.difference_update(TopicPartition(t, p) for t, p in partitions)
+            except ck.KafkaException as exc:
+                raise self.backend.translate(exc, f"{self._what()} resume") from exc
+
+    def poll(self, max_records: int, timeout: float) -> list[ConsumedRecord]:
+        try:
+            msgs = _consume(self._c, max(1, max_records), timeout)
+        except ck.KafkaException as exc:
+            raise self.backend.translate(exc, f"{self._what()} poll") from exc
+        if not msgs:
+            return []
+        if any(map(_msg_error, msgs)):  # rare: error events among the messages
+            kept = []
+            for m in msgs:
+                err = m.error()
+                if err is None:
+                    kept.append(m)
+                elif err.code() in _TRANSIENT_CONSUMER_CODES:
+                    log.debug("%s: %s", self._what(), err.str())
+                else:
+                    raise self.backend.translate(ck.KafkaException(err), f"{self._what()} poll")
+            msgs = kept
+        return _consumed_records(msgs)
+
+    def commit(self, offsets: Mapping[TopicPartition, int], timeout: float) -> None:
+        if not offsets:
+            return
+        if self._committer is None:  # no group
+            raise BackendError("a consumer without a group cannot commit offsets")
+        self._committer.commit([ck.TopicPartition(t, p, int(o)) for (t, p), o in offsets.items()], timeout)
+
+    def close(self) -> None:
+        ends, self._ends = self._ends, None
+        if ends is not None:
+            ends.close()
+        if self._closed:
+            return
+        self._closed = True
+        if self._committer is not None:
+            self._committer.close()
+        try:
+            self._c.close()
+        except (ck.KafkaException, RuntimeError):
+            pass
+
+
+class _GroupCommitter:
+    """The client a consumer's group commits go through: a handle of its own (same group, no assignment), so
+    one whose commit could not reach the cluster is replaced, not waited for (see :meth:`commit`)."""
+
+    def __init__(self, backend: KafkaBackend, conf: dict[str, Any], what: str, group_id: str) -> None:
+        self.backend = backend
+        self._conf = conf
+        self._what = what
+        self._group_id = group_id
+        self._client: Any = None
+
+    def commit(self, tps: list[Any], timeout: float) -> None:
+        outcome: list[Any] = []
+        if self._client is None:
+            self._client = self.backend.make_client(ck.Consumer, self._conf, "consumer")
+        client = self._client
+
+        def run() -> None:
+            try:
+                outcome.append(client.commit(offsets=tps, asynchronous=False))
+            except BaseException as exc:  # handed to the caller's thread, which raises it
+                outcome.append(exc)
+
+        worker = threading.Thread(target=run, name="pyconnect-kafka-commit", daemon=True)
+        worker.start()
+        worker.join(timeout)
+        if worker.is_alive():
+            # librdkafka's synchronous commit goes on until it gives up by itself (after a broker restart it was
+            # seen stuck for 40 s while the cluster answered again): this handle is left to finish it and close in
+            # the background, and the next commit goes through a new one
+            self._client = None
+            _close_in_background(client, worker)
+            raise BackendUnavailableError(
+                f"Kafka cluster at {self.backend.bootstrap} did not answer the {self._what} committing offsets "
+                f"within {timeout:g} s")
+        result = outcome[0]
+        if isinstance(result, BaseException):
+            if isinstance(result, ck.KafkaException):
+                raise self.backend._unavailable(result, f"committing offsets of group {self._group_id!r}") from result
+            raise result
+        for tp in result or []:
+            if tp.error is not None:
+                raise self.backend.translate(ck.KafkaException(tp.error),
+                                             f"committing the offset of {tp.topic}[{tp.partition}]")
+
+    def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.close()
+            except (ck.KafkaException, RuntimeError):
+                pass
+
+
+def _close_in_background(client: Any, busy: threading.Thread) -> None:
+    """Close a consumer handle once the call ``busy`` runs on it has returned (never destroy it under that call),
+    without anyone waiting for it."""
+
+    def close() -> None:
+        busy.join()
+        try:
+            client.close()
+        except (ck.KafkaException, RuntimeError):
+            pass
+
+    threading.Thread(target=close, name="kafka-consumer-close", daemon=True).start()
+

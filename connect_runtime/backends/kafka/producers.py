@@ -1,0 +1,222 @@
+"""The Kafka producers' shared core (:class:`_KafkaProducerBase`: the confluent ``Producer``, the send loop,
+offset records, flush, a bounded close) and :class:`KafkaPlainProducer`, the idempotent non-transactional
+producer of at-least-once runs, dead letter queues and offset writes. The transactional producer is in
+:mod:`~connect_runtime.backends.kafka.transactions`, delivery reports in :mod:`~connect_runtime.backends.kafka.delivery`.
+
+Forced, whatever the settings say: ``enable.idempotence=true``. A record sent with ``partition=None`` goes where
+librdkafka's ``consistent`` partitioner (the default ``partitioner``) puts it: the rule of
+:func:`connect_runtime.backends.base.default_partition`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import confluent_kafka as ck
+
+from connect_runtime.api.errors import BackendUnavailableError
+from connect_runtime.backends.base import OffsetEntry, Producer, ProducerRecord, Written
+from connect_runtime.backends.kafka._client import _describe, _unwrap
+from connect_runtime.backends.kafka.delivery import _POLL_EVERY, _DeliveryTracker, _SparseSender
+from connect_runtime.backends.kafka.offsets import murmur2_partition
+
+if TYPE_CHECKING:
+    from connect_runtime.backends.kafka.backend import KafkaBackend
+
+log = logging.getLogger(__name__)
+
+_PARTITION_COUNT_MAX_AGE = 300.0
+"""Seconds a transactional producer trusts a topic's partition count (librdkafka's default
+``topic.metadata.refresh.interval.ms``) before asking the cluster again."""
+
+
+class _KafkaProducerBase:
+    """What both producers share: the confluent Producer, the send loop and delivery tracking."""
+
+    def __init__(self, backend: KafkaBackend, conf: dict[str, Any], track_metadata: bool, what: str,
+                 sparse_reports: bool = False) -> None:
+        self.backend = backend
+        self.what = what
+        self.tracker = _DeliveryTracker(track_metadata)
+        self._offset_errors: list[ck.KafkaError] = []
+        # sparse: delivery reports only for the first and last record per partition of each send (see
+        # _SparseSender); needs the partition of every record before it is queued, so only with the
+        # default "consistent" partitioner, which this producer then applies itself
+        sparse = sparse_reports and not track_metadata and str(conf.get("partitioner")) == "consistent"
+        self._sparse = _SparseSender(self) if sparse else None
+        self._partition_counts: dict[str, tuple[int, float]] = {}
+        if not sparse:
+            conf["on_delivery"] = self.tracker.on_delivery
+        self._p: Any = backend.make_client(ck.Producer, conf, what)
+        self._produce = self._p.produce
+        self._poll = self._p.poll
+        self._closed = False
+
+    def _queue_full(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Librdkafka's queue is full: serve delivery reports until there is room (bounded)."""
+        deadline = time.monotonic() + max(self.backend.connect_timeout, 1.0)
+        while True:
+            self._poll(0.05)
+            try:
+                self._produce(*args, **kwargs)
+                return
+            except BufferError:
+                if time.monotonic() >= deadline:
+                    raise BackendUnavailableError(
+                        f"{self.what}: the local queue stayed full for {self.backend.connect_timeout:g} s; the "
+                        f"Kafka cluster at {self.backend.bootstrap} does not take records fast enough") from None
+
+    def _partition_count(self, topic: str) -> int:
+        """Partitions of ``topic`` as this producer's metadata knows them (cached; 0 when unknown)."""
+        cached = self._partition_counts.get(topic)
+        now = time.monotonic()
+        if cached is not None and now - cached[1] < _PARTITION_COUNT_MAX_AGE:
+            return cached[0]
+        count = 0
+        try:
+            md = self._p.list_topics(topic, timeout=self.backend.connect_timeout)
+            t = md.topics.get(topic)
+            if t is not None and t.error is None:
+                count = len(t.partitions)
+        except ck.KafkaException as exc:
+            log.debug("%s: no metadata for topic %r: %s", self.what, topic, _describe(exc))
+        if count:
+            self._partition_counts[topic] = (count, now)
+        return count
+
+    def send(self, records: Sequence[ProducerRecord]) -> None:
+        if self._sparse is not None:
+            self._sparse.send(records)
+            return
+        produce = self._produce
+        poll = self._poll
+        tracker = self.tracker
+        track = tracker.track
+        meta = tracker.metadata
+        total = len(records)
+        try:
+            # chunks of _POLL_EVERY records with a poll(0) between them (serves delivery reports)
+            for lo in range(0, total, _POLL_EVERY):
+                if lo:
+                    poll(0)
+                for rec in records[lo:lo + _POLL_EVERY]:
+                    if len(rec) == 6:
+                        topic, partition, key, value, ts, headers = rec
+                    else:  # a plain tuple of 4 or 5 fields
+                        topic, partition, key, value = rec[0], rec[1], rec[2], rec[3]
+                        ts = rec[4] if len(rec) > 4 else None
+                        headers = None
+                    if partition is None:
+                        partition = -1  # librdkafka's consistent partitioner: base.default_partition's rule
+                    if ts is None and not headers and not track:
+                        try:
+                            produce(topic, value, key, partition)
+                        except BufferError:
+                            self._queue_full((topic, value, key, partition), {})
+                        continue
+                    kwargs: dict[str, Any] = {}
+                    if ts is not None:
+                        kwargs["timestamp"] = ts
+                    if headers:
+                        kwargs["headers"] = headers
+                    if track:
+                        kwargs["on_delivery"] = tracker.indexed(len(meta))
+                        meta.append(None)
+                    try:
+                        produce(topic, value, key, partition, **kwargs)
+                    except BufferError:
+                        self._queue_full((topic, value, key, partition), kwargs)
+        except (ck.KafkaException, SystemError) as exc:
+            raise self._failure(_unwrap(exc), "sending records") from exc
+        tracker.count += total
+
+    def send_offsets(self, topic: str, partitions: int, entries: Sequence[OffsetEntry]) -> None:
+        """Queue offset records (murmur2-partitioned like Kafka Connect, not tracked in ``Written``)."""
+        errors = self._offset_errors
+
+        def report(err: ck.KafkaError | None, msg: Any) -> None:
+            if err is not None:
+                errors.append(err)
+
+        for key, value in entries:
+            args = (topic, value, key, murmur2_partition(key, partitions))
+            try:
+                self._produce(*args, on_delivery=report)
+            except BufferError:
+                self._queue_full(args, {"on_delivery": report})
+            except (ck.KafkaException, SystemError) as exc:
+                raise self._failure(_unwrap(exc), "sending offsets") from exc
+
+    def _flush(self, timeout: float) -> None:
+        try:
+            left = self._p.flush(timeout)
+        except (ck.KafkaException, SystemError) as exc:
+            raise self._failure(_unwrap(exc), "flushing") from exc
+        if left:
+            raise BackendUnavailableError(
+                f"{self.what}: {left} records were not acknowledged by the Kafka cluster at "
+                f"{self.backend.bootstrap} within {timeout:g} s")
+        err = self.tracker.error or (self._offset_errors[0] if self._offset_errors else None)
+        if err is not None:
+            raise self._failure(ck.KafkaException(err), "writing records")
+
+    def _failure(self, exc: BaseException, doing: str) -> Exception:
+        return self.backend.translate(exc, f"{self.what} {doing}")
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._p.purge(in_queue=True, in_flight=False, blocking=False)
+            self._p.poll(0)
+        except (ck.KafkaException, RuntimeError):
+            pass
+        if getattr(self, "_fenced", False):
+            # close() would try to abort the fenced transaction and fail; destroying the handle is enough
+            self._p = None
+            return
+        # librdkafka's close aborts an open transaction and flushes, with no bound of its own (a coordinator
+        # that never answers holds it for ever): it runs in a thread of its own, waited for a bounded time
+        producer, self._p = self._p, None
+        failed: list[BaseException] = []
+
+        def close() -> None:
+            try:
+                producer.close()
+            except Exception as exc:  # librdkafka reports some close failures as SystemError
+                failed.append(exc)
+
+        closer = threading.Thread(target=close, name="kafka-producer-close", daemon=True)
+        closer.start()
+        bound = self.backend.connect_timeout + 5
+        closer.join(bound)
+        if closer.is_alive():
+            log.warning("%s: close did not finish within %g s (the cluster at %s did not answer); the producer is "
+                        "left to finish in the background", self.what, bound, self.backend.bootstrap)
+        elif failed:
+            log.warning("%s: close raised %s", self.what, self.backend.redact(_describe(failed[0])))
+
+
+class KafkaPlainProducer(_KafkaProducerBase, Producer):
+    """An idempotent, non-transactional producer (at-least-once runs, dead letter queues, offsets)."""
+
+    def __init__(self, backend: KafkaBackend, track_metadata: bool) -> None:
+        conf = backend.client_config(
+            "producer",
+            defaults={"acks": "all", "partitioner": "consistent", "message.timeout.ms": 60_000},
+            forced={"enable.idempotence": True},
+        )
+        super().__init__(backend, conf, track_metadata, f"producer for {backend.bootstrap}")
+
+    def flush(self, timeout: float) -> Written:
+        try:
+            self._flush(timeout)
+            return self.tracker.written()
+        finally:
+            self.tracker.reset()
+            self._offset_errors.clear()

@@ -1,0 +1,361 @@
+"""The transactional producer: one task's records and source offsets in one Kafka transaction (KIP-618), and its
+defence against a transaction the broker left hanging (:class:`_HangingTransactions`).
+
+Fencing: ``init_transactions`` fences any older instance of the same ``transactional.id``; once fenced, every
+call raises :class:`~connect_runtime.api.errors.ProducerFencedError`. A connector's own offsets store is
+mirrored to the global offsets topic inside the same transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import confluent_kafka as ck
+from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+from connect_runtime.api.errors import BackendError, BackendUnavailableError, ProducerFencedError
+from connect_runtime.backends.base import (
+    INTERNAL_STORES,
+    ExtraEntries,
+    OffsetEntry,
+    ProducerRecord,
+    TransactionalProducer,
+    Written,
+)
+from connect_runtime.backends.kafka._client import _FENCED_CODES, _UNREACHABLE_CODES, _describe, _kafka_error
+from connect_runtime.backends.kafka.offsets import murmur2_partition
+from connect_runtime.backends.kafka.producers import _KafkaProducerBase
+
+if TYPE_CHECKING:
+    from connect_runtime.backends.kafka.backend import KafkaBackend
+
+log = logging.getLogger(__name__)
+
+_TOPIC_PARTITION = operator.itemgetter(0, 1)
+
+
+class _HangingTransactions:
+    """Before this producer id first commits on a partition, abort any transaction of it left hanging there.
+
+    A hanging transaction: the coordinator logged its end but its markers never reached a partition, so the
+    partition still holds it open (Apache Kafka skips the markers of a partition that has no leader while the
+    coordinator sends them, taking it for deleted: a broker in controlled shutdown with partitions only it
+    holds, e.g. a one-node cluster stopped right after an EndTxn). Its records and offsets stay invisible to
+    read_committed readers (the offsets read at a task's start do not see them, so the task polls those
+    records again), until the next marker of the same producer id on that partition settles them: the next
+    commit of this transactional id would make the hanging copy visible beside the new one. So the first
+    transaction that touches a partition where something is pending ahead of it (its last stable offset below
+    this transaction's first record, or below its end for an offsets partition) is aborted once with every
+    partition it touches (the abort marker ends the hanging transaction as aborted, as the offsets read
+    assumed) and its batches are sent again.
+
+    The further stores of ``extra`` (the ranges ledger) are not settled here: their entries are known only
+    from the commit's ``extra`` call, made once; each is the newest value of a key the task rewrites in
+    every commit, so a hanging older value made visible by this commit is superseded by it."""
+
+    def __init__(self, producer: KafkaTransactionalProducer) -> None:
+        self._producer = producer
+        # Partitions where no transaction of this producer id can still be hanging, the offset keys already
+        # checked, and whether this transaction sent to a partition not settled yet
+        self.settled: set[tuple[str, int | None]] = set()
+        self.settled_keys: set[bytes] = set()
+        self.unsettled = False
+
+    def note_sent(self, records: Sequence[ProducerRecord]) -> None:
+        if not self.unsettled and not set(map(_TOPIC_PARTITION, records)) <= self.settled:
+            self.unsettled = True
+
+    def must_check(self, offsets: Sequence[OffsetEntry]) -> bool:
+        """Whether this transaction touches a partition or an offset key not settled yet."""
+        return self.unsettled or not all(key in self.settled_keys for key, _ in offsets)
+
+    def settle_first(self, offsets: Sequence[OffsetEntry], mirror: bool, deadline: float) -> bool:
+        """Settle every partition this transaction touches for the first time (records, ``offsets`` and
+        their mirror): when something is pending ahead on one, abort this transaction once and send its
+        batches again. Returns whether it did."""
+        owner = self._producer
+        assert owner._offsets_topic is not None
+        written = owner.tracker.written()
+        firsts: dict[tuple[str, int], int] = {(tp[0], tp[1]): r[0] for tp, r in written.ranges.items()}
+        plan: list[tuple[str, int, Sequence[OffsetEntry]]] = []
+        if offsets:
+            plan.append((*owner._offsets_topic, offsets))
+            if mirror:
+                plan.append((*owner.backend.offsets_topic(None), offsets))
+        stores = {(topic, murmur2_partition(key, n)) for topic, n, entries in plan for key, _ in entries}
+        new = (set(firsts) | stores) - self.settled
+        pending = self._pending_ahead({tp: firsts.get(tp) for tp in new}, deadline) if new else []
+        if pending:
+            log.info("%s: a transaction of this producer id may be hanging on %s (pending ahead of this one); "
+                     "aborting this transaction once and sending it again, so that the next commit does not "
+                     "make it visible", owner.what, ", ".join(f"{t}-{p}" for t, p in sorted(pending)))
+            for topic, n, entries in plan:
+                owner.send_offsets(topic, n, entries)
+            owner._flush(max(0.001, deadline - time.monotonic()))  # every partition joins the transaction
+            try:
+                owner._p.abort_transaction(max(0.001, deadline - time.monotonic()))
+                owner._p.begin_transaction()
+            except ck.KafkaException as exc:
+                raise owner._failure(exc, "settling a hanging transaction") from exc
+            batches, owner._txn_batches = owner._txn_batches, []
+            owner.tracker.reset()
+            owner._offset_errors.clear()
+            for batch in batches:
+                _KafkaProducerBase.send(owner, batch)
+            owner._txn_batches = batches
+        self.settled |= set(firsts) | stores
+        for topic in {t for t, _ in firsts}:
+            count = owner._partition_count(topic)
+            if count and all((topic, p) in self.settled for p in range(count)):
+                self.settled.add((topic, None))  # records without a partition land in settled ones
+        self.settled_keys.update(key for key, _ in offsets)
+        self.unsettled = False
+        return bool(pending)
+
+    def _pending_ahead(self, firsts: Mapping[tuple[str, int], int | None], deadline: float) -> list[tuple[str, int]]:
+        """The partitions whose last stable offset is below ``firsts`` (this transaction's first record there;
+        ``None``: nothing of it there yet, so below the partition's end)."""
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+
+        def ask(level: Any) -> dict[tuple[str, int], int]:
+            futures = self._producer.backend.admin.list_offsets(
+                {ck.TopicPartition(t, p): latest for t, p in firsts}, isolation_level=level,
+                request_timeout=max(0.5, deadline - time.monotonic()))
+            return {(tp.topic, tp.partition): int(f.result().offset) for tp, f in futures.items()}
+
+        while True:
+            try:
+                stable = ask(ck.IsolationLevel.READ_COMMITTED)
+                ends = ask(ck.IsolationLevel.READ_UNCOMMITTED) if None in firsts.values() else {}
+                return [tp for tp, first in firsts.items() if stable[tp] < (ends[tp] if first is None else first)]
+            except ck.KafkaException as exc:
+                # a leader that just moved, a topic just created: asked again; when the offsets cannot be read
+                # in time, every partition counts as pending (an abort too many costs only the copy it writes)
+                err = _kafka_error(exc)
+                if err is not None and err.retriable() and deadline - time.monotonic() > 0.1:
+                    time.sleep(0.05)
+                    continue
+                log.debug("%s: the last stable offsets could not be read (%s); settling as if pending",
+                          self._producer.what, _describe(exc))
+                return list(firsts)
+
+
+class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
+    """One task's transactional producer: records and source offsets in one Kafka transaction."""
+
+    def __init__(self, backend: KafkaBackend, transactional_id: str, offset_store: str | None,
+                 track_metadata: bool) -> None:
+        self.transactional_id = transactional_id
+        self.offset_store_name = offset_store
+        conf = backend.client_config(
+            "producer",
+            defaults={"acks": "all", "partitioner": "consistent", "transaction.timeout.ms": 60_000,
+                      "message.timeout.ms": 60_000},
+            forced={"enable.idempotence": True, "transactional.id": transactional_id},
+        )
+        self._fenced = False
+        conf["error_cb"] = self._error_cb
+        super().__init__(backend, conf, track_metadata,
+                         f"transactional producer {transactional_id!r} for {backend.bootstrap}", sparse_reports=True)
+        self._offsets_topic: tuple[str, int] | None = None
+        self._in_txn = False
+        # this transaction's batches (kept by reference until it ends: the hanging-transaction defence may send
+        # them again)
+        self._txn_batches: list[Sequence[ProducerRecord]] = []
+        self._hanging = _HangingTransactions(self)
+
+    def _error_cb(self, err: ck.KafkaError) -> None:
+        # librdkafka reports the fatal "fenced" error here; later calls fail with a bare _STATE error
+        if err.code() in _FENCED_CODES or err.fatal():
+            self._fenced = True
+        self.backend._error_cb(err)
+
+    def _fenced_error(self, exc: BaseException | None) -> ProducerFencedError:
+        self._fenced = True
+        why = "" if exc is None else f": {self.backend.redact(_describe(exc))}"
+        return ProducerFencedError(
+            f"transactional producer {self.transactional_id!r} was fenced by a newer instance with the same "
+            f"transactional.id{why}")
+
+    def _is_fenced(self, exc: BaseException) -> bool:
+        err = _kafka_error(exc)
+        if err is not None and (err.code() in _FENCED_CODES or err.fatal()):
+            return True
+        if not self._fenced:
+            try:
+                self._poll(0)  # serve pending error and delivery reports
+            except Exception as polled:
+                # Apache Kafka: once fenced, librdkafka refuses produce() with a bare _FATAL (fatal() false)
+                # and raises the cause, KafkaError(_FENCED, fatal), from the next poll
+                cause = _kafka_error(polled)
+                if cause is not None and (cause.code() in _FENCED_CODES or cause.fatal()):
+                    self._fenced = True
+            # a produce after fencing fails with a bare _STATE error; the cause is in a delivery report
+            for failed in (self.tracker.error, *self._offset_errors):
+                if failed is not None and failed.code() in _FENCED_CODES:
+                    self._fenced = True
+        return self._fenced
+
+    def _failure(self, exc: BaseException, doing: str) -> Exception:
+        if self._is_fenced(exc):
+            return self._fenced_error(exc)
+        return super()._failure(exc, doing)
+
+    def init_transactions(self, timeout: float) -> None:
+        self._offsets_topic = self.backend.offsets_topic(self.offset_store_name)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._p.init_transactions(max(0.001, deadline - time.monotonic()))
+                return
+            except ck.KafkaException as exc:
+                err = _kafka_error(exc)
+                if err is not None and err.retriable() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    continue
+                if self._is_fenced(exc):
+                    raise self._fenced_error(exc) from exc
+                if err is not None and err.code() in _UNREACHABLE_CODES:
+                    raise BackendUnavailableError(
+                        f"{self.what}: init_transactions did not complete within {timeout:g} s; the Kafka "
+                        f"cluster at {self.backend.bootstrap} did not answer: {_describe(exc)}") from exc
+                raise self.backend.translate(exc, f"{self.what} init_transactions") from exc
+
+    def begin_transaction(self) -> None:
+        if self._fenced:
+            raise self._fenced_error(None)
+        self._poll(0)
+        self.tracker.reset()
+        self._offset_errors.clear()
+        try:
+            self._p.begin_transaction()
+        except ck.KafkaException as exc:
+            raise self._failure(exc, "begin_transaction") from exc
+        self._in_txn = True
+        self._txn_batches = []
+        self._hanging.unsettled = False
+
+    def send(self, records: Sequence[ProducerRecord]) -> None:
+        super().send(records)
+        self._txn_batches.append(records)
+        self._hanging.note_sent(records)
+
+    def flush(self, timeout: float) -> Written:
+        try:
+            self._flush(timeout)
+        except BaseException:  # an interrupt too: the transaction is aborted before the exception goes on
+            self._abort_after_failure(timeout)
+            raise
+        written = self.tracker.written()
+        self.tracker.reset()
+        return written
+
+    def commit_transaction(self, offsets: Sequence[OffsetEntry], timeout: float,
+                           extra: ExtraEntries | None = None) -> Written:
+        if self._fenced:
+            raise self._fenced_error(None)
+        if self._offsets_topic is None:
+            raise BackendError(f"{self.what}: commit_transaction before init_transactions")
+        deadline = time.monotonic() + timeout
+        # KIP-618: a connector's own store is mirrored to the global one IN the transaction (never after it:
+        # a process dying in between would leave the global store behind); the runtime's own stores never are
+        mirror = bool(offsets) and self.offset_store_name is not None and (
+            self.offset_store_name not in INTERNAL_STORES) and self._offsets_topic[0] != self.backend.default_offsets_topic
+        try:
+            more: Mapping[str, Sequence[OffsetEntry]] | None = None
+            if extra or self._hanging.must_check(offsets):
+                self._flush(timeout)
+                if self._hanging.settle_first(offsets, mirror, deadline):
+                    self._flush(timeout)  # the batches sent again after the settling abort
+                # called once per commit: the runtime's ledger accumulates what it is given
+                more = self._extra_entries(extra, self.tracker.written())
+            if offsets:
+                topic, partitions = self._offsets_topic
+                self.send_offsets(topic, partitions, offsets)
+                if mirror:
+                    global_topic, global_partitions = self.backend.offsets_topic(None)
+                    self.send_offsets(global_topic, global_partitions, offsets)
+            if more:
+                for store, entries in more.items():
+                    if entries:
+                        extra_topic, extra_partitions = self.backend.offsets_topic(store)
+                        self.send_offsets(extra_topic, extra_partitions, entries)
+                self._flush(timeout)
+            # librdkafka's commit flushes first, serving every delivery report (so the ranges are complete
+            # when it returns; a record that failed fails the commit, its error naming the cause): one call
+            # into C instead of two, so a commit on the committer thread needs the GIL less often
+            self._commit(deadline, timeout)
+            written = self.tracker.written()
+        except BaseException:  # an interrupt too: the transaction is aborted before the exception goes on
+            self._abort_after_failure(timeout)
+            raise
+        self._in_txn = False
+        self._txn_batches = []
+        self.tracker.reset()
+        self._offset_errors.clear()
+        return written
+
+    @staticmethod
+    def _extra_entries(extra: ExtraEntries | None, written: Written) -> Mapping[str, Sequence[OffsetEntry]] | None:
+        if not extra:
+            return None
+        return extra(written) if callable(extra) else extra
+
+    def _commit(self, deadline: float, timeout: float) -> None:
+        while True:
+            try:
+                self._p.commit_transaction(max(0.001, deadline - time.monotonic()))
+                return
+            except ck.KafkaException as exc:
+                err = _kafka_error(exc)
+                if self._is_fenced(exc):
+                    raise self._fenced_error(exc) from exc
+                if err is not None and err.retriable() and time.monotonic() < deadline:
+                    continue
+                if err is not None and err.code() in _UNREACHABLE_CODES:
+                    raise BackendUnavailableError(
+                        f"{self.what}: commit_transaction did not complete within {timeout:g} s at "
+                        f"{self.backend.bootstrap}: {_describe(exc)}") from exc
+                raise self.backend.translate(exc, f"{self.what} commit_transaction") from exc
+
+    def _abort_after_failure(self, timeout: float) -> None:
+        if self._fenced or not self._in_txn:
+            return
+        try:
+            self._p.abort_transaction(max(timeout, 0.001))
+        except ck.KafkaException as exc:
+            if self._is_fenced(exc):
+                self._fenced = True
+            log.warning("%s: aborting after a failure raised %s", self.what, self.backend.redact(_describe(exc)))
+        self._in_txn = False
+        self._txn_batches = []
+        self._poll(0)
+        self.tracker.reset()
+        self._offset_errors.clear()
+
+    def abort_transaction(self, timeout: float) -> None:
+        if self._fenced:
+            raise self._fenced_error(None)
+        try:
+            self._p.abort_transaction(timeout)
+        except ck.KafkaException as exc:
+            raise self._failure(exc, "abort_transaction") from exc
+        finally:
+            self._poll(0)
+            self.tracker.reset()
+            self._offset_errors.clear()
+        self._in_txn = False
+
+    def close(self) -> None:
+        if self._in_txn and not self._fenced and not self._closed:
+            try:
+                self._p.purge(in_queue=True, in_flight=False, blocking=False)
+                self._p.abort_transaction(self.backend.connect_timeout)
+            except (ck.KafkaException, RuntimeError) as exc:
+                log.warning("%s: aborting on close raised %s", self.what, self.backend.redact(_describe(exc)))
+            self._in_txn = False
+        super().close()
