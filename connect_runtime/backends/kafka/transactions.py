@@ -38,6 +38,16 @@ log = logging.getLogger(__name__)
 _TOPIC_PARTITION = operator.itemgetter(0, 1)
 
 
+_LEADER_MOVING = frozenset({
+    ck.KafkaError.NOT_LEADER_FOR_PARTITION, ck.KafkaError.LEADER_NOT_AVAILABLE, ck.KafkaError.UNKNOWN_TOPIC_OR_PART,
+    ck.KafkaError.OFFSET_NOT_AVAILABLE, ck.KafkaError.UNKNOWN_LEADER_EPOCH, ck.KafkaError.FENCED_LEADER_EPOCH,
+    ck.KafkaError.REQUEST_TIMED_OUT, ck.KafkaError._TRANSPORT,
+})
+"""Per-partition errors of a ``list_offsets`` answer that pass once a (new) partition has its leader: librdkafka
+does not flag them retriable there (a topic created just before its first transaction answers
+NOT_LEADER_FOR_PARTITION for a moment)."""
+
+
 class _HangingTransactions:
     """Before this producer id first commits on a partition, abort any transaction of it left hanging there.
 
@@ -136,7 +146,8 @@ class _HangingTransactions:
                 # a leader that just moved, a topic just created: asked again; when the offsets cannot be read
                 # in time, every partition counts as pending (an abort too many costs only the copy it writes)
                 err = _kafka_error(exc)
-                if err is not None and err.retriable() and deadline - time.monotonic() > 0.1:
+                if err is not None and (err.retriable() or err.code() in _LEADER_MOVING) \
+                        and deadline - time.monotonic() > 0.1:
                     time.sleep(0.05)
                     continue
                 log.debug("%s: the last stable offsets could not be read (%s); settling as if pending",
@@ -333,7 +344,11 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
             log.warning("%s: aborting after a failure raised %s", self.what, self.backend.redact(_describe(exc)))
         self._in_txn = False
         self._txn_batches = []
-        self._poll(0)
+        try:
+            self._poll(0)
+        except ck.KafkaException as exc:  # the fatal fencing error surfaces here: the failure being raised wins
+            if self._is_fenced(exc):
+                self._fenced = True
         self.tracker.reset()
         self._offset_errors.clear()
 
