@@ -235,10 +235,9 @@ def validation_errors(config: Mapping[str, str]) -> dict[str, str]:
 
             source._prepare(config, True)
         else:
-            from connect_runtime.runtime import sink
+            from connect_runtime.runtime.sink import validate_sink_config
 
-            _, _, pipeline = sink._validate(config)
-            pipeline.close()
+            validate_sink_config(config)
     except ConfigError as exc:
         return dict(exc.errors) or {"config": str(exc)}
     return {}
@@ -263,9 +262,9 @@ def validation_warnings(config: Mapping[str, Any]) -> dict[str, str]:
 
         defs = [SOURCE_CONFIG, getattr(run_module, "RUN_CONFIG", None)]
     else:
-        from connect_runtime.runtime import sink as run_module  # type: ignore[no-redef]
+        from connect_runtime.runtime.sink import SINK_RUN_CONFIG
 
-        defs = [SINK_CONFIG, getattr(run_module, "SINK_RUN_CONFIG", None)]
+        defs = [SINK_CONFIG, SINK_RUN_CONFIG]
     defs.append(own)
     checked = [d for d in defs if isinstance(d, ConfigDef)]
     misspelt = misspelt_keys(config, *checked)  # errors (validation_errors), not warnings

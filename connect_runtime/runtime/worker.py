@@ -34,6 +34,7 @@ from typing import Any
 from connect_runtime.api.config import ConfigDef, Password
 from connect_runtime.api.errors import ConfigError, WaitTimeoutError
 from connect_runtime.backends.base import Backend
+from connect_runtime.runtime.errors import STORE_RIDE_OUT_S, store_ride_out_s
 from connect_runtime.runtime.plugins import load_class
 from connect_runtime.runtime.registry import HEARTBEAT_SECONDS, ConnectorRecord, Registry
 
@@ -48,23 +49,6 @@ PROGRESS_EVERY = 5.0
 
 
 # -- config ----------------------------------------------------------------------------------------
-
-
-STORE_RIDE_OUT_S = 30.0
-"""How long a run rides out a store it cannot reach (a broker or database restart) when ``errors.retry.timeout``
-is 0 (its default): a commit waits, or is tried again, for up to this long before the run fails."""
-
-
-def store_ride_out_s(values: Mapping[str, Any], max_seconds: float | None = None) -> float:
-    """How long a commit may wait for, or retry against, a store it cannot reach: ``errors.retry.timeout`` ms
-    when positive; when -1 (retry for ever), the run's ``max_seconds`` if it has one, else an hour;
-    otherwise :data:`STORE_RIDE_OUT_S`."""
-    ms = int(values.get("errors.retry.timeout") or 0)
-    if ms > 0:
-        return ms / 1000
-    if ms < 0:
-        return float(max_seconds) if max_seconds else 3600.0
-    return STORE_RIDE_OUT_S
 
 
 def to_prop(value: Any) -> Any:
