@@ -96,7 +96,7 @@ def ours(store: str, pg: str, n: int, run: int, batch: int, profile: bool) -> fl
         "poll.idle.timeout.ms": "0",
         "tasks.max": "1",
     }
-    with profiled(source_module._WorkerTask, "__call__", 25, enabled=profile):
+    with profiled(source_module._WorkerTask, "run", 25, enabled=profile):
         t0 = time.perf_counter()
         result = run_source(config, store, exactly_once=True)
         seconds = time.perf_counter() - t0

@@ -58,7 +58,6 @@ from connect_runtime.api.source import (
     SourceTaskContext,
     TransactionContext,
 )
-from connect_runtime.backends import open_backend
 from connect_runtime.backends.base import (
     RANGES_STORE,
     REGISTRY_STORE,
@@ -70,18 +69,18 @@ from connect_runtime.backends.base import (
     Written,
 )
 from connect_runtime.runtime.config import SOURCE_CONFIG
+from connect_runtime.runtime.lifecycle import MAX_REPLANS, ConnectorRun
 from connect_runtime.runtime.offsets import OffsetWriter, StoreOffsetReader, offset_key, parse_key
 from connect_runtime.runtime.pipeline import SourcePipeline
 from connect_runtime.runtime.registry import ConnectorRecord, Registry, registry_key
+from connect_runtime.runtime.supervisor import RunState
+from connect_runtime.runtime.task import WorkerTask
 from connect_runtime.runtime.worker import (
     MAX_TASKS,
     Generation,
-    RunState,
-    TasksStuck,
     check_config,
     connector_props,
     store_ride_out_s,
-    supervise,
 )
 from connect_runtime.secrets import secret_values
 
@@ -95,9 +94,6 @@ RUN_CONFIG = (
             doc="Bound on the wait for tasks to commit their last boundary and stop once the run stops.")
 )
 """Source-run fields owned by this module (on top of ``SOURCE_CONFIG``)."""
-
-MAX_REPLANS = 100
-"""How many times one run plans tasks again after ``request_task_reconfiguration()``."""
 
 _IDLE_BACKOFF = 0.005
 """Seconds an idle task waits before polling again (interrupted by the run's stop)."""
@@ -510,17 +506,17 @@ def _boundary(plan: _Plan, exactly_once: bool) -> _Boundary:
     return _IntervalBoundary((v["offset.flush.interval.ms"] if interval is None else interval) / 1000)
 
 
-class _WorkerTask:
+class _WorkerTask(WorkerTask):
     """Runs one task in its own thread (Kafka Connect's ``AbstractWorkerSourceTask``): the loop is written
     once here; :class:`_ExactlyOnceTask` and :class:`_AtLeastOnceTask` differ only in their hooks."""
 
     exactly_once = True
+    state: _Run
 
     def __init__(self, run: _Run, plan: _Plan, backend: Backend, index: int, task_config: dict[str, str]) -> None:
-        self.run = run
+        super().__init__(run, index)
         self.plan = plan
         self.backend = backend
-        self.index = index
         self.task_config = task_config
         v = plan.values
         self.timeout = v["offset.flush.timeout.ms"] / 1000
@@ -540,6 +536,7 @@ class _WorkerTask:
         # delivered before its next poll; a task that does not listen lets a commit overlap its next poll
         self.callbacks = self.track or plan.task_class.commit is not SourceTask.commit
         self.task: SourceTask | None = None
+        self.started = False
         self.store: OffsetStore | None = None
         self.reader: StoreOffsetReader | None = None
         self.pipeline: SourcePipeline | None = None
@@ -558,49 +555,51 @@ class _WorkerTask:
     def label(self) -> str:
         return f"task {self.index} of connector {self.plan.name!r}"
 
-    # -- thread body -------------------------------------------------------------------------------
-    def __call__(self) -> None:
-        started = False
-        try:
-            self.store = self.backend.offset_store(self.offsets_name)
-            self.pipeline = SourcePipeline.from_config(self.plan.props)
-            self.load_ledger()
-            self.setup()
-            task = self.task_class()
-            self.task = task
-            self.reader = _reader(self.backend, self.store, self.plan)
-            task.initialize(_TaskContext(dict(self.task_config), self.reader, self.txn_context))
-            task.start(self.task_config)
-            started = True
-            self.loop()
-            if not self.run.failed:
-                if self.boundary.commit_final:
-                    self.commit()
-                else:
-                    self.drop_final()
-                self.settle()
-        except _RunFailed:
-            pass  # the run's first error is already recorded; this task only unwinds
-        except BaseException as exc:
-            if isinstance(exc, ProducerFencedError):
-                self.fenced = True  # a fenced producer cannot abort either: the broker/store already did
-                log.error("%s was fenced by a newer instance; stopping without committing", self.label)
+    # -- the WorkerTask steps ----------------------------------------------------------------------
+    def initialize_and_start(self) -> None:
+        self.store = self.backend.offset_store(self.offsets_name)
+        self.pipeline = SourcePipeline.from_config(self.plan.props)
+        self.load_ledger()
+        self.setup()
+        task = self.task_class()
+        self.task = task
+        self.reader = _reader(self.backend, self.store, self.plan)
+        task.initialize(_TaskContext(dict(self.task_config), self.reader, self.txn_context))
+        task.start(self.task_config)
+        self.started = True
+
+    def execute(self) -> None:
+        self.loop()
+        if not self.state.failed:
+            if self.boundary.commit_final:
+                self.commit()
             else:
-                log.error("%s failed: %r", self.label, exc)
-            self.run.fail(exc)
-        finally:
-            if self.run.failed and not self.fenced:
-                self.abort_quietly()
-            if started and self.task is not None:
-                try:
-                    self.task.stop()
-                except Exception as exc:
-                    log.error("%s: stop() raised %r", self.label, exc)
-                    self.run.fail(exc)
-            self.close()
+                self.drop_final()
+            self.settle()
+
+    def on_failure(self, exc: BaseException) -> None:
+        if isinstance(exc, _RunFailed):
+            return  # the run's first error is already recorded; this task only unwinds
+        if isinstance(exc, ProducerFencedError):
+            self.fenced = True  # a fenced producer cannot abort either: the broker/store already did
+            log.error("%s was fenced by a newer instance; stopping without committing", self.label)
+        else:
+            log.error("%s failed: %r", self.label, exc)
+        self.state.fail(exc)
+
+    def close(self) -> None:
+        if self.state.failed and not self.fenced:
+            self.abort_quietly()
+        if self.started and self.task is not None:
+            try:
+                self.task.stop()
+            except Exception as exc:
+                log.error("%s: stop() raised %r", self.label, exc)
+                self.state.fail(exc)
+        self.close_clients()
 
     def loop(self) -> None:
-        run, task = self.run, self.task
+        run, task = self.state, self.task
         assert task is not None
         idle_since: float | None = None
         is_idle = False
@@ -799,7 +798,7 @@ class _WorkerTask:
         """After a failure: drop what is open, never raising."""
         self.pending.clear()
 
-    def close(self) -> None:
+    def close_clients(self) -> None:
         closers = (("producer", getattr(self, "producer", None)), ("pipeline", self.pipeline),
                    ("offset reader", self.reader), ("offset store", self.store))
         for what, closer in closers:
@@ -873,7 +872,7 @@ class _ExactlyOnceTask(_WorkerTask):
         self.last_commit = time.monotonic()
         if not self.txn_open and not self.pending.writer:
             return
-        if self.run.failed:
+        if self.state.failed:
             raise _RunFailed
         self.settle()
         cp = self.pending
@@ -914,7 +913,7 @@ class _ExactlyOnceTask(_WorkerTask):
             return
         future, cp, offsets = inflight
         written = future.result()  # fenced, unavailable, ...: raised here, in the task's thread
-        self.run.committed(written.ranges.items(), cp.records, cp.filtered, cp.skipped, offsets, transaction=True,
+        self.state.committed(written.ranges.items(), cp.records, cp.filtered, cp.skipped, offsets, transaction=True,
                            writer=self.index)
         # Kafka Connect's order (ExactlyOnceWorkerSourceTask.commitTransaction): every commit_record of the
         # transaction, then commit()
@@ -967,7 +966,7 @@ class _ExactlyOnceTask(_WorkerTask):
                 # the run fails (another task failed or was fenced), but this transaction DID commit: its records
                 # and offsets are stored, so the task hears every commit_record and commit() for it all the same
                 try:
-                    self.run.committed(written.ranges.items(), cp.records, cp.filtered, cp.skipped, offsets,
+                    self.state.committed(written.ranges.items(), cp.records, cp.filtered, cp.skipped, offsets,
                                        transaction=True, writer=self.index)
                     self.report_records(cp, written.metadata)
                     if self.task is not None:
@@ -983,11 +982,11 @@ class _ExactlyOnceTask(_WorkerTask):
             self.txn_open = False
         self.pending.clear()
 
-    def close(self) -> None:
+    def close_clients(self) -> None:
         committer = getattr(self, "committer", None)
         if committer is not None:
             committer.shutdown(wait=True)
-        super().close()
+        super().close_clients()
 
 
 class _AtLeastOnceTask(_WorkerTask):
@@ -1022,7 +1021,7 @@ class _AtLeastOnceTask(_WorkerTask):
 
     def commit(self) -> None:
         self.last_commit = time.monotonic()
-        if self.run.failed:
+        if self.state.failed:
             raise _RunFailed
         self.flush()
         cp = self.flushed
@@ -1038,7 +1037,7 @@ class _AtLeastOnceTask(_WorkerTask):
                 ledger_store.put(ledger, self.timeout)
             finally:
                 ledger_store.close()
-        self.run.committed(cp.spans, cp.records, cp.filtered, cp.skipped, offsets, transaction=True,
+        self.state.committed(cp.spans, cp.records, cp.filtered, cp.skipped, offsets, transaction=True,
                            writer=self.index)
         cp.clear()
         assert self.task is not None
@@ -1087,43 +1086,12 @@ def run_source(
     :raises ConfigError: naming every invalid field.
     :raises ProducerFencedError: a newer run (generation) of the connector started; nothing more was committed.
     """
-    t0 = time.monotonic()
-    _check_bounds(max_records, max_seconds)
-    plan = _prepare(config, exactly_once)
-    plan.scope = _scope(identity)
-    plan.ledger_key = _ledger(ledger_key)
-    run = _Run(plan.name, max_records, None if max_seconds is None else t0 + max_seconds)
-    run.external_stop = stop
-    owned = not isinstance(backend, Backend)
-    be = open_backend(backend, backend_settings)
-    log.info("source connector %s (%s): %s run on %s", plan.name, type(plan.connector).__name__,
-             "exactly-once" if exactly_once else "at-least-once", be.url)
-    try:
-        generation = _begin_generation(plan, be)
-        try:
-            store = be.offset_store(plan.values["offsets.storage.topic"])
-            try:
-                reader = _reader(be, store, plan)
-                context = _ConnectorContext(reader, run)
-                try:
-                    _run_connector(plan, run, be, context, exactly_once, progress, t0, generation)
-                finally:
-                    reader.close()
-            finally:
-                store.close()
-        except BaseException as exc:
-            generation.finish(exc, sorted(run.topics))
-            raise
-        generation.finish(None, sorted(run.topics))
-        seconds = round(time.monotonic() - t0, 6)
-        if progress is not None:
-            progress(run.records, seconds)
-        result = _result(plan, run, seconds, be, exactly_once)
-    finally:
-        if owned:
-            be.close()
+    run = SourceRun(config, backend, exactly_once=exactly_once, max_records=max_records, max_seconds=max_seconds,
+                    backend_settings=backend_settings, progress=progress, ledger_key=ledger_key, identity=identity,
+                    stop=stop)
+    result = run.execute()
     log.info("source connector %s: %d records in %d transactions (%d filtered, %d skipped) in %.2f s",
-             plan.name, result.records, result.transactions, result.filtered, result.skipped, seconds)
+             run.p.name, result.records, result.transactions, result.filtered, result.skipped, result.seconds)
     return result
 
 
@@ -1144,38 +1112,12 @@ def plan_source(
     Each task then runs with :func:`run_source_task` (e.g. one Airflow mapped task instance each); a newer
     plan or run of the same connector and identity fences them all.
     """
-    plan = _prepare(config, exactly_once)
-    plan.scope = _scope(identity)
-    owned = not isinstance(backend, Backend)
-    be = open_backend(backend, backend_settings)
-    try:
-        generation = _begin_generation(plan, be)
-        run = _Run(plan.name, None, None)
-        store = be.offset_store(plan.values["offsets.storage.topic"])
-        connector = plan.connector
-        try:
-            connector.initialize(_ConnectorContext(_reader(be, store, plan), run))
-            connector.start(plan.props)
-            try:
-                _task_class(plan)
-                configs = _task_configs(plan)
-            finally:
-                connector.stop()
-        except BaseException as exc:
-            generation.finish(exc)
-            raise
-        finally:
-            store.close()
-        if not generation.update(tasks=max(generation.record.tasks, len(configs)), done_tasks=[]):
-            raise ProducerFencedError(f"connector {plan.name!r}: a newer generation started while planning")
-        if not configs:
-            generation.finish(None)
-        return {"connector": plan.name, "generation": generation.number, "identity": plan.scope,
-                "exactly_once": exactly_once,
-                "tasks": [{"index": i, "config": dict(c)} for i, c in enumerate(configs)]}
-    finally:
-        if owned:
-            be.close()
+    run = SourceRun(config, backend, exactly_once=exactly_once, identity=identity, backend_settings=backend_settings)
+    configs = run.plan()
+    assert run.generation is not None
+    return {"connector": run.p.name, "generation": run.generation.number, "identity": run.p.scope,
+            "exactly_once": exactly_once,
+            "tasks": [{"index": i, "config": dict(c)} for i, c in enumerate(configs)]}
 
 
 def run_source_task(
@@ -1197,60 +1139,190 @@ def run_source_task(
     started, it is fenced (:class:`ProducerFencedError`, nothing committed). Its result holds its own
     ranges; merge the ranges of every task with :func:`connect_runtime.ranges.merge`.
     """
-    t0 = time.monotonic()
-    _check_bounds(max_records, max_seconds)
-    try:
-        tasks = plan["tasks"]
-        generation = int(plan["generation"])
-        task_config = dict(next(t["config"] for t in tasks if int(t["index"]) == int(index)))
-        exactly_once = bool(plan.get("exactly_once", True))
-    except (KeyError, TypeError, ValueError, StopIteration) as exc:
-        raise ConfigError(errors={"plan": f"expected a plan from plan_source() holding task {index!r}, got "
-                                          f"{str(plan)[:200]} ({exc!r})"}) from None
-    p = _prepare(config, exactly_once)
-    p.scope = _scope(plan.get("identity"))
-    p.ledger_key = _ledger(ledger_key)
-    if plan.get("connector") != p.name:
-        raise ConfigError(errors={"plan": f"the plan is for connector {plan.get('connector')!r}, the config names "
-                                          f"{p.name!r}"})
-    run = _Run(p.name, max_records, None if max_seconds is None else t0 + max_seconds)
-    run.external_stop = stop
-    owned = not isinstance(backend, Backend)
-    be = open_backend(backend, backend_settings)
-    registry = Registry(be)
-    try:
-        record = registry.get(p.name, p.scope)
-        if record is None or record.generation != generation:
-            raise ProducerFencedError(
-                f"connector {p.name!r}: task {index} belongs to generation {generation}, but the newest generation "
-                f"is {None if record is None else record.generation}: a newer plan or run fenced it")
-        p.record = record
-        _task_class(p)
+    return SourceTaskRun(config, backend, plan, index, max_records=max_records, max_seconds=max_seconds,
+                         backend_settings=backend_settings, progress=progress, ledger_key=ledger_key,
+                         stop=stop).execute()
+
+
+class SourceRun(ConnectorRun[SourceRunResult]):
+    """A bounded source run: the :class:`ConnectorRun` lifecycle with the source's hooks."""
+
+    kind = "source"
+    state: _Run
+
+    def __init__(self, config: Mapping[str, Any], backend: str | Backend, *, exactly_once: bool = True,
+                 max_records: int | None = None, max_seconds: float | None = None,
+                 backend_settings: Mapping[str, Any] | None = None,
+                 progress: Callable[[int, float], None] | None = None, ledger_key: Mapping[str, Any] | None = None,
+                 identity: str | None = None, stop: threading.Event | None = None) -> None:
+        super().__init__(backend, backend_settings, progress=progress, stop=stop)
+        self.config = config
+        self.exactly_once = exactly_once
+        self.max_records = max_records
+        self.max_seconds = max_seconds
+        self.ledger_key_arg = ledger_key
+        self.identity: Any = identity
+        self.first_index = 0
+        self.store: OffsetStore | None = None
+        self.reader: StoreOffsetReader | None = None
+        self.context: _ConnectorContext | None = None
+
+    def validate(self) -> None:
+        _check_bounds(self.max_records, self.max_seconds)
+        p = _prepare(self.config, self.exactly_once)
+        p.scope = _scope(self.identity)
+        p.ledger_key = _ledger(self.ledger_key_arg)
+        self.p = p
+        self.state = _Run(p.name, self.max_records,
+                          None if self.max_seconds is None else self.t0 + self.max_seconds)
+
+    def begin_generation(self) -> Generation | None:
+        log.info("source connector %s (%s): %s run on %s", self.p.name, type(self.p.connector).__name__,
+                 "exactly-once" if self.exactly_once else "at-least-once", self.backend.url)
+        return _begin_generation(self.p, self.backend)
+
+    def start_connector(self) -> None:
+        self.store = self.backend.offset_store(self.p.values["offsets.storage.topic"])
+        self.reader = _reader(self.backend, self.store, self.p)
+        self.context = _ConnectorContext(self.reader, self.state)
+        self.p.connector.initialize(self.context)
+        self.p.connector.start(self.p.props)
+
+    def plan_tasks(self) -> list[dict[str, str]]:
+        if self.p.task_class is None:
+            _task_class(self.p)
+        return _task_configs(self.p)
+
+    def create_tasks(self, configs: list[dict[str, str]]) -> list[WorkerTask]:
+        cls = _ExactlyOnceTask if self.exactly_once else _AtLeastOnceTask
+        return [cls(self.state, self.p, self.backend, self.first_index + i, dict(cfg))
+                for i, cfg in enumerate(configs)]
+
+    def tasks_starting(self, tasks: Sequence[WorkerTask]) -> None:
+        # the task count is recorded before the tasks start, so a successor can fence every one of them
+        generation = self.generation
+        if (generation is not None and self.first_index == 0 and len(tasks) > generation.record.tasks
+                and not generation.update(tasks=len(tasks))):
+            raise ProducerFencedError(f"connector {self.p.name!r}: generation {generation.number} was fenced by a "
+                                      f"newer run before its tasks started")
+        self.state.begin_round(len(tasks))
+
+    def shutdown_grace(self) -> float:
+        return float(self.p.values["task.shutdown.graceful.timeout.ms"]) / 1000
+
+    def report_progress(self) -> None:
+        if self.progress is not None:
+            self.progress(self.state.records, time.monotonic() - self.t0)
+
+    def topics(self) -> Sequence[str]:
+        return sorted(self.state.topics)
+
+    def reconfiguration_requested(self) -> bool:
+        return self.context is not None and self.context.take_reconfiguration()
+
+    def out_of_bounds(self) -> bool:
+        return self.state.out_of_bounds()
+
+    def stop_connector(self) -> None:
         try:
-            _run_tasks(p, run, be, [task_config], exactly_once, progress, t0, Generation(be, record, None),
-                       first_index=int(index))
-            if run.error is not None:
-                raise run.error
-        except BaseException as exc:
-            registry.update(record, state="failed", error=f"task {index}: {type(exc).__name__}: {exc}"[:500],
+            self.p.connector.stop()
+        except Exception as exc:
+            log.error("connector %s: stop() raised %r", self.p.name, exc)
+            self.state.fail(exc)
+
+    def finish(self, failed: BaseException | None) -> None:
+        if self.generation is not None:
+            self.generation.finish(failed, sorted(self.state.topics))
+
+    def planned(self, configs: list[dict[str, str]]) -> None:
+        generation = self.generation
+        assert generation is not None
+        if not generation.update(tasks=max(generation.record.tasks, len(configs)), done_tasks=[]):
+            raise ProducerFencedError(f"connector {self.p.name!r}: a newer generation started while planning")
+        if not configs:
+            generation.finish(None)
+
+    def result(self) -> SourceRunResult:
+        seconds = round(time.monotonic() - self.t0, 6)
+        if self.progress is not None:
+            self.progress(self.state.records, seconds)
+        return _result(self.p, self.state, seconds, self.backend, self.exactly_once)
+
+    def release(self) -> None:
+        try:
+            for closer in (self.reader, self.store):
+                if closer is not None:
+                    closer.close()
+        finally:
+            super().release()
+
+
+class SourceTaskRun(SourceRun):
+    """Fan-out, step 2: one task of a :func:`plan_source` plan, as its own run of the plan's generation (the
+    connector itself is not started: the plan holds the task's config)."""
+
+    def __init__(self, config: Mapping[str, Any], backend: str | Backend, plan: Mapping[str, Any], index: int,
+                 **kwargs: Any) -> None:
+        super().__init__(config, backend, **kwargs)
+        self.plan_arg = plan
+        self.index = index
+
+    def validate(self) -> None:
+        _check_bounds(self.max_records, self.max_seconds)
+        plan, index = self.plan_arg, self.index
+        try:
+            tasks = plan["tasks"]
+            self.generation_number = int(plan["generation"])
+            self.task_config = dict(next(t["config"] for t in tasks if int(t["index"]) == int(index)))
+            self.exactly_once = bool(plan.get("exactly_once", True))
+        except (KeyError, TypeError, ValueError, StopIteration) as exc:
+            raise ConfigError(errors={"plan": f"expected a plan from plan_source() holding task {index!r}, got "
+                                              f"{str(plan)[:200]} ({exc!r})"}) from None
+        self.identity = plan.get("identity")
+        super().validate()
+        if plan.get("connector") != self.p.name:
+            raise ConfigError(errors={"plan": f"the plan is for connector {plan.get('connector')!r}, the config "
+                                              f"names {self.p.name!r}"})
+        self.first_index = int(index)
+
+    def begin_generation(self) -> Generation | None:
+        """Join the plan's generation: fenced if a newer plan or run started."""
+        record = Registry(self.backend).get(self.p.name, self.p.scope)
+        if record is None or record.generation != self.generation_number:
+            raise ProducerFencedError(
+                f"connector {self.p.name!r}: task {self.index} belongs to generation {self.generation_number}, but "
+                f"the newest generation is {None if record is None else record.generation}: a newer plan or run "
+                f"fenced it")
+        self.p.record = record
+        _task_class(self.p)
+        return Generation(self.backend, record, None)
+
+    def start_connector(self) -> None:
+        """The connector is not started for one task of a plan."""
+
+    def stop_connector(self) -> None:
+        """Nothing started, nothing to stop."""
+
+    def plan_tasks(self) -> list[dict[str, str]]:
+        return [self.task_config]
+
+    def finish(self, failed: BaseException | None) -> None:
+        """The plan's generation stays open for its other tasks: record this task as done (or the failure)."""
+        registry = Registry(self.backend)
+        record = self.p.record
+        assert record is not None
+        if failed is not None:
+            registry.update(record, state="failed", error=f"task {self.index}: {type(failed).__name__}: {failed}"[:500],
                             heartbeat=int(time.time() * 1000))
-            raise
-        fresh = registry.get(p.name, p.scope)
-        if fresh is not None and fresh.generation == generation:
-            done = sorted(set(getattr(fresh, "done_tasks", []) or []) | {int(index)})
+            return
+        fresh = registry.get(self.p.name, self.p.scope)
+        if fresh is not None and fresh.generation == self.generation_number:
+            done = sorted(set(getattr(fresh, "done_tasks", []) or []) | {int(self.index)})
             changes: dict[str, Any] = {"done_tasks": done, "heartbeat": int(time.time() * 1000),
-                                       "topics": sorted(set(fresh.topics) | run.topics)}
+                                       "topics": sorted(set(fresh.topics) | self.state.topics)}
             if len(done) >= fresh.tasks and fresh.state == "running":
                 changes.update(state="stopped", finished=int(time.time() * 1000))
             registry.update(fresh, **changes)
-        seconds = round(time.monotonic() - t0, 6)
-        if progress is not None:
-            progress(run.records, seconds)
-        result = _result(p, run, seconds, be, exactly_once)
-    finally:
-        if owned:
-            be.close()
-    return result
 
 
 def _check_bounds(max_records: int | None, max_seconds: float | None) -> None:
@@ -1324,73 +1396,6 @@ def _task_configs(plan: _Plan) -> list[dict[str, str]]:
         raise ConnectError(f"connector {plan.name!r}: task_configs({plan.values['tasks.max']}) returned "
                            f"{len(configs)} task configs (more than tasks.max)")
     return [dict(c) for c in configs]
-
-
-def _run_connector(plan: _Plan, run: _Run, be: Backend, context: _ConnectorContext, exactly_once: bool,
-                   progress: Callable[[int, float], None] | None, t0: float, generation: Generation) -> None:
-    connector = plan.connector
-    connector.initialize(context)
-    connector.start(plan.props)
-    try:
-        _task_class(plan)
-        replans = 0
-        while True:
-            if run.failed:
-                break
-            configs = _task_configs(plan)
-            if configs:
-                _run_tasks(plan, run, be, configs, exactly_once, progress, t0, generation)
-            if run.failed or not context.take_reconfiguration() or run.out_of_bounds():
-                break
-            replans += 1
-            if replans > MAX_REPLANS:
-                log.warning("connector %s: still requesting task reconfiguration after %d replans; ending the run",
-                            plan.name, MAX_REPLANS)
-                break
-            log.info("connector %s requested task reconfiguration: planning tasks again (%d)", plan.name, replans)
-    except BaseException as exc:
-        run.fail(exc)
-    finally:
-        try:
-            connector.stop()
-        except Exception as exc:
-            log.error("connector %s: stop() raised %r", plan.name, exc)
-            run.fail(exc)
-    if run.error is not None:
-        raise run.error
-
-
-def _run_tasks(plan: _Plan, run: _Run, be: Backend, configs: list[dict[str, str]], exactly_once: bool,
-               progress: Callable[[int, float], None] | None, t0: float, generation: Generation | None,
-               first_index: int = 0) -> None:
-    # the task count is recorded before the tasks start, so a successor can fence every one of them
-    if (generation is not None and first_index == 0 and len(configs) > generation.record.tasks
-            and not generation.update(tasks=len(configs))):
-        raise ProducerFencedError(f"connector {plan.name!r}: generation {generation.number} was fenced by a "
-                                  f"newer run before its tasks started")
-    cls = _ExactlyOnceTask if exactly_once else _AtLeastOnceTask
-    workers = [cls(run, plan, be, first_index + i, dict(cfg)) for i, cfg in enumerate(configs)]
-    run.begin_round(len(workers))
-    threads = []
-    for w in workers:
-        if run.failed:  # stop starting tasks after the first failure
-            break
-        t = threading.Thread(target=w, name=f"{plan.name}-task-{w.index}", daemon=True)
-        threads.append(t)
-        t.start()
-    grace = plan.values["task.shutdown.graceful.timeout.ms"] / 1000
-    report = None if progress is None else (lambda: progress(run.records, time.monotonic() - t0))
-    try:
-        supervise(run, threads, grace, kind="source", progress=report, generation=generation,
-                  topics=lambda: sorted(run.topics))
-    except TasksStuck:
-        raise
-    except BaseException as exc:  # e.g. the process is being told to stop: let the tasks abort first
-        run.fail(exc)
-        deadline = time.monotonic() + grace
-        for t in threads:
-            t.join(max(0.0, deadline - time.monotonic()))
-        raise
 
 
 def _exact_spans(run: _Run, join_markers: bool) -> ranges_mod.SpanMap:
