@@ -95,7 +95,7 @@ def ours(url: str, n: int, directory: Path, poll_records: int, profile: bool, ru
     }
     if fmt == "text":
         config.update({"format": "text", "value.converter": "org.apache.kafka.connect.storage.StringConverter"})
-    with profiled(SinkWorkerTask, "_execute", 20, enabled=profile):
+    with profiled(SinkWorkerTask, "run", 20, enabled=profile):
         t0 = time.perf_counter()
         result = run_sink(config, url)
         seconds = time.perf_counter() - t0

@@ -110,7 +110,7 @@ def ours(store: str, pg: str, n: int, table: str, poll_records: int, profile: bo
     }
     if batch_size is not None:
         config["batch.size"] = str(batch_size)
-    with profiled(SinkWorkerTask, "_execute", 25, enabled=profile):
+    with profiled(SinkWorkerTask, "run", 25, enabled=profile):
         t0 = time.perf_counter()
         result = run_sink(config, store)
         seconds = time.perf_counter() - t0

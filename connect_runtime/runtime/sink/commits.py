@@ -77,7 +77,7 @@ class TaskCommits:
         w = self.worker
         task = w.task
         consumer = w.consumer
-        run = w.run
+        run = w.state
         assert task is not None and consumer is not None
         if run.stop.is_set():
             raise Stopped
@@ -140,7 +140,7 @@ class TaskCommits:
         """WorkerSinkTask: a failed ``pre_commit`` rewinds to the last committed offsets and the records
         are delivered again; here within the run's retry bound, and only while the run may deliver."""
         w = self.worker
-        run = w.run
+        run = w.state
         policy = run.retry
         now = time.monotonic()
         if self._failing_since is None:

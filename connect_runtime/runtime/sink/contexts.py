@@ -89,7 +89,7 @@ class TaskContext(SinkTaskContext):
 
     @property
     def generation(self) -> int:
-        return self._worker.run.generation
+        return self._worker.state.generation
 
     def timeout(self, timeout_ms: int) -> None:
         if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int):

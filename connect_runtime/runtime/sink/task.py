@@ -15,7 +15,6 @@ fails with a :class:`WaitTimeoutError` naming them.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from operator import itemgetter
@@ -29,6 +28,7 @@ from connect_runtime.runtime.errors import DeadLetters, ErrantReporter, Stopped,
 from connect_runtime.runtime.pipeline import SinkPipeline, _gc_paused
 from connect_runtime.runtime.sink.commits import TaskCommits
 from connect_runtime.runtime.sink.contexts import TaskContext
+from connect_runtime.runtime.task import WorkerTask
 
 if TYPE_CHECKING:
     from connect_runtime.runtime.sink.run import SinkRunState
@@ -43,12 +43,14 @@ _PAUSED_IDLE_S = 0.05
 _JOIN_LOG_S = 30.0
 
 
-class SinkWorkerTask:
+class SinkWorkerTask(WorkerTask):
     """Runs one sink task in its own thread (see the module docstring for the loop)."""
+
+    state: SinkRunState
 
     def __init__(self, run: SinkRunState, task_id: int, task_config: dict[str, str],
                  partitions: list[TopicPartition], pipeline: SinkPipeline) -> None:
-        self.run = run
+        super().__init__(run, task_id)
         self.task_id = task_id
         self.task_config = task_config
         self.assigned = partitions
@@ -67,49 +69,65 @@ class SinkWorkerTask:
         self.pos: dict[TopicPartition, int] = {}
         self._target: dict[TopicPartition, int] = {}
         self._consumer_paused: set[TopicPartition] = set()
-        self.thread = threading.Thread(target=self._main, name=f"sink-{run.name}-{task_id}", daemon=True)
+        self.ran = False
+        """Whether the thread ran (a task never started leaves its pipeline to the run to close)."""
+        self._started = False
+        self._opened = False
+        self._ok = False
 
-    # ---- thread entry ------------------------------------------------------------------------
+    @property
+    def thread_name(self) -> str:
+        return f"sink-{self.state.name}-{self.task_id}"
 
-    def _main(self) -> None:
-        try:
-            self._execute()
-        except Stopped:
+    @property
+    def stuck_name(self) -> str:
+        return str(self.task_id)
+
+    # ---- the WorkerTask steps ----------------------------------------------------------------
+
+    def initialize_and_start(self) -> None:
+        """Create the task, ``initialize`` and ``start`` it; then its consumer at the start positions, and
+        ``open(partitions)``."""
+        self.ran = True
+        state = self.state
+        assert state.task_class is not None
+        task = self._call("creation", state.task_class)
+        self.task = task
+        self._call("initialize", task.initialize, self.ctx)
+        self._call("start", task.start, self.task_config)
+        self._started = True
+        self.consumer = state.backend.consumer(state.group)
+        self._setup_positions()
+        self._call("open", task.open, list(self.assigned))
+        self._opened = True
+
+    def execute(self) -> None:
+        """The loop up to the targets (or a bound), then the final commit (again after a rewind)."""
+        while True:
+            self._loop()
+            if self.commits.commit(closing=True):
+                break
+        self._ok = True
+
+    def on_failure(self, exc: BaseException) -> None:
+        if isinstance(exc, Stopped):
             log.info("%s stopped without a final commit: the run failed in another task", self.label)
-        except ConnectError as exc:
-            self.run.fail(exc, exc.__cause__)
-        except BaseException as exc:  # the thread's last frame: whatever ended it fails the run, named
-            self.run.fail(ConnectError(f"{self.label} failed: {type(exc).__name__}: {exc}"), exc)
+        elif isinstance(exc, ConnectError):
+            self.state.fail(exc, exc.__cause__)
+        else:
+            self.state.fail(ConnectError(f"{self.label} failed: {type(exc).__name__}: {exc}"), exc)
 
-    def _execute(self) -> None:
-        run = self.run
-        assert run.task_class is not None
-        try:
-            task = self._call("creation", run.task_class)
-            self.task = task
-            self._call("initialize", task.initialize, self.ctx)
-            self._call("start", task.start, self.task_config)
-        except BaseException:  # the pipeline is closed however the start failed, then the failure goes on
+    def close(self) -> None:
+        """``close(partitions)`` if opened, ``stop()``, then the clients; a task that did not start only closes
+        its pipeline. A failing ``close``/``stop`` fails a run that was otherwise ending well."""
+        if not self._started:
             self.pipeline.close()
-            raise
-        opened = False
-        ok = False
-        try:
-            self.consumer = run.backend.consumer(run.group)
-            self._setup_positions()
-            self._call("open", task.open, list(self.assigned))
-            opened = True
-            while True:
-                self._loop()
-                if self.commits.commit(closing=True):
-                    break
-            ok = True
-        finally:
-            self._shutdown(task, opened, ok)
-
-    def _shutdown(self, task: SinkTask, opened: bool, ok: bool) -> None:
+            return
+        task = self.task
+        assert task is not None
+        ok = self._ok
         steps: list[tuple[str, Callable[[], Any]]] = []
-        if opened:
+        if self._opened:
             steps.append(("close", lambda: task.close(list(self.assigned))))
         steps.append(("stop", task.stop))
         steps.append(("pipeline close", self.pipeline.close))
@@ -137,7 +155,7 @@ class SinkWorkerTask:
     # ---- positions ---------------------------------------------------------------------------
 
     def _setup_positions(self) -> None:
-        run = self.run
+        run = self.state
         assert self.consumer is not None
         run.fence.arm(self.consumer)
         for tp in self.assigned:
@@ -178,7 +196,7 @@ class SinkWorkerTask:
     # ---- the loop ----------------------------------------------------------------------------
 
     def _loop(self) -> None:
-        run = self.run
+        run = self.state
         ctx = self.ctx
         commit = self.commits.commit
         interval = run.flush_interval_s
@@ -264,7 +282,7 @@ class SinkWorkerTask:
             self.ctx.pause_changed = True  # such a partition is done after this batch
             batch = [r for r in batch if r[2] < target[r[0], r[1]]]  # type: ignore[index]
             changed = True
-        granted = self.run.budget.take(len(batch))
+        granted = self.state.budget.take(len(batch))
         if granted < len(batch):
             batch = batch[:granted]
             changed = True
@@ -279,7 +297,7 @@ class SinkWorkerTask:
         active = [tp for tp in remaining if tp not in self.ctx.paused]
         if not active:
             return
-        ends = consumer.end_offsets(active, self.run.flush_timeout_s)
+        ends = consumer.end_offsets(active, self.state.flush_timeout_s)
         for tp in active:
             end = ends.get(tp)
             if end is not None and end <= self.pos[tp] < self._target[tp]:
@@ -312,7 +330,7 @@ class SinkWorkerTask:
     def _put(self, records: list[SinkRecord]) -> None:
         task = self.task
         assert task is not None
-        put_with_retries(task.put, records, policy=self.run.retry, stop=self.run.stop, label=self.label,
+        put_with_retries(task.put, records, policy=self.state.retry, stop=self.state.stop, label=self.label,
                          take_timeout=self.ctx.take_timeout, dead_letters=self.dead_letters,
                          on_retry=self._count_retry)
 
