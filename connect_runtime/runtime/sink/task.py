@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from connect_runtime.api.errors import ConnectError, WaitTimeoutError
@@ -28,15 +27,13 @@ from connect_runtime.runtime.errors import DeadLetters, ErrantReporter, Stopped,
 from connect_runtime.runtime.pipeline import SinkPipeline, _gc_paused
 from connect_runtime.runtime.sink.commits import TaskCommits
 from connect_runtime.runtime.sink.contexts import TaskContext
+from connect_runtime.runtime.sink.planning import TaskPositions
 from connect_runtime.runtime.task import WorkerTask
 
 if TYPE_CHECKING:
     from connect_runtime.runtime.sink.run import SinkRunState
 
 log = logging.getLogger(__name__)
-
-_topic_of = itemgetter(0)
-_partition_of = itemgetter(1)
 
 _POLL_TIMEOUT_S = 1.0
 _PAUSED_IDLE_S = 0.05
@@ -66,9 +63,9 @@ class SinkWorkerTask(WorkerTask):
             log_messages=run.log_messages, flush_timeout_s=run.flush_timeout_s, label=self.label)
         self.commits = TaskCommits(self)
         self.ctx = TaskContext(self, task_config, ErrantReporter(self.dead_letters))
-        self.pos: dict[TopicPartition, int] = {}
-        self._target: dict[TopicPartition, int] = {}
-        self._consumer_paused: set[TopicPartition] = set()
+        self.positions = TaskPositions(partitions, self.label)
+        self.pos = self.positions.pos
+        self._target = self.positions.target
         self.ran = False
         """Whether the thread ran (a task never started leaves its pipeline to the run to close)."""
         self._started = False
@@ -158,40 +155,9 @@ class SinkWorkerTask(WorkerTask):
         run = self.state
         assert self.consumer is not None
         run.fence.arm(self.consumer)
-        for tp in self.assigned:
-            self.pos[tp] = run.start_positions[tp]
-            self._target[tp] = run.targets[tp]
+        self.positions.start(run.start_positions, run.targets)
         self.commits.start({tp: run.group_committed.get(tp) for tp in self.assigned}, self.pos)
         self.consumer.assign(dict(self.pos))
-
-    def _done(self, tp: TopicPartition) -> bool:
-        return self.pos[tp] >= self._target[tp]
-
-    def _apply_control(self) -> None:
-        """Rewinds and pauses the task asked for since the last poll."""
-        ctx = self.ctx
-        consumer = self.consumer
-        assert consumer is not None
-        if ctx.rewinds:
-            rewinds, ctx.rewinds = ctx.rewinds, {}
-            for tp, off in rewinds.items():
-                if tp not in self.assigned_set:
-                    log.warning("%s: ignoring rewind of %s, a partition not assigned to it", self.label, tp)
-                    continue
-                consumer.seek(tp, off)
-                self.pos[tp] = off
-                self.commits.last_committed[tp] = off  # as WorkerSinkTask.rewind()
-            ctx.pause_changed = True
-        if ctx.pause_changed:
-            ctx.pause_changed = False
-            want = {tp for tp in self.assigned if tp in ctx.paused or self._done(tp)}
-            to_pause = sorted(want - self._consumer_paused)
-            to_resume = sorted(self._consumer_paused - want)
-            if to_pause:
-                consumer.pause(to_pause)
-            if to_resume:
-                consumer.resume(to_resume)
-            self._consumer_paused = want
 
     # ---- the loop ----------------------------------------------------------------------------
 
@@ -199,6 +165,9 @@ class SinkWorkerTask(WorkerTask):
         run = self.state
         ctx = self.ctx
         commit = self.commits.commit
+        positions = self.positions
+        consumer = self.consumer
+        assert consumer is not None
         interval = run.flush_interval_s
         next_commit = time.monotonic() + interval
         ctx.pause_changed = True
@@ -210,7 +179,7 @@ class SinkWorkerTask(WorkerTask):
         while True:
             if run.stop.is_set():
                 raise Stopped
-            self._apply_control()
+            positions.apply(ctx, consumer, self.commits.last_committed)
             remaining = [tp for tp in self.assigned if pos[tp] < target[tp]]
             if not remaining:
                 return
@@ -245,7 +214,7 @@ class SinkWorkerTask(WorkerTask):
             if run.deadline is not None:
                 timeout = max(0.0, min(timeout, run.deadline - now))
             if not self._poll_and_deliver(max_poll, timeout):
-                self._check_ends(remaining)
+                positions.check_ends(consumer, remaining, ctx, run.flush_timeout_s)
                 if interval != 0 and time.monotonic() >= next_commit:
                     commit(closing=False)
                     next_commit = time.monotonic() + interval
@@ -264,47 +233,12 @@ class SinkWorkerTask(WorkerTask):
         with _gc_paused():
             batch = consumer.poll(max_poll, timeout)
             if batch:
-                batch, last = self._bound(batch)
+                batch, last = self.positions.bound(batch, self.state.budget, self.ctx)
             if not batch:
                 return False
             self._deliver(batch, last)
             del batch  # released before the collector resumes
             return True
-
-    def _bound(self, batch: list[ConsumedRecord]) -> tuple[list[ConsumedRecord], dict[tuple[str, int], int]]:
-        """Drop records at or past their partition's target; take from the max_records budget.
-        Also the last offset per partition of what is left (keys are plain tuples, which find the
-        TopicPartition keys of the position dicts)."""
-        last = _last_offsets(batch)
-        target = self._target
-        changed = False
-        if any(off >= target[k] for k, off in last.items()):  # type: ignore[index]
-            self.ctx.pause_changed = True  # such a partition is done after this batch
-            batch = [r for r in batch if r[2] < target[r[0], r[1]]]  # type: ignore[index]
-            changed = True
-        granted = self.state.budget.take(len(batch))
-        if granted < len(batch):
-            batch = batch[:granted]
-            changed = True
-        if changed:
-            last = _last_offsets(batch)
-        return batch, last
-
-    def _check_ends(self, remaining: list[TopicPartition]) -> None:
-        """An empty poll: a partition whose end is now below our position has nothing more."""
-        consumer = self.consumer
-        assert consumer is not None
-        active = [tp for tp in remaining if tp not in self.ctx.paused]
-        if not active:
-            return
-        ends = consumer.end_offsets(active, self.state.flush_timeout_s)
-        for tp in active:
-            end = ends.get(tp)
-            if end is not None and end <= self.pos[tp] < self._target[tp]:
-                log.warning("%s: %s ends at %d, before its target %d: nothing more to read",
-                            self.label, tp, end, self._target[tp])
-                self._target[tp] = self.pos[tp]
-                self.ctx.pause_changed = True
 
     def _deliver(self, batch: list[ConsumedRecord], last: dict[tuple[str, int], int]) -> None:
         try:
@@ -336,21 +270,6 @@ class SinkWorkerTask(WorkerTask):
 
     def _count_retry(self) -> None:
         self.retries += 1
-
-
-def _last_offsets(batch: list[ConsumedRecord]) -> dict[tuple[str, int], int]:
-    """The offset of the last record per partition of a batch; for a batch of one partition (the common
-    case) without a step per record."""
-    if not batch:
-        return {}
-    first, end = batch[0], batch[-1]
-    if (first[1] == end[1] and first[0] == end[0] and len(set(map(_partition_of, batch))) == 1
-            and len(set(map(_topic_of, batch))) == 1):
-        return {(end[0], end[1]): end[2]}
-    last: dict[tuple[str, int], int] = {}
-    for rec in batch:
-        last[rec[0], rec[1]] = rec[2]
-    return last
 
 
 __all__ = ["SinkWorkerTask"]
