@@ -231,9 +231,9 @@ def validation_errors(config: Mapping[str, str]) -> dict[str, str]:
         return dict(exc.errors) or {"connector.class": str(exc)}
     try:
         if kind == "source":
-            from connect_runtime.runtime import source
+            from connect_runtime.runtime.source import validate_source_config
 
-            source._prepare(config, True)
+            validate_source_config(config)
         else:
             from connect_runtime.runtime.sink import validate_sink_config
 
@@ -257,10 +257,11 @@ def validation_warnings(config: Mapping[str, Any]) -> dict[str, str]:
         own = connector.config_def()
     except Exception:
         return {}
+    defs: list[ConfigDef | None]
     if kind == "source":
-        from connect_runtime.runtime import source as run_module
+        from connect_runtime.runtime.source import RUN_CONFIG
 
-        defs = [SOURCE_CONFIG, getattr(run_module, "RUN_CONFIG", None)]
+        defs = [SOURCE_CONFIG, RUN_CONFIG]
     else:
         from connect_runtime.runtime.sink import SINK_RUN_CONFIG
 

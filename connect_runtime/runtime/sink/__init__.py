@@ -43,7 +43,7 @@ Generations (zombie fencing): every run registers a new generation of the connec
 registry (:mod:`connect_runtime.runtime.registry`) before it reads the group's offsets; tasks see it
 as ``context.generation``. A newer run fences the older one's group-offset commits: the older run's
 next commit raises :class:`ProducerFencedError` and commits nothing (Kafka Connect gets the same from
-the consumer group generation); how, per backend: :class:`~.commits.SinkCommitFence`.
+the consumer group generation); how, per backend: :class:`~connect_runtime.runtime.fencing.SinkCommitFence`.
 
 Failures (Kafka Connect's ``WorkerSinkTask`` where it defines them, bounded where it is not):
 
@@ -83,7 +83,7 @@ A connector that keeps its offsets in its destination (rewinds in ``open`` and r
 """
 
 from connect_runtime.runtime.errors import DEFAULT_RETRY_BOUND_S
-from connect_runtime.runtime.sink.commits import SINK_COMMITS_STORE
+from connect_runtime.runtime.fencing import SINK_COMMITS_STORE
 from connect_runtime.runtime.sink.config import SINK_RUN_CONFIG, validate_sink_config
 from connect_runtime.runtime.sink.result import PROGRESS_INTERVAL_S, ProgressCallback, SinkRunResult
 from connect_runtime.runtime.sink.run import destination_mirror, run_sink

@@ -7,7 +7,8 @@ through the run's commit fence; a failed ``pre_commit`` rewinds the task to its 
   cannot commit: an offset past what the task was given, or for a partition not assigned to it, is ignored
   with a warning (as Kafka Connect does); offsets already committed are left out; ``{}`` commits nothing;
 - the group commit (:func:`commit_group`) is fenced by the run's generation
-  (:class:`SinkCommitFence`) and rides out a store that blinks, within the retry policy's store bound;
+  (:class:`~connect_runtime.runtime.fencing.SinkCommitFence`) and rides out a store that blinks, within the
+  retry policy's store bound;
 - rewind on failure (:meth:`TaskCommits.rewind_after_failure`): every partition of the task goes back to its
   last committed offset (the start of the run, a task's rewind, or the last group commit) and those records
   are delivered again, within the redelivery bound (:mod:`connect_runtime.runtime.errors`).
@@ -17,9 +18,7 @@ KIP-275 ``context.is_closing()`` is true only while ``pre_commit`` runs for the 
 
 from __future__ import annotations
 
-import json
 import logging
-import threading
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -33,19 +32,14 @@ from connect_runtime.api.errors import (
     WaitTimeoutError,
 )
 from connect_runtime.api.records import TopicPartition
-from connect_runtime.backends.base import REGISTRY_STORE, Backend, Consumer, TransactionalProducer
+from connect_runtime.backends.base import Consumer
 from connect_runtime.runtime.errors import Stopped
-from connect_runtime.runtime.registry import registry_key
 
 if TYPE_CHECKING:
     from connect_runtime.runtime.sink.run import SinkRunState
     from connect_runtime.runtime.sink.task import SinkWorkerTask
 
 log = logging.getLogger(__name__)
-
-SINK_COMMITS_STORE = "pyconnect-sink-commits"
-"""Offset store the Kafka commit fence writes one entry per task into (see :class:`SinkCommitFence`)."""
-
 
 def show(offsets: Mapping[TopicPartition, int | None]) -> str:
     return "{" + ", ".join(f"{t}-{p}: {o}" for (t, p), o in sorted(offsets.items())) + "}"
@@ -180,7 +174,8 @@ class TaskCommits:
 
 def commit_group(run: SinkRunState, label: str, task_id: int, consumer: Consumer,
                  offsets: Mapping[TopicPartition, int]) -> None:
-    """Commit group offsets for one task, fenced by the generation (:class:`SinkCommitFence`).
+    """Commit group offsets for one task, fenced by the generation
+    (:class:`~connect_runtime.runtime.fencing.SinkCommitFence`).
 
     A store that cannot be reached for a moment (a broker restart, a write lock held) is ridden out: the
     commit is tried again (one log line per backoff: 300 ms doubling, capped by ``errors.retry.delay.max.ms``)
@@ -214,102 +209,4 @@ def commit_group(run: SinkRunState, label: str, task_id: int, consumer: Consumer
                 raise Stopped from exc
 
 
-class SinkCommitFence:
-    """Fences the group-offset commits of older runs of a sink connector (zombie fencing by generation).
-
-    On a backend whose consumer checks the generation inside each commit
-    (``Capabilities.commits_check_generation``, SQLite) the consumers carry :attr:`guard`. Otherwise (Kafka) the
-    run initialises one transactional producer (id ``<cluster>-<connector>-sink-commits``) before the group's
-    offsets are read, which fences the one of every older run (KIP-447 style), and every group commit first
-    commits a transaction through it (one record into the compacted store :data:`SINK_COMMITS_STORE`); only
-    when that succeeds are the group offsets committed. A fence whose transaction failed in any way is replaced
-    on the next try, after the registry confirms this run is still the newest generation.
-
-    Limitation: Kafka's atomic form, ``send_offsets_to_transaction``, is not used because the test broker
-    (Tansu) does not make those offsets visible; a zombie that passed its transaction a moment before the
-    newer run initialised can still land that one commit."""
-
-    def __init__(self, backend: Backend, name: str, generation: int, timeout_s: float) -> None:
-        self.backend = backend
-        self.name = name
-        self.generation = generation
-        self.timeout_s = timeout_s
-        self.guard: tuple[str, bytes, int] | None = (REGISTRY_STORE, registry_key(name), generation)
-        self.producer: TransactionalProducer | None = None
-        self.fenced_backend = False  # group commits go through the commit fence (start)
-        self._lock = threading.Lock()
-
-    def begin(self) -> None:
-        """Before the group's offsets are read: fence every older run's commits."""
-        if self.backend.capabilities.commits_check_generation:
-            return  # the consumer checks the guard inside each commit
-        self.guard = None
-        self.start()
-
-    def arm(self, consumer: Consumer) -> None:
-        """A task's consumer checks the generation inside each commit, where the backend can."""
-        if self.guard is not None:
-            consumer.generation_guard = self.guard
-
-    def start(self) -> None:
-        """A backend whose consumer cannot check the generation inside its commit (Kafka): initialise this
-        run's commit-fence producer, which fences the one of every older run (before offsets are read)."""
-        cid = self.backend.cluster_id
-        tid = f"{cid}-{self.name}-sink-commits" if cid else f"{self.name}-sink-commits"
-        fence = self.backend.transactional_producer(tid, SINK_COMMITS_STORE)
-        try:
-            fence.init_transactions(self.timeout_s)
-        except BaseException:  # the producer is not kept: close it whatever stopped the init, then re-raise
-            fence.close()
-            raise
-        self.producer = fence
-        self.fenced_backend = True
-
-    def commit(self, task_id: int, offsets: Mapping[TopicPartition, int]) -> None:
-        """Commit this task's fence transaction (on a fenced backend), before the group offsets are."""
-        if not self.fenced_backend:
-            return
-        key = json.dumps([self.name, {"task": task_id}], separators=(",", ":")).encode()
-        value = json.dumps({"generation": self.generation, "offsets": {
-            f"{t}-{p}": o for (t, p), o in sorted(offsets.items())}}, separators=(",", ":")).encode()
-        with self._lock:
-            if self.producer is None:  # the last one failed: a new one, if this run is still the newest
-                self.check_newest()
-                self.start()
-                self.check_newest()
-            fence = self.producer
-            assert fence is not None
-            try:
-                fence.begin_transaction()
-                fence.commit_transaction([], self.timeout_s, extra={SINK_COMMITS_STORE: [(key, value)]})
-            except (ProducerFencedError, ConfigError):
-                raise
-            except Exception as exc:
-                # its transaction is in an unknown or fatal state (a broker restart under it): the next try
-                # starts a new fence (after reading the registry again)
-                self.close()
-                if isinstance(exc, (BackendUnavailableError, WaitTimeoutError)):
-                    raise
-                raise BackendUnavailableError(
-                    f"sink connector {self.name!r}: the commit fence's transaction failed ({type(exc).__name__}: "
-                    f"{exc}); a new fence is started for the next try") from exc
-
-    def check_newest(self) -> None:
-        from connect_runtime.runtime.registry import Registry
-
-        newest = Registry(self.backend).get(self.name)
-        if newest is not None and newest.generation > self.generation:
-            raise ProducerFencedError(
-                f"sink connector {self.name!r}: generation {newest.generation} started while this run "
-                f"(generation {self.generation}) could not reach the store, so this run commits nothing more")
-
-    def close(self) -> None:
-        fence, self.producer = self.producer, None
-        if fence is not None:
-            try:
-                fence.close()
-            except Exception as exc:
-                log.warning("sink connector %r: closing the commit fence raised %r", self.name, exc)
-
-
-__all__ = ["SINK_COMMITS_STORE", "SinkCommitFence", "TaskCommits", "commit_group", "show"]
+__all__ = ["TaskCommits", "commit_group", "show"]

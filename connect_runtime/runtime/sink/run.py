@@ -18,9 +18,9 @@ from connect_runtime.api.records import TopicPartition
 from connect_runtime.api.sink import SinkTask
 from connect_runtime.backends.base import Backend
 from connect_runtime.runtime.errors import RetryPolicy
+from connect_runtime.runtime.fencing import SinkCommitFence, begin_generation
 from connect_runtime.runtime.lifecycle import ConnectorRun
 from connect_runtime.runtime.pipeline import SinkPipeline
-from connect_runtime.runtime.sink.commits import SinkCommitFence
 from connect_runtime.runtime.sink.config import validate
 from connect_runtime.runtime.sink.contexts import ConnectorContext
 from connect_runtime.runtime.sink.planning import assign, plan, until_targets
@@ -135,7 +135,7 @@ class SinkRun(ConnectorRun[SinkRunResult]):
 
     def begin_generation(self) -> Generation:
         self.floor = _destination_floor(self.connector, self.config, self.name)
-        generation = Generation.begin(self.backend, self.name, kind="sink",
+        generation = begin_generation(self.backend, self.name, kind="sink",
                                       connector_class=str(self.values["connector.class"]),
                                       floor=max(self.floor, 0), secrets=secret_values(self.config))
         self.state.begin(self.backend, generation.number)
