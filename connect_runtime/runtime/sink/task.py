@@ -24,8 +24,7 @@ from connect_runtime.api.records import SinkRecord, TopicPartition
 from connect_runtime.api.sink import SinkTask
 from connect_runtime.backends.base import ConsumedRecord, Consumer
 from connect_runtime.runtime.errors import DeadLetters, ErrantReporter, Stopped, put_with_retries
-from connect_runtime.runtime.pipeline import SinkPipeline
-from connect_runtime.runtime.pipeline.base import _gc_paused
+from connect_runtime.runtime.pipeline import SinkPipeline, _gc_paused
 from connect_runtime.runtime.sink.commits import TaskCommits
 from connect_runtime.runtime.sink.contexts import TaskContext
 from connect_runtime.runtime.sink.planning import TaskPositions
@@ -226,7 +225,7 @@ class SinkWorkerTask(WorkerTask):
 
     def _poll_and_deliver(self, max_poll: int, timeout: float) -> bool:
         """One poll and the put of what it gave (False: nothing to deliver), with the cyclic garbage collector
-        paused for the whole batch (see :func:`~connect_runtime.runtime.pipeline.base._gc_paused`, which then pauses
+        paused for the whole batch (see :func:`~connect_runtime.runtime.pipeline._gc_paused`, which then pauses
         nothing more): the batch's records are released before it runs again, so it never walks them (about
         15% of a small-record sink's time otherwise)."""
         consumer = self.consumer
