@@ -47,11 +47,14 @@ def check_target_type(value: Any, what: str) -> None:
     JSON) or an ``XComArg`` (anything Airflow resolves at run time)."""
     if value is None or isinstance(value, (Mapping, list, str)):
         return
+    resolvable: tuple[type, ...] = ()
     try:
         from airflow.sdk.definitions._internal.mixins import ResolveMixin
+
+        resolvable = (ResolveMixin,)
     except ImportError:  # pragma: no cover - trimmed SDKs
-        ResolveMixin = ()  # type: ignore[assignment]
-    if isinstance(value, ResolveMixin):
+        pass
+    if isinstance(value, resolvable):
         return
     raise TypeError(f"{what} must be an XComArg (task.output, task.output['ranges']), a mapping, a template "
                     f"or None, got {type(value).__name__}")

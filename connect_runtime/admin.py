@@ -270,6 +270,11 @@ def _check_idle(backend: Backend, name: str, rec: ConnectorRecord | None,
         registry.new_generation_if_idle(name, r.scope)
 
 
+def _whole(value: Any) -> bool:
+    """A non-negative int that is not a bool (JSON's ``true`` is not an offset)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def alter_offsets(backend: Backend, name: str, offsets: Sequence[Mapping[str, Any]], *,
                   kind: str | None = None, offsets_store: str | None = None,
                   config: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -299,8 +304,11 @@ def alter_offsets(backend: Backend, name: str, offsets: Sequence[Mapping[str, An
                                                       f"got {entry!r}"})
         partition, offset = dict(entry["partition"]), entry.get("offset")
         if set(partition) == {"kafka_topic", "kafka_partition"}:
-            if offset is not None and (set(offset) != {"kafka_offset"} or not isinstance(offset["kafka_offset"], int)
-                                       or offset["kafka_offset"] < 0):
+            topic, number = partition["kafka_topic"], partition["kafka_partition"]
+            if not (isinstance(topic, str) and topic and _whole(number)):
+                raise ConfigError(errors={f"offsets[{i}]": 'a sink partition is {"kafka_topic": "<topic>", '
+                                                          f'"kafka_partition": N}} (N >= 0), got {partition!r}'})
+            if offset is not None and (set(offset) != {"kafka_offset"} or not _whole(offset["kafka_offset"])):
                 raise ConfigError(errors={f"offsets[{i}]": f'a sink partition takes {{"kafka_offset": N}} (N >= 0) or '
                                                           f"null, got {offset!r}"})
             sink[TopicPartition(str(partition["kafka_topic"]), int(partition["kafka_partition"]))] = (

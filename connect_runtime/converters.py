@@ -23,28 +23,23 @@ Converter settings come from the connector config with the prefix removed: ``val
 schemas.enable=false`` reaches the value converter as ``schemas.enable``. Only schemaless JSON is
 supported, so ``schemas.enable`` must be false (the default here, unlike Kafka Connect).
 
-Importing this module registers the Kafka Connect class names (and the short class names) in
-:data:`connect_runtime.runtime.plugins.ALIASES`.
+:data:`ALIASES` maps the Kafka Connect class names (and the short class names) to these classes;
+:mod:`connect_runtime.runtime.plugins` reads it (this module imports only the connector API).
 """
 
 from __future__ import annotations
 
 import codecs
-import enum
 import json
 import json.scanner
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import msgspec
-import orjson
-
 from connect_runtime.api.config import ConfigDef, Importance, Type
 from connect_runtime.api.errors import DataError
+from connect_runtime.api.jsoncodec import json_batch, json_default, json_loads_exact
 from connect_runtime.api.records import Headers
 from connect_runtime.api.transforms import Converter
-from connect_runtime.runtime.plugins import ALIASES
 
 
 def _kind(is_key: bool) -> str:
@@ -61,50 +56,6 @@ def _valid_encoding(name: str, value: Any) -> None:
         codecs.lookup(value)
     except LookupError:
         raise ValueError(f"a Python codec name such as utf-8, got {value!r}") from None
-
-
-_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
-"""Dataclasses and datetimes are not JSON values for :mod:`json` either: orjson must refuse them too."""
-
-
-def json_default(o: Any) -> Any:
-    """What orjson writes natively beyond JSON's types, written the same way by :mod:`json`."""
-    if isinstance(o, enum.Enum):
-        return o.value
-    if isinstance(o, uuid.UUID):
-        return str(o)
-    raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
-
-
-_split_array = msgspec.json.Decoder(list[msgspec.Raw]).decode
-"""A JSON array's bytes -> each element's exact bytes (zero-copy ``msgspec.Raw`` views)."""
-
-_EXPONENT_SIGNS = bytes.maketrans(b"-23", b"111")
-
-
-def _differs(data: bytes) -> bool:
-    """Whether orjson's bytes may differ from :func:`json.dumps`'s (or hide an error it raises): a
-    ``null`` (NaN and infinities, which json refuses, come out as ``null``), or a float in exponent
-    range (json writes ``1e-05``, ``1e+16``; orjson ``0.00001``, ``1e16``: an ``e`` then ``-``, ``1``,
-    ``2`` or ``3``, found with one search after mapping those to ``1``). Strings containing these
-    letters make false alarms, which only cost a redo with json."""
-    return b"null" in data or b"0.0000" in data or b"e1" in data.translate(_EXPONENT_SIGNS)
-
-
-def json_batch(values: list[Any], redo: Callable[[Any], Any],
-               default: Callable[[Any], Any] | None = None) -> list[Any]:
-    """Each value's compact JSON bytes, exactly :func:`json.dumps`'s, encoded as one batch: one orjson call
-    writes the list, msgspec splits it into each value's bytes (``msgspec.Raw`` views: ``bytes()`` them or
-    join them), and a value whose orjson bytes may differ from json's (:func:`_differs`) is replaced by
-    ``redo(value)``. Raises ``TypeError`` (orjson's encode error) for a list orjson refuses (an integer
-    beyond 64 bits, a non-string dict key, deep nesting, a type json refuses too): the caller uses json."""
-    blob = orjson.dumps(values, default, _ORJSON_OPTIONS)
-    parts: list[Any] = _split_array(blob)
-    if _differs(blob):
-        for i, raw in enumerate(parts):
-            if _differs(bytes(raw)):
-                parts[i] = redo(values[i])
-    return parts
 
 
 class JsonConverter(Converter):
@@ -301,6 +252,8 @@ _BYTES_OR_NONE = {bytes, type(None)}
 _NEWLINE_SAFE = frozenset({"utf-8", "ascii", "latin-1", "iso8859-1", "cp1252"})
 """Codecs (``codecs.lookup(...).name``) in which text joined with newlines splits back at the same places."""
 
+ALIASES: dict[str, str] = {}
+"""Kafka Connect and short class names of the converters here, mapped to their dotted paths."""
 _HERE = __name__
 for _cls, _kafka_name in (
     (JsonConverter, "org.apache.kafka.connect.json.JsonConverter"),
@@ -311,21 +264,5 @@ for _cls, _kafka_name in (
     ALIASES.setdefault(_cls.__name__, f"{_HERE}.{_cls.__name__}")
 
 
-_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
-_LONG_DIGITS = b"0" * 19
-
-
-def json_loads_exact(data: bytes) -> Any:
-    """One JSON text (UTF-8 bytes) -> its value, exactly what ``json.loads(data.decode())`` gives, orjson's
-    speed where it agrees: a run of 19 digits anywhere (an integer past 64 bits, or a false alarm), and
-    whatever orjson refuses (invalid JSON or UTF-8, NaN/Infinity, lone surrogate escapes) go to :mod:`json`,
-    whose value or error counts."""
-    if data.translate(_DIGITS_AS_ZERO).find(_LONG_DIGITS) == -1:
-        try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(data.decode("utf-8"))
-
-
-__all__ = ["ByteArrayConverter", "JsonConverter", "StringConverter", "json_loads_exact"]
+__all__ = ["ALIASES", "ByteArrayConverter", "JsonConverter", "StringConverter", "json_batch", "json_default",
+           "json_loads_exact"]

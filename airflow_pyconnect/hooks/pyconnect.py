@@ -140,6 +140,15 @@ def register_secrets(*values: Any) -> None:
             mask_secret(value if isinstance(value, (str, dict, list)) else str(value))
 
 
+def open_backend_at(url: str, settings: dict[str, Any] | None = None, *, read_only: bool = False) -> Backend:
+    """An open ``connect_runtime`` backend at ``url`` (close it). The hook is the provider's one door to
+    the backends: operators, sensors, triggers and the UI plugin open stores through it (an import-linter
+    contract keeps it so)."""
+    from connect_runtime.backends import open_backend
+
+    return open_backend(url, settings, read_only=read_only)
+
+
 class PyConnectHook(BaseHook):
     """Opens the ``connect_runtime`` backend an Airflow connection of type ``pyconnect`` names.
 
@@ -259,10 +268,8 @@ class PyConnectHook(BaseHook):
 
     def get_backend(self) -> Backend:
         """An open ``connect_runtime`` backend (close it, or use it as a context manager)."""
-        from connect_runtime.backends import open_backend
-
         url, settings = self.backend_config()
-        return open_backend(url, settings)
+        return open_backend_at(url, settings)
 
     def test_connection(self) -> tuple[bool, str]:
         """Open the backend and list its topics: ``(True, what was found)`` or ``(False, why not)``."""
@@ -275,4 +282,4 @@ class PyConnectHook(BaseHook):
 
 
 __all__ = ["DEFAULT_CONN_ID", "SINGLE_MACHINE_EXECUTORS", "PyConnectHook", "backend_url_from_host",
-           "embedded_backend_url", "embedded_default_allowed"]
+           "embedded_backend_url", "embedded_default_allowed", "open_backend_at"]

@@ -187,7 +187,7 @@ def _schedule_text(dag: Any) -> str:
 def check_schedule(task: BaseOperator, fields: list[str]) -> None:
     """Fail (when the DAG file is parsed) if ``fields`` use the data interval but the task's DAG gives
     its runs empty data intervals; the error names the task, the DAG's schedule and the fix."""
-    dag = task.dag if task.has_dag() else None  # type: ignore[no-untyped-call]
+    dag = task.dag if task.has_dag() else None
     if not fields or dag is None:
         return
     runs = _empty_intervals(dag)

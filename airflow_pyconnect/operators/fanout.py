@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from airflow.sdk import BaseOperator
 
@@ -59,6 +59,7 @@ from airflow_pyconnect.operators.source import (
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+    from airflow.sdk.definitions.xcom_arg import PlainXComArg
 
 _PLACEHOLDER = "[hidden:{}]"
 
@@ -258,7 +259,7 @@ def fan_out_source(
                                        pyconnect_conn_id=pyconnect_conn_id, identity=identity,
                                        exactly_once=exactly_once)
     mapped = PyConnectSourceTaskOperator.partial(
-        task_id=task_id, plan=plan.output["plan"], connector_config=connector_config,
+        task_id=task_id, plan=cast("PlainXComArg", plan.output)["plan"], connector_config=connector_config,
         pyconnect_conn_id=pyconnect_conn_id, max_records=max_records, max_seconds=max_seconds,
         emit_asset_events=emit_asset_events, **task_kwargs,
     ).expand(task_index=plan.output)

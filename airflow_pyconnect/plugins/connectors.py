@@ -39,7 +39,7 @@ class PyConnectPlugin(AirflowPlugin):
     """The Connectors view: connectors, offsets, lag and runs of every ``pyconnect`` connection."""
 
     name = "pyconnect"
-    fastapi_apps = _LazyApps()  # type: ignore[assignment]
+    fastapi_apps = _LazyApps()
     external_views = [
         {
             "name": "Connectors",

@@ -31,7 +31,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow_pyconnect.hooks.pyconnect import DEFAULT_CONN_ID, PyConnectHook, embedded_backend_url
+from airflow_pyconnect.hooks.pyconnect import (
+    DEFAULT_CONN_ID,
+    PyConnectHook,
+    embedded_backend_url,
+    open_backend_at,
+)
 
 if TYPE_CHECKING:
     from connect_runtime.backends.base import Backend
@@ -100,12 +105,11 @@ def open_store(conn_id: str, embedded: bool = False, *,
     :raises StoreUnavailable: the connection cannot be read or its store cannot be opened.
     """
     from connect_runtime.api.config import HIDDEN, mask
-    from connect_runtime.backends import open_backend
 
     secrets: list[str] = []
     try:
         if embedded:
-            url, settings = embedded_backend_url(), {}
+            url, settings = embedded_backend_url(), dict[str, Any]()
             path = Path(url[len("sqlite:///"):])
             if not path.exists():
                 raise StoreUnavailable(f"{conn_id}: no store yet: the embedded backend {path} does not exist "
@@ -113,7 +117,7 @@ def open_store(conn_id: str, embedded: bool = False, *,
         else:
             url, settings = PyConnectHook(conn_id).backend_config()
         secrets = [str(settings[k]) for k, v in mask(settings).items() if v == HIDDEN and settings[k]]
-        backend = open_backend(url, settings, read_only=read_only)
+        backend = open_backend_at(url, settings, read_only=read_only)
     except StoreUnavailable:
         raise
     except Exception as exc:

@@ -55,7 +55,7 @@ class CommittedOffsetsTrigger(BaseTrigger):
         poll_interval: float = 5.0,
         deadline: float | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ is not annotated
         self.connector_name = connector_name
         self.connector_kind = connector_kind
         self.target = normalise_target(connector_kind, target)

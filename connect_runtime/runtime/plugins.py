@@ -5,11 +5,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from connect_runtime import converters, transforms
 from connect_runtime.api.errors import ConfigError
 
-ALIASES: dict[str, str] = {}
-"""Short or Kafka Connect class names mapped to this runtime's classes (filled by the modules that
-define built-ins, e.g. ``org.apache.kafka.connect.transforms.Filter``)."""
+ALIASES: dict[str, str] = {**converters.ALIASES, **transforms.ALIASES}
+"""Short or Kafka Connect class names mapped to this runtime's classes (e.g.
+``org.apache.kafka.connect.transforms.Filter``): the tables the built-in converters and transforms
+declare, gathered here so that they import nothing but the connector API."""
 
 
 def load_class(path: str, field: str, base: type | None = None) -> type[Any]:

@@ -41,7 +41,7 @@ def parse_ranges(ranges: str | Mapping[str, Any]) -> dict[TopicPartition, Spans]
             for p, s in sorted(parts.items())}
 
 
-class OffsetRangePartition(InputPartition):  # type: ignore[misc]
+class OffsetRangePartition(InputPartition):
     """One Spark input partition: the offset spans ``[from, to)`` of one topic partition it reads."""
 
     def __init__(self, topic: str, partition: int, spans: Sequence[tuple[int, int]]) -> None:

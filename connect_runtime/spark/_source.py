@@ -124,7 +124,7 @@ def read_partition(conf: ReadConf, schema: StructType, partition: InputPartition
         backend.close()
 
 
-class PyConnectDataSource(DataSource):  # type: ignore[misc]
+class PyConnectDataSource(DataSource):
     """``spark.read.format("pyconnect")`` (committed ranges) and ``spark.readStream.format("pyconnect")``
     (topics, offsets = the store's committed positions). Options: see :mod:`connect_runtime.spark`."""
 
@@ -258,7 +258,7 @@ class PyConnectDataSource(DataSource):  # type: ignore[misc]
                                      self.min_per_trigger)
 
 
-class PyConnectReader(DataSourceReader):  # type: ignore[misc]
+class PyConnectReader(DataSourceReader):
     """Plans input partitions over the ranges; each is read on an executor as Arrow record batches."""
 
     def __init__(self, conf: ReadConf, schema: StructType, ranges: Mapping[TopicPartition, Spans],
@@ -308,7 +308,7 @@ def _share(available: Mapping[TopicPartition, int], budget: int) -> dict[TopicPa
     return take
 
 
-class PyConnectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class PyConnectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches over topics of the store. An offset is ``{topic: {"<partition>": next offset}}``; the
     latest offset is each partition's committed end (read_committed), so only committed records are read
     and a micro-batch's records are fixed by its offsets: Spark's checkpoint makes the query exactly once."""

@@ -16,14 +16,13 @@ Transformations (``$Value`` / ``$Key`` variants are the classes ``...Value`` / `
 :class:`InsertHeader`, :class:`DropHeaders`. Predicates: :class:`TopicNameMatches`,
 :class:`HasHeaderKey`, :class:`RecordIsTombstone`. All work on schemaless (dict) keys and values.
 
-Importing this package registers, in :data:`connect_runtime.runtime.plugins.ALIASES`, each class's
-Kafka Connect name (``org.apache.kafka.connect.transforms.InsertField$Value``, ...) and its short
+:data:`ALIASES` (read by :mod:`connect_runtime.runtime.plugins`; this package imports only the
+connector API) maps each class's Kafka Connect name (``org.apache.kafka.connect.transforms.InsertField$Value``, ...) and its short
 name (``InsertField$Value``, ``Filter``, ``TopicNameMatches``, ...).
 """
 
 from __future__ import annotations
 
-from connect_runtime.runtime.plugins import ALIASES
 from connect_runtime.transforms.fields import (
     ExtractFieldKey,
     ExtractFieldValue,
@@ -63,12 +62,15 @@ _NAMES = {
     "predicates.HasHeaderKey": HasHeaderKey,
     "predicates.RecordIsTombstone": RecordIsTombstone,
 }
+ALIASES: dict[str, str] = {}
+"""Kafka Connect and short class names of the transforms and predicates here, mapped to their dotted paths."""
 for _name, _cls in _NAMES.items():
     _target = f"{__name__}.{_cls.__name__}"
     ALIASES.setdefault(_KAFKA + _name, _target)
     ALIASES.setdefault(_name.rpartition(".")[2], _target)
 
 __all__ = [
+    "ALIASES",
     "DropHeaders",
     "ExtractFieldKey",
     "ExtractFieldValue",

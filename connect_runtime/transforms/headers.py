@@ -57,4 +57,4 @@ class DropHeaders(Transformation[ConnectRecord]):
         if not headers:
             return record
         kept = [h for h in headers if h[0] not in self.names]
-        return record if len(kept) == len(headers) else replaced(record, "headers", kept)  # type: ignore[no-any-return]
+        return record if len(kept) == len(headers) else replaced(record, "headers", kept)

@@ -234,7 +234,7 @@ def test_public_surface_is_pinned() -> None:
     import connect_runtime.transforms as t
 
     assert set(t.__all__) == {
-        "DropHeaders", "ExtractFieldKey", "ExtractFieldValue", "Filter", "HasHeaderKey", "HoistFieldKey",
+        "ALIASES", "DropHeaders", "ExtractFieldKey", "ExtractFieldValue", "Filter", "HasHeaderKey", "HoistFieldKey",
         "HoistFieldValue", "InsertField", "InsertFieldKey", "InsertFieldValue", "InsertHeader", "MaskFieldKey",
         "MaskFieldValue", "RecordIsTombstone", "RegexRouter", "ReplaceField", "ReplaceFieldKey",
         "ReplaceFieldValue", "TimestampRouter", "TopicNameMatches", "ValueToKey",

@@ -1,0 +1,62 @@
+"""The transform + convert + error-tolerance pipeline between tasks and the backend.
+
+Source path (per ``poll()`` batch): transformations in ``transforms`` order, each guarded by its
+predicate (``transforms.<t>.predicate``, inverted by ``transforms.<t>.negate``) → key, value and
+header converters → :class:`~connect_runtime.backends.base.ProducerRecord`. Sink path: the
+converters' ``to_connect`` → transformations → :class:`~connect_runtime.api.records.SinkRecord`.
+
+Failures. A converter, transformation or predicate that raises makes the record fail; so does a
+source record whose value is a :class:`~connect_runtime.api.errors.DataError`: a record the task
+could not read (a malformed line of a file), handed over with its source offset so that the
+runtime, not the connector, applies ``errors.tolerance`` (stage ``TASK_POLL``, as in Kafka Connect):
+
+- ``errors.tolerance=none``: :meth:`process` raises :class:`RecordError` (a ``DataError``) whose
+  message names the record (source: topic, source partition and offset; sink: topic, partition,
+  offset), the stage and the plugin; the original exception is chained as ``__cause__``.
+- ``errors.tolerance=all``: the record is left out and reported, never silently lost: a source
+  record in :attr:`SourceBatch.skipped`, a sink record in :attr:`SinkBatch.dead` with its error
+  (the sink run loop writes it with :meth:`SinkPipeline.dead_letter` when
+  :attr:`SinkPipeline.dead_letter_topic` is set, and only counts it otherwise).
+- ``errors.log.enable=true`` logs every failure (with the record's key and value only when
+  ``errors.log.include.messages=true``), whatever the tolerance.
+
+Speed. Conversion runs as one list comprehension per batch inside one ``try``; with the default
+JSON value converter the values are encoded as a batch (:meth:`JsonConverter.encode_many`, orjson)
+and decoded with orjson (or the C JSON scanner) inline; StringConverter and ByteArrayConverter convert
+a batch's values at once too (``encode_many`` / ``decode_many``). If anything in the batch fails,
+the batch is redone record by record to find, name and (under ``all``) drop the bad records; the
+redo gives the same bytes for every good record. The cyclic garbage collector is paused while a
+batch is processed (see :func:`gc_paused`).
+"""
+
+from __future__ import annotations
+
+from connect_runtime.runtime.pipeline._core import (
+    HEADER_CONVERTER,
+    KEY_CONVERTER,
+    TASK_POLL,
+    TRANSFORMATION,
+    VALUE_CONVERTER,
+    Pipeline,
+    RecordError,
+    gc_paused,
+)
+from connect_runtime.runtime.pipeline.sink import SinkBatch, SinkPipeline
+from connect_runtime.runtime.pipeline.source import SourceBatch, SourcePipeline
+
+_gc_paused = gc_paused  # the name the sink runtime imported before the split
+
+__all__ = [
+    "HEADER_CONVERTER",
+    "KEY_CONVERTER",
+    "TASK_POLL",
+    "TRANSFORMATION",
+    "VALUE_CONVERTER",
+    "Pipeline",
+    "RecordError",
+    "SinkBatch",
+    "SinkPipeline",
+    "SourceBatch",
+    "SourcePipeline",
+    "gc_paused",
+]
