@@ -24,7 +24,7 @@ from connect_runtime.api.records import SinkRecord, TopicPartition
 from connect_runtime.api.sink import SinkTask
 from connect_runtime.backends.base import ConsumedRecord, Consumer
 from connect_runtime.runtime.errors import DeadLetters, ErrantReporter, Stopped, put_with_retries
-from connect_runtime.runtime.pipeline import SinkPipeline, _gc_paused
+from connect_runtime.runtime.pipeline import SinkPipeline, gc_paused
 from connect_runtime.runtime.sink.commits import TaskCommits
 from connect_runtime.runtime.sink.contexts import TaskContext
 from connect_runtime.runtime.sink.planning import TaskPositions
@@ -225,12 +225,12 @@ class SinkWorkerTask(WorkerTask):
 
     def _poll_and_deliver(self, max_poll: int, timeout: float) -> bool:
         """One poll and the put of what it gave (False: nothing to deliver), with the cyclic garbage collector
-        paused for the whole batch (see :func:`~connect_runtime.runtime.pipeline._gc_paused`, which then pauses
+        paused for the whole batch (see :func:`~connect_runtime.runtime.pipeline.gc_paused`, which then pauses
         nothing more): the batch's records are released before it runs again, so it never walks them (about
         15% of a small-record sink's time otherwise)."""
         consumer = self.consumer
         assert consumer is not None
-        with _gc_paused():
+        with gc_paused():
             batch = consumer.poll(max_poll, timeout)
             if batch:
                 batch, last = self.positions.bound(batch, self.state.budget, self.ctx)
