@@ -42,8 +42,8 @@ from _profile import profiled  # noqa: E402
 from connect_runtime.api import TopicPartition  # noqa: E402
 from connect_runtime.backends import ProducerRecord, open_backend  # noqa: E402
 from connect_runtime.connectors.files import committed_files  # noqa: E402
-from connect_runtime.runtime import sink as sink_module  # noqa: E402
 from connect_runtime.runtime.sink import run_sink  # noqa: E402
+from connect_runtime.runtime.sink.task import SinkWorkerTask  # noqa: E402
 
 TOPIC = "bench"
 TARGET = 2.0
@@ -95,7 +95,7 @@ def ours(url: str, n: int, directory: Path, poll_records: int, profile: bool, ru
     }
     if fmt == "text":
         config.update({"format": "text", "value.converter": "org.apache.kafka.connect.storage.StringConverter"})
-    with profiled(sink_module._Worker, "_execute", 20, enabled=profile):
+    with profiled(SinkWorkerTask, "run", 20, enabled=profile):
         t0 = time.perf_counter()
         result = run_sink(config, url)
         seconds = time.perf_counter() - t0

@@ -76,8 +76,8 @@ def raw_loop(bootstrap: str, records: int, per_txn: int, tag: str) -> tuple[floa
 
 
 def runtime_loop(bootstrap: str, records: int, batch: int, tag: str, profile: bool = False) -> tuple[float, dict]:
-    from connect_runtime.runtime import source as source_module
     from connect_runtime.runtime.source import run_source
+    from connect_runtime.runtime.source import task as source_module
 
     config = {
         "name": f"bench-datagen-{tag}",
@@ -89,7 +89,7 @@ def runtime_loop(bootstrap: str, records: int, batch: int, tag: str, profile: bo
         "transaction.boundary": "poll",
         "poll.idle.timeout.ms": 0,  # end as soon as the generator is exhausted (no idle wait in the figure)
     }
-    with profiled(source_module._WorkerTask, "__call__", 25, enabled=profile):
+    with profiled(source_module.SourceWorkerTask, "run", 25, enabled=profile):
         started = time.perf_counter()
         result = run_source(config, f"kafka://{bootstrap}", exactly_once=True)
         seconds = time.perf_counter() - started

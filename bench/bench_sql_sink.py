@@ -42,8 +42,8 @@ from _profile import profiled  # noqa: E402
 
 from connect_runtime.api import TopicPartition  # noqa: E402
 from connect_runtime.backends import ProducerRecord, open_backend  # noqa: E402
-from connect_runtime.runtime import sink as sink_module  # noqa: E402
 from connect_runtime.runtime.sink import run_sink  # noqa: E402
+from connect_runtime.runtime.sink.task import SinkWorkerTask  # noqa: E402
 
 TOPIC = "bench"
 COLUMNS = ("id", "name", "amount", "ts", "score", "flag")
@@ -110,7 +110,7 @@ def ours(store: str, pg: str, n: int, table: str, poll_records: int, profile: bo
     }
     if batch_size is not None:
         config["batch.size"] = str(batch_size)
-    with profiled(sink_module._Worker, "_execute", 25, enabled=profile):
+    with profiled(SinkWorkerTask, "run", 25, enabled=profile):
         t0 = time.perf_counter()
         result = run_sink(config, store)
         seconds = time.perf_counter() - t0

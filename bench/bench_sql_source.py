@@ -40,7 +40,7 @@ from _profile import profiled  # noqa: E402
 from connect_runtime import run_source  # noqa: E402
 from connect_runtime.api import TopicPartition  # noqa: E402
 from connect_runtime.backends import ProducerRecord, open_backend  # noqa: E402
-from connect_runtime.runtime import source as source_module  # noqa: E402
+from connect_runtime.runtime.source import task as source_module  # noqa: E402
 
 TABLE = "bench_src"
 DDL = (f"CREATE TABLE {TABLE} (id bigint PRIMARY KEY, name text, amount numeric(14, 2), ts timestamptz, "
@@ -96,7 +96,7 @@ def ours(store: str, pg: str, n: int, run: int, batch: int, profile: bool) -> fl
         "poll.idle.timeout.ms": "0",
         "tasks.max": "1",
     }
-    with profiled(source_module._WorkerTask, "__call__", 25, enabled=profile):
+    with profiled(source_module.SourceWorkerTask, "run", 25, enabled=profile):
         t0 = time.perf_counter()
         result = run_source(config, store, exactly_once=True)
         seconds = time.perf_counter() - t0

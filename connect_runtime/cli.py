@@ -231,14 +231,13 @@ def validation_errors(config: Mapping[str, str]) -> dict[str, str]:
         return dict(exc.errors) or {"connector.class": str(exc)}
     try:
         if kind == "source":
-            from connect_runtime.runtime import source
+            from connect_runtime.runtime.source import validate_source_config
 
-            source._prepare(config, True)
+            validate_source_config(config)
         else:
-            from connect_runtime.runtime import sink
+            from connect_runtime.runtime.sink import validate_sink_config
 
-            _, _, pipeline = sink._validate(config)
-            pipeline.close()
+            validate_sink_config(config)
     except ConfigError as exc:
         return dict(exc.errors) or {"config": str(exc)}
     return {}
@@ -258,14 +257,15 @@ def validation_warnings(config: Mapping[str, Any]) -> dict[str, str]:
         own = connector.config_def()
     except Exception:
         return {}
+    defs: list[ConfigDef | None]
     if kind == "source":
-        from connect_runtime.runtime import source as run_module
+        from connect_runtime.runtime.source import RUN_CONFIG
 
-        defs = [SOURCE_CONFIG, getattr(run_module, "RUN_CONFIG", None)]
+        defs = [SOURCE_CONFIG, RUN_CONFIG]
     else:
-        from connect_runtime.runtime import sink as run_module  # type: ignore[no-redef]
+        from connect_runtime.runtime.sink import SINK_RUN_CONFIG
 
-        defs = [SINK_CONFIG, getattr(run_module, "SINK_RUN_CONFIG", None)]
+        defs = [SINK_CONFIG, SINK_RUN_CONFIG]
     defs.append(own)
     checked = [d for d in defs if isinstance(d, ConfigDef)]
     misspelt = misspelt_keys(config, *checked)  # errors (validation_errors), not warnings

@@ -10,12 +10,12 @@ is that shared part, written once, so a fix lands in both directions:
 - :func:`check_config` validates the runtime's fields and the connector's, bounds ``tasks.max``, loads
   the connector class, and collects every bad field in one :class:`ConfigError`; unknown keys are
   logged with a did-you-mean (:func:`warn_unknown_keys`);
-- :class:`RunState` is the stop/fail/deadline state every run and its task threads share;
 - :class:`Generation` registers the run in the connector registry (a new generation fences the older
-  ones), writes its heartbeat and records how it ended;
-- :func:`supervise` waits for the task threads, enforcing ``max_seconds`` and an external stop,
-  reporting progress, writing heartbeats, and failing the run with :class:`TasksStuck` when tasks do
-  not stop within ``task.shutdown.graceful.timeout.ms`` after the run stopped.
+  ones), writes its heartbeat and records how it ended.
+
+:class:`RunState`, :func:`supervise` and :class:`TasksStuck` live in :mod:`~connect_runtime.runtime.supervisor`
+(re-exported here); the lifecycle both directions follow is :mod:`~connect_runtime.runtime.lifecycle`, a task
+thread's is :mod:`~connect_runtime.runtime.task`.
 
 The direction-specific parts stay in :mod:`~connect_runtime.runtime.source` (poll → transform →
 produce, transaction boundaries, checkpoints of source offsets) and :mod:`~connect_runtime.runtime.sink`
@@ -26,45 +26,24 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from connect_runtime.api.config import ConfigDef, Password
-from connect_runtime.api.errors import ConfigError, WaitTimeoutError
+from connect_runtime.api.errors import ConfigError
 from connect_runtime.backends.base import Backend
+from connect_runtime.runtime.errors import STORE_RIDE_OUT_S, store_ride_out_s
 from connect_runtime.runtime.plugins import load_class
-from connect_runtime.runtime.registry import HEARTBEAT_SECONDS, ConnectorRecord, Registry
+from connect_runtime.runtime.registry import ConnectorRecord, Registry
+from connect_runtime.runtime.supervisor import PROGRESS_EVERY, RunState, TasksStuck, supervise
 
 log = logging.getLogger(__name__)
 
 MAX_TASKS = 1024
 """Upper bound of ``tasks.max`` for one run (each task is a thread with its own clients)."""
 
-PROGRESS_EVERY = 5.0
-"""Seconds between two ``progress`` callbacks (plus one at the end)."""
-
-
 
 # -- config ----------------------------------------------------------------------------------------
-
-
-STORE_RIDE_OUT_S = 30.0
-"""How long a run rides out a store it cannot reach (a broker or database restart) when ``errors.retry.timeout``
-is 0 (its default): a commit waits, or is tried again, for up to this long before the run fails."""
-
-
-def store_ride_out_s(values: Mapping[str, Any], max_seconds: float | None = None) -> float:
-    """How long a commit may wait for, or retry against, a store it cannot reach: ``errors.retry.timeout`` ms
-    when positive; when -1 (retry for ever), the run's ``max_seconds`` if it has one, else an hour;
-    otherwise :data:`STORE_RIDE_OUT_S`."""
-    ms = int(values.get("errors.retry.timeout") or 0)
-    if ms > 0:
-        return ms / 1000
-    if ms < 0:
-        return float(max_seconds) if max_seconds else 3600.0
-    return STORE_RIDE_OUT_S
 
 
 def to_prop(value: Any) -> Any:
@@ -157,53 +136,6 @@ def check_config(props: Mapping[str, Any], runtime_def: ConfigDef, connector_bas
     return values, connector, errors
 
 
-# -- run state -------------------------------------------------------------------------------------
-
-
-class RunState:
-    """Stop, failure and deadline of one run, shared by the main thread and the task threads."""
-
-    deadline_stops = True
-    """Whether passing the deadline stops the run through :meth:`request_stop` (a source run: its tasks
-    then commit their last boundary). A sink run's tasks watch the deadline themselves and make their
-    final commit; its ``stop`` event means "abort", so it sets this to False."""
-
-    def __init__(self, name: str, deadline: float | None) -> None:
-        self.name = name
-        self.lock = threading.Lock()
-        self.stop = threading.Event()
-        self.stop_reason = ""
-        self.stop_at: float | None = None
-        self.deadline = deadline
-        self.error: BaseException | None = None
-        self.external_stop: threading.Event | None = None
-
-    def request_stop(self, reason: str) -> None:
-        with self.lock:
-            self._stop_locked(reason)
-
-    def _stop_locked(self, reason: str) -> None:
-        if not self.stop.is_set():
-            self.stop_reason = reason
-            self.stop_at = time.monotonic()
-            self.stop.set()
-
-    def fail(self, exc: BaseException) -> None:
-        with self.lock:
-            if self.error is None:
-                self.error = exc
-            elif exc is not self.error:
-                log.warning("connector %s: a further failure after the first one: %r", self.name, exc)
-            self._stop_locked(f"failure: {exc!r}")
-
-    @property
-    def failed(self) -> bool:
-        return self.error is not None
-
-    def past_deadline(self, now: float | None = None) -> bool:
-        return self.deadline is not None and (time.monotonic() if now is None else now) >= self.deadline
-
-
 # -- generations -----------------------------------------------------------------------------------
 
 
@@ -257,56 +189,6 @@ class Generation:
         except Exception as err:  # bookkeeping must never hide the run's own outcome
             log.warning("connector %s: recording the end of generation %d failed: %r", self.record.name,
                         self.record.generation, err)
-
-
-# -- supervision -----------------------------------------------------------------------------------
-
-
-class TasksStuck(WaitTimeoutError):
-    """Tasks did not stop within ``task.shutdown.graceful.timeout.ms`` after the run stopped."""
-
-
-def supervise(state: RunState, threads: Sequence[threading.Thread], grace: float, *, kind: str,
-              progress: Callable[[], None] | None = None, generation: Generation | None = None,
-              topics: Callable[[], Sequence[str]] | None = None,
-              names_of: Callable[[threading.Thread], str] = lambda t: t.name) -> None:
-    """Wait for the task threads. Meanwhile: ``max_seconds`` (the state's deadline) and an external stop
-    stop the run; ``progress()`` every :data:`PROGRESS_EVERY` s; the registry heartbeat every
-    :data:`HEARTBEAT_SECONDS` s; and once the run stopped, tasks that do not finish within ``grace``
-    seconds fail it with :class:`TasksStuck` naming them (they are abandoned and can commit nothing:
-    a later run fences them)."""
-    next_progress = time.monotonic() + PROGRESS_EVERY
-    next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS
-    while True:
-        alive = [t for t in threads if t.is_alive()]
-        if not alive:
-            return
-        alive[0].join(0.05)
-        now = time.monotonic()
-        if state.deadline_stops and state.past_deadline(now):
-            state.request_stop("max_seconds reached")
-        if state.external_stop is not None and state.external_stop.is_set():
-            state.request_stop("stop requested (e.g. the Airflow task was killed)")
-        if progress is not None and now >= next_progress:
-            next_progress = now + PROGRESS_EVERY
-            try:
-                progress()
-            except Exception as exc:
-                state.fail(exc)
-        if generation is not None and now >= next_heartbeat:
-            next_heartbeat = now + HEARTBEAT_SECONDS
-            generation.heartbeat(topics() if topics is not None else ())
-        stop_at, reason = state.stop_at, state.stop_reason
-        if state.deadline is not None and state.deadline <= now and (stop_at is None or state.deadline < stop_at):
-            stop_at, reason = state.deadline, "max_seconds reached"
-        if stop_at is not None and now - stop_at > grace:
-            names = ", ".join(names_of(t) for t in threads if t.is_alive())
-            stuck = TasksStuck(
-                f"{kind} connector {state.name!r}: tasks {names} did not commit and stop within "
-                f"task.shutdown.graceful.timeout.ms={grace * 1000:.0f} after the run stopped ({reason}); "
-                f"they were abandoned and can commit nothing more")
-            state.fail(stuck)
-            raise stuck
 
 
 __all__ = [

@@ -44,8 +44,6 @@ from connect_runtime.runtime.pipeline._core import (
 from connect_runtime.runtime.pipeline.sink import SinkBatch, SinkPipeline
 from connect_runtime.runtime.pipeline.source import SourceBatch, SourcePipeline
 
-_gc_paused = gc_paused  # the name the sink runtime imported before the split
-
 __all__ = [
     "HEADER_CONVERTER",
     "KEY_CONVERTER",

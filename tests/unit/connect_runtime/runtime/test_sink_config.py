@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from connect_runtime.api import ConfigError, TopicPartition
-from connect_runtime.runtime.sink import SinkRunResult, _normalise_until, run_sink
+from connect_runtime.runtime.sink import SinkRunResult, run_sink
+from connect_runtime.runtime.sink.planning import until_targets
 
 SINK = "tests.sink_helpers.RecordingSinkConnector"
 NEVER_OPENED = "sqlite:///never/opened/because/the/config/is/bad.db"
@@ -56,19 +57,19 @@ def test_bad_regex_and_bad_connector_class() -> None:
 
 
 def test_until_offsets_shapes() -> None:
-    assert _normalise_until({"t": {0: 5, "1": 7}}, "n") == {TopicPartition("t", 0): 5, TopicPartition("t", 1): 7}
+    assert until_targets({"t": {0: 5, "1": 7}}, "n") == {TopicPartition("t", 0): 5, TopicPartition("t", 1): 7}
     src = {"connector": "s", "records": 3, "ranges": {"t": {"0": [2, 5]}, "u": {"3": (0, 1)}}}
-    assert _normalise_until(src, "n") == {TopicPartition("t", 0): 5, TopicPartition("u", 3): 1}
+    assert until_targets(src, "n") == {TopicPartition("t", 0): 5, TopicPartition("u", 3): 1}
     # a topic named "ranges" in the plain shape stays a topic
-    assert _normalise_until({"ranges": {"0": 4}}, "n") == {TopicPartition("ranges", 0): 4}
+    assert until_targets({"ranges": {"0": 4}}, "n") == {TopicPartition("ranges", 0): 4}
 
     class Result:
         def to_dict(self) -> dict[str, Any]:
             return src
 
-    assert _normalise_until(Result(), "n") == {TopicPartition("t", 0): 5, TopicPartition("u", 3): 1}
+    assert until_targets(Result(), "n") == {TopicPartition("t", 0): 5, TopicPartition("u", 3): 1}
     with pytest.raises(ConfigError, match="until_offsets") as err:
-        _normalise_until({"t": {"zero": 1, "1": "x"}, "u": 3}, "n")
+        until_targets({"t": {"zero": 1, "1": "x"}, "u": 3}, "n")
     assert set(err.value.errors) == {"until_offsets"}
 
 

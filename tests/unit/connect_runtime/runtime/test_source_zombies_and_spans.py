@@ -29,7 +29,8 @@ from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends import ProducerRecord
 from connect_runtime.backends.base import REGISTRY_STORE
 from connect_runtime.backends.sqlite import SQLiteBackend, SQLiteTransactionalProducer
-from connect_runtime.runtime.source import _exact_spans, _Run
+from connect_runtime.runtime.source.result import exact_spans as _exact_spans
+from connect_runtime.runtime.source.state import SourceRunState as _Run
 from tests.source_connectors import committed_offset, read_topic
 
 TP = TopicPartition("t", 0)
