@@ -17,9 +17,8 @@ from connect_runtime.api.errors import BackendError, ConfigError
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends.base import Backend, Capabilities, ConsumedRecord
 from connect_runtime.backends.sqlite.columnar import _Batch, _read_batches
-from connect_runtime.backends.sqlite.connection import _Conn, _Db, _write_transaction
-from connect_runtime.backends.sqlite.consumer import SQLiteConsumer, _new
-from connect_runtime.backends.sqlite.headers import decode_headers
+from connect_runtime.backends.sqlite.connection import _Conn, _Db, _partition_reader, _write_transaction
+from connect_runtime.backends.sqlite.consumer import SQLiteConsumer, _consumed
 from connect_runtime.backends.sqlite.offsets import SQLiteOffsetStore, _read_entry, _write_offsets
 from connect_runtime.backends.sqlite.producers import SQLiteProducer, SQLiteTransactionalProducer
 from connect_runtime.backends.sqlite.schema import (
@@ -149,25 +148,18 @@ class SQLiteBackend(Backend):
         start, end = max(0, start), min(end, OFFSET_LIMIT)
         if end <= start:
             return
-        conn = self._db.connect()
-        try:
-            with self._db.translate(f"reading {topic}[{p}] offsets [{start}, {end})"):
-                pids = _topic_info(conn, topic)
-                if pids is None or not 0 <= p < len(pids):
-                    return
-                shift = pids[p] << OFFSET_BITS
-                cur = conn.execute(_SELECT_FROM, (shift + start, shift + end))
-                dec = decode_headers
-                cr = ConsumedRecord
-                size = max(1, batch_size)
-                while True:
-                    rows = cur.fetchmany(size)
-                    if not rows:
-                        break
-                    yield from [_new(cr, (topic, p, rid - shift, k, v, t, None if h is None else dec(h)))
-                                for rid, k, v, t, h in rows]
-        finally:
-            conn.close()
+        with _partition_reader(self._db, topic, p, start, end) as found:
+            if found is None:
+                return
+            conn, pid = found
+            shift = pid << OFFSET_BITS
+            cur = conn.execute(_SELECT_FROM, (shift + start, shift + end))
+            size = max(1, batch_size)
+            while True:
+                rows = cur.fetchmany(size)
+                if not rows:
+                    break
+                yield from _consumed(rows, topic, p, shift)
 
     def read_range_batches(
         self, partition: TopicPartition, start: int, end: int, *, batch_size: int = 10_000,

@@ -16,8 +16,9 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from connect_runtime.backends.base import WireHeaders
+from connect_runtime.backends.sqlite.connection import _partition_reader
 from connect_runtime.backends.sqlite.headers import decode_headers
-from connect_runtime.backends.sqlite.schema import _GET_NEXT, OFFSET_BITS, OFFSET_LIMIT, _topic_info
+from connect_runtime.backends.sqlite.schema import _GET_NEXT, OFFSET_BITS, OFFSET_LIMIT
 
 if TYPE_CHECKING:
     from connect_runtime.backends.sqlite.connection import _Db
@@ -33,40 +34,36 @@ def _read_batches(db: _Db, topic: str, p: int, start: int, end: int, *, batch_si
     start, end = max(0, start), min(end, OFFSET_LIMIT)
     if end <= start:
         return
-    conn = db.connect()
-    try:
-        with db.translate(f"reading {topic}[{p}] offsets [{start}, {end})"):
-            pids = _topic_info(conn, topic)
-            if pids is None or not 0 <= p < len(pids):
-                return
-            shift = pids[p] << OFFSET_BITS
-            # ``end`` bounds the read, it does not promise records up to it: stop at the partition's end
-            # (committed now), so a far ``end`` is not walked window by empty window
-            row = conn.execute(_GET_NEXT, (pids[p],)).fetchone()
-            end = min(end, int(row[0]) if row is not None else start)
-            wanted = [c for c, on in (("key", keys), ("ts", timestamps), ("headers", headers)) if on]
-            size = max(1, batch_size)
-            joined = conn.execute("PRAGMA encoding").fetchone()[0] == "UTF-8"  # blobs concatenate as is
-            conn.execute(f"PRAGMA mmap_size = {_SCAN_MMAP_BYTES}")  # a scan reads pages in place, not copied
-            lo = start
-            while lo < end:
-                hi = min(end, lo + size)
-                window = _joined_window(conn, shift, lo, hi, wanted) if joined else None
-                if window is not None:
-                    if window[0]:
-                        yield window
-                else:
-                    rows = conn.execute(
-                        f"SELECT id - ?, value{''.join(', ' + c for c in wanted)} FROM records"
-                        " WHERE id >= ? AND id < ? ORDER BY id", (shift, shift + lo, shift + hi)).fetchall()
-                    if rows:
-                        cols = dict(zip(["offset", "value", *wanted], zip(*rows, strict=True), strict=True))
-                        hdrs = cols.get("headers")
-                        yield (cols["offset"], cols.get("key"), cols["value"], cols.get("ts"),
-                               None if hdrs is None else _EncodedHeaders(hdrs))
-                lo = hi
-    finally:
-        conn.close()
+    with _partition_reader(db, topic, p, start, end) as found:
+        if found is None:
+            return
+        conn, pid = found
+        shift = pid << OFFSET_BITS
+        # ``end`` bounds the read, it does not promise records up to it: stop at the partition's end
+        # (committed now), so a far ``end`` is not walked window by empty window
+        row = conn.execute(_GET_NEXT, (pid,)).fetchone()
+        end = min(end, int(row[0]) if row is not None else start)
+        wanted = [c for c, on in (("key", keys), ("ts", timestamps), ("headers", headers)) if on]
+        size = max(1, batch_size)
+        joined = conn.execute("PRAGMA encoding").fetchone()[0] == "UTF-8"  # blobs concatenate as is
+        conn.execute(f"PRAGMA mmap_size = {_SCAN_MMAP_BYTES}")  # a scan reads pages in place, not copied
+        lo = start
+        while lo < end:
+            hi = min(end, lo + size)
+            window = _joined_window(conn, shift, lo, hi, wanted) if joined else None
+            if window is not None:
+                if window[0]:
+                    yield window
+            else:
+                rows = conn.execute(
+                    f"SELECT id - ?, value{''.join(', ' + c for c in wanted)} FROM records"
+                    " WHERE id >= ? AND id < ? ORDER BY id", (shift, shift + lo, shift + hi)).fetchall()
+                if rows:
+                    cols = dict(zip(["offset", "value", *wanted], zip(*rows, strict=True), strict=True))
+                    hdrs = cols.get("headers")
+                    yield (cols["offset"], cols.get("key"), cols["value"], cols.get("ts"),
+                           None if hdrs is None else _EncodedHeaders(hdrs))
+            lo = hi
 
 
 _SCAN_MMAP_BYTES = 1 << 30

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from connect_runtime.api.errors import BackendError, BackendUnavailableError
-from connect_runtime.backends.sqlite.schema import _SCHEMA, SCHEMA_VERSION, _schema_version
+from connect_runtime.backends.sqlite.schema import _SCHEMA, SCHEMA_VERSION, _schema_version, _topic_info
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
@@ -209,6 +209,20 @@ def _write_transaction(conn: sqlite3.Connection, on_rollback: Callable[[], None]
         if on_rollback is not None:
             on_rollback()
         raise
+
+
+@contextlib.contextmanager
+def _partition_reader(db: _Db, topic: str, p: int, start: int, end: int
+                      ) -> Iterator[tuple[sqlite3.Connection, int] | None]:
+    """For one range read of ``topic[p]``: a connection of its own (closed after, errors translated) and the
+    partition's ``partitions`` row id, or ``None`` when the partition does not exist."""
+    conn = db.connect()
+    try:
+        with db.translate(f"reading {topic}[{p}] offsets [{start}, {end})"):
+            pids = _topic_info(conn, topic)
+            yield (conn, pids[p]) if pids is not None and 0 <= p < len(pids) else None
+    finally:
+        conn.close()
 
 
 _inherited: list[sqlite3.Connection] = []

@@ -33,7 +33,15 @@ if TYPE_CHECKING:
     from connect_runtime.backends.sqlite.backend import SQLiteBackend
 
 _new = tuple.__new__
-"""Builds a :class:`ConsumedRecord` from a tuple without its ``__new__``'s per-field arguments (hot loops)."""
+
+
+def _consumed(rows: list[Any], topic: str, p: int, shift: int) -> list[ConsumedRecord]:
+    """The records of ``records`` rows ``(id, key, value, ts, headers)`` of one partition, whose offsets are
+    the row ids less ``shift``: one call per batch, each record built by ``tuple.__new__`` (no per-field
+    arguments) in one comprehension."""
+    dec = decode_headers
+    cr = ConsumedRecord
+    return [_new(cr, (topic, p, rid - shift, k, v, t, None if h is None else dec(h))) for rid, k, v, t, h in rows]
 
 
 class SQLiteConsumer(Consumer):
@@ -180,8 +188,6 @@ class SQLiteConsumer(Consumer):
         start = self._rotate % n
         self._rotate = start + 1
         out: list[ConsumedRecord] = []
-        dec = decode_headers
-        cr = ConsumedRecord
         with self._conn.translate("polling records"):
             for i in range(n):
                 tp = active[(start + i) % n]
@@ -196,10 +202,7 @@ class SQLiteConsumer(Consumer):
                 pos = min(self._positions[tp], OFFSET_LIMIT)  # past the end: nothing, not the next partition
                 rows = conn.execute(_SELECT_FROM + " LIMIT ?", (shift + pos, shift + OFFSET_LIMIT, want)).fetchall()
                 if rows:
-                    out.extend(
-                        [_new(cr, (topic, p, rid - shift, k, v, t, None if h is None else dec(h)))
-                         for rid, k, v, t, h in rows]
-                    )
+                    out.extend(_consumed(rows, topic, p, shift))
                     self._positions[tp] = rows[-1][0] - shift + 1
         return out
 
@@ -215,8 +218,8 @@ class SQLiteConsumer(Consumer):
         conn = self._conn.bounded(timeout)
         with self._conn.translate(f"committing offsets of group {self.group_id!r}"), _write_transaction(conn):
             guard = self.generation_guard
-            newest = _newer_generation(conn, guard)
-            if guard is not None and newest is not None:  # a newer run of the sink connector fences this one's
+            newest = _newer_generation(conn, guard)  # a newer run of the sink connector fences this one's commits
+            if guard is not None and newest is not None:
                 raise ProducerFencedError(
                     f"group {self.group_id!r}: offset commit refused, nothing committed: this run is "
                     f"generation {guard[2]} of its sink connector and generation {newest} has started "

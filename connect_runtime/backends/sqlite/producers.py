@@ -176,7 +176,8 @@ class SQLiteProducer(Producer):
             nparts = len(topics[name])
             if p is None:
                 key = r[2]
-                if key is None or nparts == 1:  # base.default_partition, inlined: one call less per record
+                # the policy of base.default_partition, inlined: no function call per record
+                if key is None or nparts == 1:
                     p = 0
                 else:
                     try:
