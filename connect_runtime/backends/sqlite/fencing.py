@@ -19,9 +19,8 @@ from connect_runtime.backends.sqlite.offsets import _read_entry
 
 def _bump_epoch(conn: sqlite3.Connection, transactional_id: str) -> int:
     """Start the next epoch of ``transactional_id`` (0 for a new id) and return it."""
-    row = conn.execute("SELECT epoch FROM producer_epochs WHERE transactional_id = ?",
-                       (transactional_id,)).fetchone()
-    epoch: int = 0 if row is None else row[0] + 1
+    current = _current_epoch(conn, transactional_id)
+    epoch = 0 if current is None else current + 1
     conn.execute(
         "INSERT INTO producer_epochs(transactional_id, epoch) VALUES (?, ?)"
         " ON CONFLICT(transactional_id) DO UPDATE SET epoch = excluded.epoch",
