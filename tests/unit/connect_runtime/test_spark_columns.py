@@ -177,7 +177,9 @@ def test_a_window_longer_than_sqlite_allows_is_fetched_as_rows(url: str) -> None
     """SQLite refuses a concatenation past its maximum length: that window comes as rows, complete."""
     import sqlite3
 
-    from connect_runtime.backends.sqlite import OFFSET_BITS, _joined_window, _topic_info, parse_url
+    from connect_runtime.backends.sqlite import OFFSET_BITS, parse_url
+    from connect_runtime.backends.sqlite.columnar import _joined_window
+    from connect_runtime.backends.sqlite.schema import _topic_info
 
     conn = sqlite3.connect(parse_url(url))
     try:
