@@ -19,7 +19,13 @@ from connect_runtime.runtime.lifecycle import ConnectorRun
 from connect_runtime.runtime.offsets import StoreOffsetReader
 from connect_runtime.runtime.registry import Registry
 from connect_runtime.runtime.source.at_least_once import AtLeastOnceTask
-from connect_runtime.runtime.source.config import check_bounds, parse_ledger_key, parse_scope, prepare
+from connect_runtime.runtime.source.config import (
+    SourcePlan,
+    check_bounds,
+    parse_ledger_key,
+    parse_scope,
+    prepare,
+)
 from connect_runtime.runtime.source.contexts import ConnectorContext, offset_reader
 from connect_runtime.runtime.source.exactly_once import ExactlyOnceTask
 from connect_runtime.runtime.source.result import SourceRunResult, build_result
@@ -130,6 +136,8 @@ class SourceRun(ConnectorRun[SourceRunResult]):
 
     kind = "source"
     state: SourceRunState
+    p: SourcePlan
+    """Set by :meth:`validate`: the validated config and connector, the identity scope and ledger key."""
 
     def __init__(self, config: Mapping[str, Any], backend: str | Backend, *, exactly_once: bool = True,
                  max_records: int | None = None, max_seconds: float | None = None,

@@ -57,6 +57,7 @@ class SourceWorkerTask(WorkerTask):
         self.plan = plan
         self.backend = backend
         self.task_config = task_config
+        self.label = f"task {index} of connector {plan.name!r}"
         v = plan.values
         self.timeout = v["offset.flush.timeout.ms"] / 1000
         # a commit (or flush) waits out a store that cannot be reached for a moment (a broker restart), as Kafka
@@ -84,10 +85,6 @@ class SourceWorkerTask(WorkerTask):
         self.fenced = False
         self.pending = Checkpoint(plan.name)  # dispatched since the last commit point
         self.ledger = TaskLedger(backend, plan, index)  # the ranges record of this task under the run's ledger key
-
-    @property
-    def label(self) -> str:
-        return f"task {self.index} of connector {self.plan.name!r}"
 
     # -- the WorkerTask steps ----------------------------------------------------------------------
     def initialize_and_start(self) -> None:
