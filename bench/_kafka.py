@@ -1,7 +1,7 @@
 """Brokers and measurements for the Kafka benchmarks (``bench_source_kafka.py``, ``bench_vs_kafka_connect.py``).
 
 - :func:`apache_kafka`: one Apache Kafka 4.4.0 node (KRaft), the tests' own broker
-  (``tests/fixtures/kafka_broker.py``: the jars ``scripts/fetch_kafka.sh`` fetched, free loopback ports, a
+  (``tests/support/kafka_broker.py``: the jars ``scripts/fetch_kafka.sh`` fetched, free loopback ports, a
   temp dir, bounded start, stopped at the end), here with the JVM options of Kafka's own
   ``kafka-server-start.sh`` (``-Xmx1G -Xms1G``, G1, C2) rather than the tests' fast-start ones (C1 only,
   serial collector), so the broker is not what a benchmark measures. ``PYCONNECT_BENCH_BROKER_JVM_OPTIONS``
@@ -40,7 +40,7 @@ def apache_kafka(work_dir: Path | None = None) -> Iterator[str]:
     """An Apache Kafka 4.4.0 broker started for the block; yields its bootstrap ``127.0.0.1:PORT``."""
     import shutil
 
-    from tests.fixtures import kafka_broker as kb
+    from tests.support import kafka_broker as kb
 
     java = shutil.which("java")
     libs = kb.kafka_home() / "libs"
@@ -72,7 +72,7 @@ def apache_kafka(work_dir: Path | None = None) -> Iterator[str]:
 @contextlib.contextmanager
 def tansu(log_dir: Path) -> Iterator[str]:
     """A Tansu broker (memory storage) for the block; yields its bootstrap."""
-    from tests.fixtures.kafka_broker import TansuBroker
+    from tests.support.kafka_broker import TansuBroker
 
     broker = TansuBroker(log_dir)
     try:

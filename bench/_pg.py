@@ -1,6 +1,6 @@
 """A throwaway PostgreSQL cluster for the SQL benchmarks: ``with pg_cluster() as url: ...``.
 
-As ``tests/fixtures/postgres.py`` does it: ``initdb`` into a temp dir (as the ``postgres`` user when run
+As ``tests/support/postgres.py`` does it: ``initdb`` into a temp dir (as the ``postgres`` user when run
 as root: PostgreSQL refuses root), ``pg_ctl start`` on a free loopback port with ``fsync=off``, and
 ``pg_ctl stop -m immediate`` plus removal of the dir at the end, also after a failure.
 """

@@ -5,7 +5,7 @@
     transaction per poll of 1,000 records, offsets in the same transaction).
 
 The broker: an Apache Kafka 4.4.0 node this script starts on free loopback ports from the jars
-``scripts/fetch_kafka.sh`` fetched (the tests' broker, ``tests/fixtures/kafka_broker.py``, here with the JVM
+``scripts/fetch_kafka.sh`` fetched (the tests' broker, ``tests/support/kafka_broker.py``, here with the JVM
 options of ``kafka-server-start.sh``), one for every round (each round writes new topics under new names);
 ``--tansu`` uses a fresh Tansu broker per round instead (memory only), ``--bootstrap HOST:PORT`` a running
 broker. Before the rounds, an untimed warm-up of each kind (``--warm-up``, 300,000 records) on a shared broker:

@@ -85,7 +85,7 @@ sys.path.insert(0, str(REPO))
 
 from _kafka import CommittedCounter, ProcessWatch, apache_kafka, create_topic  # noqa: E402
 
-from tests.fixtures.kafka_broker import _die_with_parent  # noqa: E402
+from tests.support.kafka_broker import _die_with_parent  # noqa: E402
 
 CONNECT_VERSION = "4.3.1"
 CONNECT_DIR = HERE / "kafka_connect"

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Fetch Apache Kafka 4.4.0 (the broker the Kafka tests run on) from Maven Central with the ordinary Maven
 # client, into a cache outside the work tree: ${PYCONNECT_KAFKA_HOME:-~/.cache/airflow-pyconnect/kafka-4.4.0}/libs.
-# The artifacts are listed in tests/fixtures/kafka/pom.xml. Idempotent: when the jars of that pom are
+# The artifacts are listed in tests/support/kafka/pom.xml. Idempotent: when the jars of that pom are
 # already there it only says where. Needs Maven (mvn) and Java 17+ (apt-get install maven openjdk-17-jre-headless).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-POM=tests/fixtures/kafka/pom.xml
+POM=tests/support/kafka/pom.xml
 HOME_DIR="${PYCONNECT_KAFKA_HOME:-${HOME}/.cache/airflow-pyconnect/kafka-4.4.0}"
 LIBS="$HOME_DIR/libs"
 # the pom's content names what is in libs/: a changed pom fetches again
@@ -44,7 +44,7 @@ for jar in kafka_2.13-4.4.0 kafka-server-4.4.0 kafka-tools-4.4.0 log4j-core-2.25
     exit 1
   fi
 done
-# the class archive a test broker wrote (tests/fixtures/kafka_broker.py) belongs to the old jars
+# the class archive a test broker wrote (tests/support/kafka_broker.py) belongs to the old jars
 rm -rf "$LIBS" "$HOME_DIR"/.pom-* "$HOME_DIR"/*.jsa
 mv "$TMP/libs" "$LIBS"
 touch "$STAMP"

@@ -1,25 +1,12 @@
-"""Shared fixtures. Tests use real SQLite files, real subprocesses, real Airflow and real Spark."""
+"""Shared fixtures (the helpers live in tests/support). Tests use real SQLite files, processes, Airflow and Spark."""
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-PYTHON = sys.executable
-
-pytest_plugins = ["tests.fixtures.kafka_broker", "tests.fixtures.kafka_cluster", "tests.fixtures.postgres"]
-
-
-def slow_iterations(default_ci: int, default_full: int) -> int:
-    """Iterations of a slow reliability loop: PYCONNECT_SLOW_ITERATIONS wins; CI runs the bounded count."""
-    env = os.environ.get("PYCONNECT_SLOW_ITERATIONS")
-    if env:
-        return int(env)
-    return default_ci if os.environ.get("CI") else default_full
+pytest_plugins = ["tests.support.kafka_broker", "tests.support.kafka_cluster", "tests.support.postgres"]
 
 
 @pytest.fixture

@@ -25,8 +25,8 @@ import pytest
 from connect_runtime import admin, run_source
 from connect_runtime.api.errors import ConnectError, ProducerFencedError
 from connect_runtime.backends import Backend, ProducerRecord, Written, open_backend
-from tests.conftest import slow_iterations
-from tests.contract.support import (
+from tests.support import slow_iterations
+from tests.support.contract import (
     HANGING_DEFENCE_ON_TANSU,
     finish,
     json_values,
@@ -41,7 +41,7 @@ from tests.contract.support import (
     uid,
     wait_until,
 )
-from tests.source_connectors import committed_offset
+from tests.support.source_connectors import committed_offset
 
 ABORTED_VISIBLE_ON_TANSU = "Tansu shows records of aborted and fenced transactions to read_committed readers"
 
@@ -238,7 +238,7 @@ def test_a_process_killed_at_random_instants_leaves_whole_transactions_long(back
 
 
 def _scripted(name: str, topic: str, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "connector.class": "tests.source_connectors.ScriptedSource", "topic": topic,
+    return {"name": name, "connector.class": "tests.support.source_connectors.ScriptedSource", "topic": topic,
             "poll.idle.timeout.ms": 300, **extra}
 
 

@@ -14,11 +14,11 @@ import pytest
 
 from connect_runtime import run_source
 from connect_runtime.api.errors import ConnectError
-from tests.source_connectors import PROBES, probe, read_topic
+from tests.support.source_connectors import PROBES, probe, read_topic
 
 
 def scripted(probe_name: str, **extra: Any) -> dict[str, Any]:
-    return {"name": f"cr-{probe_name}", "connector.class": "tests.source_connectors.ScriptedSource",
+    return {"name": f"cr-{probe_name}", "connector.class": "tests.support.source_connectors.ScriptedSource",
             "topic": f"t-{probe_name}", "poll.idle.timeout.ms": 200, "probe": probe_name, "track.records": True,
             **extra}
 

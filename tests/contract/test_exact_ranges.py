@@ -27,7 +27,7 @@ import pytest
 from connect_runtime import admin, plan_source, ranges, run_source, run_source_task
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends import Backend, ConsumedRecord, ProducerRecord, Written, open_backend
-from tests.contract.support import (
+from tests.support.contract import (
     HANGING_DEFENCE_ON_TANSU,
     Broken,
     in_thread,
@@ -189,7 +189,7 @@ def test_two_writers_with_overlapping_transactions_keep_to_the_documented_limit(
 
 
 def _scripted(name: str, topic: str, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "connector.class": "tests.source_connectors.ScriptedSource", "topic": topic,
+    return {"name": name, "connector.class": "tests.support.source_connectors.ScriptedSource", "topic": topic,
             "poll.idle.timeout.ms": 300, "tag": name, **extra}
 
 
@@ -207,7 +207,7 @@ def test_one_run_of_one_task_reports_one_range_of_exactly_its_records(backend_ur
 
 def test_fan_out_tasks_ranges_merged_hold_every_record_once(backend_url: str) -> None:
     name, topic = uid("fan"), uid("fan")
-    config = {"name": name, "connector.class": "tests.source_connectors.PlanningSource", "topic": topic,
+    config = {"name": name, "connector.class": "tests.support.source_connectors.PlanningSource", "topic": topic,
               "files": "a:70,b:50,c:30", "tasks.max": 3, "poll.idle.timeout.ms": 300}
     plan = plan_source(config, backend_url)
     results = [run_source_task(config, backend_url, plan, t["index"]) for t in plan["tasks"]]

@@ -28,7 +28,7 @@ from connect_runtime import plan_source, run_sink, run_source, run_source_task
 from connect_runtime.api.errors import ProducerFencedError
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends import Backend, ProducerRecord, open_backend
-from tests.contract.support import (
+from tests.support.contract import (
     Broken,
     in_thread,
     json_values,
@@ -37,8 +37,8 @@ from tests.contract.support import (
     uid,
     wait_until,
 )
-from tests.sink_helpers import read_log
-from tests.source_connectors import committed_offset
+from tests.support.sink_helpers import read_log
+from tests.support.source_connectors import committed_offset
 
 UNFAITHFUL = "Tansu shows records of fenced (aborted) transactions to read_committed readers"
 TANSU_TIMES_OUT = ("Tansu answers the commit of a producer fenced by fence_transactional_ids with a retriable error "
@@ -198,7 +198,7 @@ def _stable(read: Any, quiet: float = 1.5, limit: float = 20.0) -> Any:
 
 def _planning(name: str, topic: str, tasks: int, sleep_ms: int, lines: int = 600) -> dict[str, Any]:
     """PlanningSource: one task per unfinished file (a, b, c), five lines per poll and transaction."""
-    return {"name": name, "connector.class": "tests.source_connectors.PlanningSource", "topic": topic,
+    return {"name": name, "connector.class": "tests.support.source_connectors.PlanningSource", "topic": topic,
             "files": f"a:{lines},b:{lines},c:{lines}", "tasks.max": tasks, "poll.sleep.ms": sleep_ms,
             "poll.idle.timeout.ms": 300}
 
@@ -238,11 +238,11 @@ def test_a_task_of_an_older_plan_starting_while_a_newer_plan_begins_is_fenced(ba
     only once a newer plan of one task has begun). Task 2 belongs to the older generation: whatever its
     index, however late it starts, it commits nothing (its first commit raises ProducerFencedError), so the newer
     plan's task, run once task 2 is going, writes every line exactly once."""
-    import tests.source_connectors as connectors
+    import tests.support.source_connectors as connectors
 
     name, topic = uid("late"), uid("late")
     old_config = {**_planning(name, topic, 3, 20, lines=300), "connector.class":
-                  "tests.source_connectors.GatedStartPlanningSource"}
+                  "tests.support.source_connectors.GatedStartPlanningSource"}
     old = plan_source(old_config, backend_url)
     gate = threading.Event()
     connectors.START_WAITING.clear()
@@ -314,7 +314,7 @@ def test_a_run_with_fewer_tasks_fences_a_running_run(backend_url: str) -> None:
     name, topic = uid("files"), uid("lines")
 
     def planning(tasks: int, sleep_ms: int) -> dict[str, Any]:
-        return {"name": name, "connector.class": "tests.source_connectors.PlanningSource", "topic": topic,
+        return {"name": name, "connector.class": "tests.support.source_connectors.PlanningSource", "topic": topic,
                 "files": "a:300,b:300,c:300", "tasks.max": tasks, "poll.sleep.ms": sleep_ms,
                 "poll.idle.timeout.ms": 300}
 
@@ -356,7 +356,7 @@ def test_a_newer_sink_run_fences_the_group_commits_of_an_older_one(backend_url: 
     n = 1500
     _fill(backend_url, topic, n)
     log_a, log_b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    base = {"name": name, "connector.class": "tests.sink_helpers.RecordingSinkConnector", "topics": topic,
+    base = {"name": name, "connector.class": "tests.support.sink_helpers.RecordingSinkConnector", "topics": topic,
             "tasks.max": "1", "consumer.max.poll.records": "20", "offset.flush.interval.ms": "0"}
     a, out_a = in_thread(run_sink, {**base, "log.path": str(log_a), "put.sleep.ms": "150"}, backend_url,
                          max_seconds=90)

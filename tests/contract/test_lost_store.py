@@ -40,7 +40,7 @@ from connect_runtime import run_sink, run_source
 from connect_runtime.api.errors import BackendError, BackendUnavailableError
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends import Backend, ProducerRecord, open_backend
-from tests.contract.support import (
+from tests.support.contract import (
     Broken,
     in_thread,
     json_values,
@@ -52,8 +52,8 @@ from tests.contract.support import (
     uid,
     wait_until,
 )
-from tests.sink_helpers import read_log
-from tests.source_connectors import committed_offset
+from tests.support.sink_helpers import read_log
+from tests.support.source_connectors import committed_offset
 
 SECRET = "pw-" + uuid.uuid4().hex
 TP = TopicPartition("t", 0)
@@ -175,9 +175,9 @@ def _store(call: Callable[[Any], Any]) -> Callable[[Backend], Any]:
     return run
 
 
-_SOURCE = {"name": "lost-source", "connector.class": "tests.source_connectors.ScriptedSource", "topic": "t",
+_SOURCE = {"name": "lost-source", "connector.class": "tests.support.source_connectors.ScriptedSource", "topic": "t",
            "count": 10, "poll.idle.timeout.ms": 200, "offset.flush.timeout.ms": 2000}
-_SINK = {"name": "lost-sink", "connector.class": "tests.sink_helpers.RecordingSinkConnector", "topics": "t",
+_SINK = {"name": "lost-sink", "connector.class": "tests.support.sink_helpers.RecordingSinkConnector", "topics": "t",
          "offset.flush.timeout.ms": 2000}
 
 OPERATIONS: dict[str, Callable[[Backend], Any]] = {
@@ -416,7 +416,7 @@ def test_a_source_run_that_loses_its_store_fails_once_and_a_rerun_writes_every_r
     caplog.set_level(logging.INFO)
     name, topic = uid("lost-src"), uid("lost-src")
     per_task = 400
-    config = {"name": name, "connector.class": "tests.source_connectors.ScriptedSource", "topic": topic,
+    config = {"name": name, "connector.class": "tests.support.source_connectors.ScriptedSource", "topic": topic,
               "count": per_task, "batch": 4, "tasks.max": 2, "poll.sleep.ms": 30, "poll.idle.timeout.ms": 300,
               "offset.flush.timeout.ms": 3000, "errors.retry.timeout": 3000,
               "task.shutdown.graceful.timeout.ms": 10000}
@@ -449,7 +449,7 @@ def test_a_sink_run_that_loses_its_store_fails_once_and_a_rerun_delivers_the_res
     caplog.set_level(logging.INFO)
     topic, name = uid("lost-sink"), uid("lost-sink")
     log = tmp_path / "calls.jsonl"
-    config = {"name": name, "connector.class": "tests.sink_helpers.RecordingSinkConnector", "topics": topic,
+    config = {"name": name, "connector.class": "tests.support.sink_helpers.RecordingSinkConnector", "topics": topic,
               "tasks.max": "1", "log.path": str(log), "consumer.max.poll.records": "20", "put.sleep.ms": "50",
               "offset.flush.interval.ms": "0", "offset.flush.timeout.ms": "3000", "errors.retry.timeout": "3000",
               "task.shutdown.graceful.timeout.ms": "10000"}
@@ -514,7 +514,7 @@ def test_a_source_run_rides_out_a_blink_of_its_store(
     caplog.set_level(logging.INFO)
     name, topic = uid("blink-src"), uid("blink-src")
     per_task = 300
-    config = {"name": name, "connector.class": "tests.source_connectors.ScriptedSource", "topic": topic,
+    config = {"name": name, "connector.class": "tests.support.source_connectors.ScriptedSource", "topic": topic,
               "count": per_task, "batch": 4, "tasks.max": 2, "poll.sleep.ms": 20, "poll.idle.timeout.ms": 300}
     with blinking_store(kind, request, tmp_path) as store:
         run, out = in_thread(run_source, config, store.url, backend_settings=store.settings, max_seconds=180)
@@ -540,7 +540,7 @@ def test_a_sink_run_rides_out_a_blink_of_its_store(
     caplog.set_level(logging.INFO)
     topic, name = uid("blink-sink"), uid("blink-sink")
     log = tmp_path / "calls.jsonl"
-    config = {"name": name, "connector.class": "tests.sink_helpers.RecordingSinkConnector", "topics": topic,
+    config = {"name": name, "connector.class": "tests.support.sink_helpers.RecordingSinkConnector", "topics": topic,
               "tasks.max": "1", "log.path": str(log), "consumer.max.poll.records": "20", "put.sleep.ms": "30",
               "offset.flush.interval.ms": "0"}
     n = 600

@@ -22,7 +22,7 @@ import pytest
 from connect_runtime import admin, run_source
 from connect_runtime.backends import Backend, open_backend
 from connect_runtime.backends.base import INTERNAL_STORES, RANGES_STORE, REGISTRY_STORE
-from tests.contract.support import (
+from tests.support.contract import (
     HANGING_DEFENCE_ON_TANSU,
     Broken,
     json_values,
@@ -33,7 +33,7 @@ from tests.contract.support import (
     start_worker,
     uid,
 )
-from tests.source_connectors import committed_offset
+from tests.support.source_connectors import committed_offset
 
 
 def _key(name: str, **partition: object) -> bytes:
@@ -238,7 +238,7 @@ def test_update_entry_is_atomic_across_processes(backend_url: str, backend: Back
 
 
 def _scripted(name: str, topic: str, **extra: object) -> dict[str, object]:
-    return {"name": name, "connector.class": "tests.source_connectors.ScriptedSource", "topic": topic,
+    return {"name": name, "connector.class": "tests.support.source_connectors.ScriptedSource", "topic": topic,
             "poll.idle.timeout.ms": 300, "batch": 4, **extra}
 
 

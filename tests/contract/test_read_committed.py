@@ -23,7 +23,7 @@ from connect_runtime import run_source
 from connect_runtime.api.errors import ConnectError, ProducerFencedError
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends import Backend, ConsumedRecord, ProducerRecord, Written
-from tests.contract.support import (
+from tests.support.contract import (
     Broken,
     ends,
     json_values,
@@ -263,7 +263,7 @@ def test_readers_during_a_run_that_fails_with_transactions_open_see_only_what_co
     """Two tasks write one partition in transactions of 300 ms; one fails. A reader polling, reading ranges and
     asking end_offsets all along never got a record that is not committed in the end, nor an end beyond it."""
     name, topic = uid("watched"), uid("watched")
-    config = {"name": name, "connector.class": "tests.source_connectors.ScriptedSource", "topic": topic,
+    config = {"name": name, "connector.class": "tests.support.source_connectors.ScriptedSource", "topic": topic,
               "count": -1, "batch": 5, "tasks.max": 2, "poll.sleep.ms": 5, "fail.after": 600,
               "transaction.boundary": "interval", "transaction.boundary.interval.ms": 300,
               "poll.idle.timeout.ms": 300}
@@ -299,7 +299,7 @@ def test_batches_a_connector_aborts_are_invisible_to_every_reader(backend_url: s
     from connect_runtime.backends import open_backend
 
     name, topic = uid("aborting"), uid("aborting")
-    config = {"name": name, "connector.class": "tests.source_connectors.ScriptedSource", "topic": topic,
+    config = {"name": name, "connector.class": "tests.support.source_connectors.ScriptedSource", "topic": topic,
               "count": 80, "batch": 10, "transaction.boundary": "connector", "commit.every": 5,
               "abort.ids": "25,47", "poll.idle.timeout.ms": 300}
     result = run_source(config, backend_url)

@@ -28,9 +28,9 @@ from connect_runtime import run_sink
 from connect_runtime.api.errors import BackendError
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends import Backend, ProducerRecord, open_backend
-from tests.conftest import slow_iterations
-from tests.contract.support import ends, finish, settled, sigkill, start_sink, uid, wait_until
-from tests.sink_helpers import read_ledger, read_log
+from tests.support import slow_iterations
+from tests.support.contract import ends, finish, settled, sigkill, start_sink, uid, wait_until
+from tests.support.sink_helpers import read_ledger, read_log
 
 SINKS_UNFAITHFUL = ("a sink starts a partition without committed offset at beginning_offsets, and Tansu's "
                     "ListOffsets (EARLIEST) is not faithful")
@@ -199,7 +199,7 @@ def test_partitions_by_names_and_by_pattern(backend: Backend) -> None:
 
 
 def _recording(name: str, topic: str, log: Path, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "connector.class": "tests.sink_helpers.RecordingSinkConnector", "topics": topic,
+    return {"name": name, "connector.class": "tests.support.sink_helpers.RecordingSinkConnector", "topics": topic,
             "tasks.max": "2", "log.path": str(log), **extra}
 
 
@@ -277,7 +277,7 @@ def sink_kill_loop(url: str, tmp_path: Path, kills: int, exactly_once: bool) -> 
     tps = [TopicPartition(topic, q) for q in range(parts)]
     ledger, calls = tmp_path / "ledger.tsv", tmp_path / "calls.jsonl"
     if exactly_once:
-        cfg: dict[str, Any] = {"name": name, "connector.class": "tests.sink_helpers.LedgerSinkConnector",
+        cfg: dict[str, Any] = {"name": name, "connector.class": "tests.support.sink_helpers.LedgerSinkConnector",
                                "topics": topic, "tasks.max": "2", "ledger.path": str(ledger),
                                "consumer.max.poll.records": "40", "put.sleep.ms": "20",
                                "offset.flush.interval.ms": "0"}

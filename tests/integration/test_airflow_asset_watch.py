@@ -27,7 +27,7 @@ from tests.integration.test_airflow_overlap import (  # the harness of the other
     _wait_dags,
     metadata_db,  # noqa: F401 - a fixture
 )
-from tests.unit.airflow_pyconnect.airflow_env import REPO, AirflowEnv
+from tests.support.airflow_env import REPO, AirflowEnv
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(600)]
 

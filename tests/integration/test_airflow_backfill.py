@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.airflow_pyconnect.airflow_env import REPO, AirflowEnv, conn_env, shared_airflow_env
+from tests.support.airflow_env import REPO, AirflowEnv, conn_env, shared_airflow_env
 
 pytestmark = pytest.mark.airflow
 

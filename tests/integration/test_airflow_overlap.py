@@ -32,7 +32,7 @@ import pytest
 
 from tests.integration.test_airflow_backfill import _free_port
 from tests.integration.test_airflow_scale_out import _overlapping
-from tests.unit.airflow_pyconnect.airflow_env import REPO, AirflowEnv, conn_env
+from tests.support.airflow_env import REPO, AirflowEnv, conn_env
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(1500)]
 

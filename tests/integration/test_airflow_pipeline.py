@@ -1,7 +1,7 @@
 """Real Airflow 3 runs of the provider's operators, sensor and trigger on the embedded SQLite backend.
 
 Each test runs ``airflow dags test`` (or ``airflow tasks test``) in a subprocess against the
-session's migrated ``AIRFLOW_HOME`` (see ``tests/unit/airflow_pyconnect/airflow_env.py``), with a
+session's migrated ``AIRFLOW_HOME`` (see ``tests/support/airflow_env.py``), with a
 ``pyconnect_test`` connection to a fresh SQLite file, and checks what landed in the backend.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.airflow_pyconnect.airflow_env import AirflowEnv, conn_env, shared_airflow_env
+from tests.support.airflow_env import AirflowEnv, conn_env, shared_airflow_env
 
 pytestmark = pytest.mark.airflow
 
@@ -140,7 +140,7 @@ def test_sensor_defers_and_resumes_through_the_trigger(af: AirflowEnv, tmp_path:
     try:
         _wait_for_log(proc, log, "running trigger in line", 90)
         _wait_for_log(proc, log, "short of the target: late-events[0]: committed nothing, target 300", 30)
-        sink = run_sink({"name": "late-sink", "connector.class": "tests.sink_helpers.RecordingSinkConnector",
+        sink = run_sink({"name": "late-sink", "connector.class": "tests.support.sink_helpers.RecordingSinkConnector",
                          "topics": "late-events", "log.path": str(tmp_path / "sink.log")}, url, until_offsets=src)
         assert proc.wait(timeout=90) == 0, log.read_text()[-4000:]
     finally:

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_airflow_backfill import _free_port, _query
-from tests.unit.airflow_pyconnect.airflow_env import REPO, AirflowEnv, conn_env
+from tests.support.airflow_env import REPO, AirflowEnv, conn_env
 
 pytestmark = pytest.mark.airflow
 

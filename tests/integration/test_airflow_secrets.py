@@ -1,7 +1,7 @@
 """Secrets by type, under real Airflow, with a field named without any secret-looking word.
 
 ``signing.key`` is declared ``Type.PASSWORD`` by the test connector
-(``tests/unit/airflow_pyconnect/signed_connector.py``) and rendered from the Variable
+(``tests/support/signed_connector.py``) and rendered from the Variable
 ``pc_plain_value`` (a name Airflow does not treat as secret). Its value must appear nowhere: not in
 the task logs of ``airflow dags test``, not in the stored Rendered Templates, not in any XCom (the
 fan-out plan included), not in ``airflow tasks render``. The same DAG run shows the idioms: a sink
@@ -22,7 +22,7 @@ import pytest
 
 from connect_runtime.backends import open_backend
 from connect_runtime.runtime.registry import Registry
-from tests.unit.airflow_pyconnect.airflow_env import AirflowEnv, conn_env, shared_airflow_env
+from tests.support.airflow_env import AirflowEnv, conn_env, shared_airflow_env
 
 pytestmark = pytest.mark.airflow
 

@@ -17,7 +17,7 @@ PYCONNECT = str(Path(sys.executable).with_name("pyconnect"))
 
 def cli(url: str, *args: str) -> tuple[int, str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYCONNECT_BACKEND"}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])  # the test connectors (tests.sink_helpers)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])  # the test connectors (tests.support.sink_helpers)
     p = subprocess.run([PYCONNECT, "--backend", url, *args], capture_output=True, text=True, timeout=180, env=env)
     return p.returncode, p.stdout, p.stderr
 
@@ -67,7 +67,7 @@ def test_cli_session_on_each_backend(tmp_path: Path, any_backend_url: str) -> No
 
     # a sink whose offsets are its consumer group's: KIP-875 on the group
     group = tmp_path / "group.properties"
-    group.write_text(f"name=cligroup\nconnector.class=tests.sink_helpers.RecordingSinkConnector\ntopics=cli-events\n"
+    group.write_text(f"name=cligroup\nconnector.class=tests.support.sink_helpers.RecordingSinkConnector\ntopics=cli-events\n"
                      f"log.path={tmp_path / 'calls.jsonl'}\n")
     assert ok(url, "run", str(group), "--until", f"@{tmp_path / 'result.json'}")["records"] == 25
     ok(url, "offsets", "set", "cligroup", "--partition", part, "--offset", '{"kafka_offset": 9}')

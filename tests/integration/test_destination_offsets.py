@@ -23,7 +23,7 @@ from connect_runtime.backends import ProducerRecord, open_backend
 from connect_runtime.connectors.files import committed_files
 from connect_runtime.connectors.files.destination import PartitionDir
 from connect_runtime.runtime.sink import run_sink
-from tests.conftest import PYTHON, REPO
+from tests.support import PYTHON, REPO
 
 TOPIC = "events"
 

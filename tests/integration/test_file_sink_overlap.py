@@ -27,7 +27,7 @@ from connect_runtime.api import TopicPartition
 from connect_runtime.backends import ProducerRecord, open_backend
 from connect_runtime.connectors.files import committed_files
 from connect_runtime.connectors.files.destination import PartitionDir
-from tests.conftest import PYTHON, REPO, slow_iterations
+from tests.support import PYTHON, REPO, slow_iterations
 
 TOPIC = "orders"
 RECORDS = 200_000

@@ -25,7 +25,7 @@ from connect_runtime.api.errors import (
 )
 from connect_runtime.runtime.registry import Registry
 from connect_runtime.runtime.source import SourceRunResult
-from tests.source_connectors import PROBES, committed_offset, probe, read_topic
+from tests.support.source_connectors import PROBES, committed_offset, probe, read_topic
 
 
 def _in_thread(fn: Any, *args: Any, **kwargs: Any) -> tuple[threading.Thread, dict[str, Any]]:
@@ -60,12 +60,12 @@ def _records_in(url: str, result: SourceRunResult) -> list[dict[str, Any]]:
 
 
 def planning(files: str, tasks: int, sleep_ms: int = 0, **extra: Any) -> dict[str, Any]:
-    return {"name": "files", "connector.class": "tests.source_connectors.PlanningSource", "topic": "lines",
+    return {"name": "files", "connector.class": "tests.support.source_connectors.PlanningSource", "topic": "lines",
             "files": files, "tasks.max": tasks, "poll.sleep.ms": sleep_ms, "poll.idle.timeout.ms": 200, **extra}
 
 
 def scripted(**extra: Any) -> dict[str, Any]:
-    return {"name": "scripted", "connector.class": "tests.source_connectors.ScriptedSource", "topic": "t",
+    return {"name": "scripted", "connector.class": "tests.support.source_connectors.ScriptedSource", "topic": "t",
             "poll.idle.timeout.ms": 200, **extra}
 
 

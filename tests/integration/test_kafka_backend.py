@@ -1,4 +1,4 @@
-"""The Kafka backend against a real Apache Kafka 4.4.0 broker (the session's, see tests/fixtures/kafka_broker.py;
+"""The Kafka backend against a real Apache Kafka 4.4.0 broker (the session's, see tests/support/kafka_broker.py;
 read_committed and transactional offsets are in ``test_kafka_faithful.py``), and a round trip on Tansu, a
 second Kafka-protocol broker, for what it does faithfully."""
 
@@ -24,7 +24,7 @@ from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends import open_backend
 from connect_runtime.backends.base import ProducerRecord
 from connect_runtime.backends.kafka import KafkaBackend, murmur2_partition
-from tests.fixtures.kafka_broker import eventually
+from tests.support.kafka_broker import eventually
 
 pytestmark = pytest.mark.kafka
 
@@ -53,7 +53,7 @@ def _read_all(be, topic: str, timeout: float = 10.0, expect: int | None = None) 
         parts = c.partitions([topic])
         ends = c.end_offsets(parts, timeout)
         out = []
-        for tp in parts:  # from 0: see tests.source_connectors.read_topic on Tansu's EARLIEST offset
+        for tp in parts:  # from 0: see tests.support.source_connectors.read_topic on Tansu's EARLIEST offset
             out.extend(be.read_range(tp, 0, ends[tp], timeout=timeout))
         return out
     finally:

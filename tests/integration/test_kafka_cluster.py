@@ -1,4 +1,4 @@
-"""A cluster, not one node: three Apache Kafka 4.4.0 KRaft nodes (tests/fixtures/kafka_cluster.py), replication
+"""A cluster, not one node: three Apache Kafka 4.4.0 KRaft nodes (tests/support/kafka_cluster.py), replication
 factor 3 and ``min.insync.replicas=2`` for every topic, and one node SIGKILLed in the middle of
 
 (a) an exactly-once source run (DataGenSource, 300,000 records, 3 tasks, 6 partitions, with a ledger key as
@@ -51,8 +51,8 @@ from connect_runtime.backends import open_backend
 from connect_runtime.connectors.datagen import generate_value
 from connect_runtime.connectors.files import committed_files
 from connect_runtime.runtime.source import interval_ranges
-from tests.conftest import PYTHON, REPO, slow_iterations
-from tests.fixtures.kafka_cluster import MIN_ISR, REPLICATION, KafkaCluster
+from tests.support import PYTHON, REPO, slow_iterations
+from tests.support.kafka_cluster import MIN_ISR, REPLICATION, KafkaCluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -94,7 +94,7 @@ def pyconnect(cluster: KafkaCluster, *args: str) -> list[str]:
 class Run:
     """One run in a subprocess; its stdout (the result JSON) and stderr go to files.
 
-    ``source``: ``python -m tests.source_run`` (``run_source`` with the backend settings and a ledger key, as
+    ``source``: ``python -m tests.support.source_run`` (``run_source`` with the backend settings and a ledger key, as
     the Airflow operator calls it): exit 0 and the result, or exit 2 and ``{"error", "message"}``.
     ``sink``: ``pyconnect ... run CONFIG``: exit 0 and the result, or exit 1 and one ``error: ...`` line."""
 
@@ -277,7 +277,7 @@ def one_round(cluster: KafkaCluster, tmp_path: Path, k: int, extra: dict[str, An
 
     try:
         a = run_through_a_kill(
-            cluster, lambda label: Run("source", [PYTHON, "-m", "tests.source_run", spec], tmp_path, label),
+            cluster, lambda label: Run("source", [PYTHON, "-m", "tests.support.source_run", spec], tmp_path, label),
             f"round {k} source", high_watermarks, RECORDS, pick_source_victim, rng,
             lambda error: not ride_through or re.search(KNOWN_DEFECTS.get("source", "^$"), error) is not None)
     finally:
@@ -298,7 +298,7 @@ def one_round(cluster: KafkaCluster, tmp_path: Path, k: int, extra: dict[str, An
     assert got.returncode == 0, got.stderr
     positions = {o["partition"]["task"]: o["offset"]["position"] for o in json.loads(got.stdout)["offsets"]}
     assert positions == {i: RECORDS * (i + 1) // TASKS for i in range(TASKS)}
-    again = Run("source", [PYTHON, "-m", "tests.source_run", spec], tmp_path, f"round {k} source again")
+    again = Run("source", [PYTHON, "-m", "tests.support.source_run", spec], tmp_path, f"round {k} source again")
     assert again.wait(120) == 0 and again.last_json()["records"] == 0, again.err.read_text()[-3000:]
 
     # -- (b) FileSink run over those records, a node killed mid-run ----------------------------------------

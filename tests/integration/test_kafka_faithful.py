@@ -11,7 +11,7 @@ import pytest
 from connect_runtime.api.errors import ProducerFencedError
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends import open_backend
-from tests.fixtures.kafka_broker import eventually
+from tests.support.kafka_broker import eventually
 
 pytestmark = [pytest.mark.kafka, pytest.mark.faithful_kafka]
 

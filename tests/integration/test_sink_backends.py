@@ -7,7 +7,7 @@ from pathlib import Path
 
 from connect_runtime import TopicPartition, open_backend, run_sink
 from connect_runtime.backends import ProducerRecord
-from tests.sink_helpers import read_log
+from tests.support.sink_helpers import read_log
 
 
 def fill(url: str, topic: str, values: list[bytes], partitions: int) -> None:
@@ -26,7 +26,7 @@ def test_sink_runs_commit_what_pre_commit_returns_and_dead_letter(any_backend_ur
     values[7] = b"{not json"
     fill(any_backend_url, "in", values, partitions=2)
     calls = tmp_path / "calls.jsonl"
-    cfg = {"name": "both", "connector.class": "tests.sink_helpers.RecordingSinkConnector", "topics": "in",
+    cfg = {"name": "both", "connector.class": "tests.support.sink_helpers.RecordingSinkConnector", "topics": "in",
            "tasks.max": "2", "log.path": str(calls), "offset.flush.interval.ms": "0",
            "consumer.max.poll.records": "4", "errors.tolerance": "all",
            "errors.deadletterqueue.topic.name": "both-dlq"}

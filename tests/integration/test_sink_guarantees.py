@@ -21,9 +21,9 @@ from connect_runtime import TopicPartition, open_backend, run_sink
 from connect_runtime.api import Password
 from connect_runtime.api.errors import ConfigError, ConnectError, ProducerFencedError, WaitTimeoutError
 from connect_runtime.backends import ProducerRecord
-from tests.sink_helpers import SEEN, read_ledger, read_log
+from tests.support.sink_helpers import SEEN, read_ledger, read_log
 
-SINK = "tests.sink_helpers.RecordingSinkConnector"
+SINK = "tests.support.sink_helpers.RecordingSinkConnector"
 
 
 def fill(url: str, topic: str, n: int, partitions: int = 1) -> None:
@@ -199,14 +199,14 @@ def test_tasks_max_is_bounded_and_never_cut_silently(tmp_path: Path, sqlite_url:
     assert "tasks.max" in err.value.errors
     fill(sqlite_url, "in", 2)
     with pytest.raises(ConnectError, match=r"task_configs\(1\) returned 3 task configs \(more than tasks.max\)"):
-        run_sink({"name": "greedy", "connector.class": "tests.sink_helpers.GreedySink",
+        run_sink({"name": "greedy", "connector.class": "tests.support.sink_helpers.GreedySink",
                   "topics": "in"}, sqlite_url)
 
 
 def test_connectors_get_password_objects_as_in_a_source_run(sqlite_url: str) -> None:
     fill(sqlite_url, "in", 1)
     SEEN.clear()
-    run_sink({"name": "secret", "connector.class": "tests.sink_helpers.SecretSink",
+    run_sink({"name": "secret", "connector.class": "tests.support.sink_helpers.SecretSink",
               "topics": "in", "secret": Password("hunter2")}, sqlite_url)
     assert isinstance(SEEN["connector"], Password) and SEEN["connector"].value == "hunter2"
     assert isinstance(SEEN["task"], Password) and SEEN["task"].value == "hunter2"
@@ -218,7 +218,7 @@ def test_a_stop_event_ends_the_run_at_once_and_commits_nothing_more(tmp_path: Pa
     delivers what was consumed but not committed, so the ledger still holds each offset once."""
     fill(sqlite_url, "in", 400)
     ledger = str(tmp_path / "ledger")
-    cfg = {"name": "killed", "connector.class": "tests.sink_helpers.LedgerSinkConnector", "topics": "in",
+    cfg = {"name": "killed", "connector.class": "tests.support.sink_helpers.LedgerSinkConnector", "topics": "in",
            "ledger.path": ledger, "put.sleep.ms": "50", "consumer.max.poll.records": "10"}
     stop = threading.Event()
     t, out = in_thread(run_sink, cfg, sqlite_url, stop=stop)

@@ -19,8 +19,8 @@ import pytest
 from connect_runtime.api import TopicPartition
 from connect_runtime.backends import ProducerRecord, open_backend
 from connect_runtime.connectors.files import committed_files
-from tests.conftest import PYTHON, REPO, slow_iterations
-from tests.sink_helpers import read_ledger, read_log
+from tests.support import PYTHON, REPO, slow_iterations
+from tests.support.sink_helpers import read_ledger, read_log
 
 
 def fill(url: str, topic: str, n: int, partitions: int) -> None:
@@ -49,7 +49,7 @@ def committed(url: str, group: str, topic: str, partitions: int) -> dict[int, in
 def start(config: dict[str, Any], url: str, log: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with open(log, "ab") as out:
-        return subprocess.Popen([PYTHON, "-m", "tests.sink_helpers", json.dumps(config), url],
+        return subprocess.Popen([PYTHON, "-m", "tests.support.sink_helpers", json.dumps(config), url],
                                 cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
@@ -81,7 +81,7 @@ def test_plain_sink_sees_every_record_at_least_once_after_sigkill(tmp_path: Path
     n, parts = 3000, 2
     fill(sqlite_url, "in", n, parts)
     calls = tmp_path / "calls.jsonl"
-    cfg = {"name": "alo", "connector.class": "tests.sink_helpers.RecordingSinkConnector", "topics": "in",
+    cfg = {"name": "alo", "connector.class": "tests.support.sink_helpers.RecordingSinkConnector", "topics": "in",
            "tasks.max": "2", "log.path": str(calls), "consumer.max.poll.records": "20",
            "put.sleep.ms": "30", "offset.flush.interval.ms": "100"}
     proc = start(cfg, sqlite_url, tmp_path / "run1.log")
@@ -140,7 +140,7 @@ def test_ledger_sink_holds_each_record_exactly_once_after_sigkills(tmp_path: Pat
     n, parts = 4000, 2
     fill(sqlite_url, "in", n, parts)
     ledger = tmp_path / "ledger.tsv"
-    cfg = {"name": "eos", "connector.class": "tests.sink_helpers.LedgerSinkConnector", "topics": "in",
+    cfg = {"name": "eos", "connector.class": "tests.support.sink_helpers.LedgerSinkConnector", "topics": "in",
            "tasks.max": "2", "ledger.path": str(ledger), "consumer.max.poll.records": "40",
            "put.sleep.ms": "20", "offset.flush.interval.ms": "0"}
     kill_loop(tmp_path, sqlite_url, cfg, kills=3, progress=lambda: len(read_ledger(ledger)), total=n)

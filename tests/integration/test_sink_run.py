@@ -13,9 +13,9 @@ import pytest
 from connect_runtime.api import ConnectError, RetriableError, TopicPartition, WaitTimeoutError
 from connect_runtime.backends import ProducerRecord, open_backend
 from connect_runtime.runtime.sink import SinkRunResult, run_sink
-from tests.sink_helpers import read_log
+from tests.support.sink_helpers import read_log
 
-SINK = "tests.sink_helpers.RecordingSinkConnector"
+SINK = "tests.support.sink_helpers.RecordingSinkConnector"
 
 
 def fill(url: str, topic: str, values: list[Any], partitions: int = 1, raw: bool = False) -> None:

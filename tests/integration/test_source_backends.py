@@ -12,7 +12,7 @@ import pytest
 
 from connect_runtime import ProducerFencedError, SourceRunResult, open_backend, run_source
 from connect_runtime.connectors.datagen import generate_value
-from tests.source_connectors import committed_offset, probe, read_topic
+from tests.support.source_connectors import committed_offset, probe, read_topic
 
 
 def in_ranges(url: str, result: SourceRunResult) -> dict[int, object]:
@@ -53,7 +53,7 @@ def test_at_least_once_run_writes_records_then_offsets(any_backend_url: str) -> 
 
 def test_commit_record_metadata_matches_the_topic(any_backend_url: str) -> None:
     key = uuid.uuid4().hex
-    config = {"name": "scripted", "connector.class": "tests.source_connectors.ScriptedSource", "topic": "t",
+    config = {"name": "scripted", "connector.class": "tests.support.source_connectors.ScriptedSource", "topic": "t",
               "probe": key, "count": 25, "batch": 10, "track.records": True, "poll.idle.timeout.ms": 200}
     result = run_source(config, any_backend_url)
     written = in_ranges(any_backend_url, result)
@@ -76,7 +76,7 @@ def test_a_newer_run_fences_an_older_one_of_the_same_connector(
     are checked here; the SQLite process test checks that nothing of A is readable."""
     any_backend_url: str = request.getfixturevalue(url_fixture)
     marker = tmp_path / "a-polled"
-    base = {"name": "zombie", "connector.class": "tests.source_connectors.ScriptedSource", "topic": "t",
+    base = {"name": "zombie", "connector.class": "tests.support.source_connectors.ScriptedSource", "topic": "t",
             "batch": 5, "poll.idle.timeout.ms": 100, "task.shutdown.graceful.timeout.ms": 3000}
     outcome: dict[str, BaseException | SourceRunResult] = {}
 

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import PYTHON, REPO, slow_iterations
-from tests.source_connectors import committed_offset, read_topic
+from tests.support import PYTHON, REPO, slow_iterations
+from tests.support.source_connectors import committed_offset, read_topic
 
 
 def start(config: dict[str, Any], url: str, **kwargs: Any) -> subprocess.Popen[str]:
     spec = json.dumps({"config": config, "backend": url, "kwargs": kwargs})
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([PYTHON, "-m", "tests.source_run", spec], cwd=REPO, env=env,
+    return subprocess.Popen([PYTHON, "-m", "tests.support.source_run", spec], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -48,7 +48,7 @@ def test_zombie_is_fenced_by_a_newer_process(tmp_path: Path, sqlite_url: str) ->
     """Process A has an open transaction when process B starts the same connector: B's
     init_transactions fences A; A's commit raises ProducerFencedError and nothing of A is visible."""
     marker = tmp_path / "a-polled"
-    base = {"name": "zombie", "connector.class": "tests.source_connectors.ScriptedSource", "topic": "t",
+    base = {"name": "zombie", "connector.class": "tests.support.source_connectors.ScriptedSource", "topic": "t",
             "batch": 5, "poll.idle.timeout.ms": 100}
     a = start({**base, "tag": "A", "count": -1, "poll.sleep.ms": 20, "marker.file": str(marker),
                "transaction.boundary": "interval", "transaction.boundary.interval.ms": 600000},
@@ -115,7 +115,7 @@ def generation_kill_loop(tmp_path: Path, rounds: int, seed: int) -> dict[str, in
     url = f"sqlite:///{tmp_path / 'gen.db'}"
     lines = 400 * rounds
     files = ",".join(f"f{i}:{lines}" for i in range(3))
-    base = {"name": "files", "connector.class": "tests.source_connectors.PlanningSource", "topic": "lines",
+    base = {"name": "files", "connector.class": "tests.support.source_connectors.PlanningSource", "topic": "lines",
             "files": files, "poll.sleep.ms": 5, "poll.idle.timeout.ms": 200}
     rng = random.Random(seed)
     stats = {"killed": 0, "fenced": 0, "finished": 0}

@@ -18,8 +18,8 @@ import pytest
 
 from connect_runtime.api import TopicPartition
 from connect_runtime.backends import ProducerRecord, open_backend
-from tests.conftest import REPO, slow_iterations
 from tests.integration.test_sink_kill import kill_loop
+from tests.support import REPO, slow_iterations
 from tests.unit.connect_runtime.connectors.test_sql_sink import query
 
 PYCONNECT = str(Path(sys.executable).with_name("pyconnect"))

@@ -23,7 +23,7 @@ import pytest
 from connect_runtime import run_sink
 from connect_runtime.api.errors import ConnectError
 from connect_runtime.backends import ProducerRecord, open_backend
-from tests.fixtures.postgres import OwnCluster
+from tests.support.postgres import OwnCluster
 
 N = 300_000
 PASSWORD = "not-checked-pw"

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.airflow_pyconnect.airflow_env import REPO, AirflowEnv
+from tests.support.airflow_env import REPO, AirflowEnv
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
 
@@ -57,7 +57,7 @@ with DAG("{DAG_ID}", schedule="@daily", start_date=datetime(2026, 1, 1), catchup
     )
     read = PyConnectSinkOperator(
         task_id="read",
-        connector_config={{"name": "{TOPIC}-reader", "connector.class": "tests.sink_helpers.RecordingSinkConnector",
+        connector_config={{"name": "{TOPIC}-reader", "connector.class": "tests.support.sink_helpers.RecordingSinkConnector",
                           "topics": "{TOPIC}", "log.path": "{{{{ var.value.get('ui_log', '/tmp/ui-reader.jsonl') }}}}"}},
         max_records=120,
     )
@@ -69,7 +69,7 @@ with DAG("{DAG_ID}", schedule="@daily", start_date=datetime(2026, 1, 1), catchup
     )
     audit = PyConnectSinkOperator(  # day 1 runs; day 2 fails in start: its log folder does not exist
         task_id="audit",
-        connector_config={{"name": "{TOPIC}-audit", "connector.class": "tests.sink_helpers.RecordingSinkConnector",
+        connector_config={{"name": "{TOPIC}-audit", "connector.class": "tests.support.sink_helpers.RecordingSinkConnector",
                           "topics": "{TOPIC}",
                           "log.path": "{{{{ var.value.get('ui_audit', '/tmp/ui-audit.jsonl') if logical_date.day == 1 "
                                       "else '{AUDIT_MISSING}/' ~ ds_nodash ~ '/audit.jsonl' }}}}"}},
@@ -138,7 +138,7 @@ def kafka_store(kafka_url: str) -> str:
 
     run_source({"name": "kafka-orders", "connector.class": "connect_runtime.connectors.datagen.DataGenSource",
                 "topic": "ui-kafka-orders", "max.records": 80}, kafka_url)
-    run_sink({"name": "kafka-orders-reader", "connector.class": "tests.sink_helpers.RecordingSinkConnector",
+    run_sink({"name": "kafka-orders-reader", "connector.class": "tests.support.sink_helpers.RecordingSinkConnector",
               "topics": "ui-kafka-orders", "log.path": os.devnull}, kafka_url, max_records=50)
     return kafka_url
 

@@ -100,7 +100,7 @@ def test_overview_and_runs_of_a_store_filled_by_real_runs(monkeypatch: pytest.Mo
     key = {"dag_id": "d", "task_id": "t", "map_index": -1, "interval": "run:manual__1"}
     run_source({"name": "gen", "connector.class": "connect_runtime.connectors.datagen.DataGenSource",
                 "topic": "o", "max.records": 90, "tasks.max": 2}, url, ledger_key=key)
-    run_sink({"name": "rd", "connector.class": "tests.sink_helpers.RecordingSinkConnector", "topics": "o",
+    run_sink({"name": "rd", "connector.class": "tests.support.sink_helpers.RecordingSinkConnector", "topics": "o",
               "log.path": str(tmp_path / "log.jsonl")}, url, max_records=60)
     got = service.overview("pc_unit")
     assert got["backend"] == "sqlite" and got["location"] == str(tmp_path / "s.db")
@@ -165,7 +165,7 @@ def test_runs_show_failed_and_fenced_attempts_with_the_reason_masked(monkeypatch
     assert isinstance(out.get("error"), ProducerFencedError), out
     bad = tmp_path / secret / "log.jsonl"  # the error quotes the path, hence the secret
     with pytest.raises(Exception, match=secret):
-        run_sink({"name": "rd", "connector.class": "tests.sink_helpers.RecordingSinkConnector", "topics": "b",
+        run_sink({"name": "rd", "connector.class": "tests.support.sink_helpers.RecordingSinkConnector", "topics": "b",
                   "log.path": str(bad)}, url, max_records=5)
     got = service.runs("pc_runs", run_ids=lambda keys: {})
     rows = got["runs"]

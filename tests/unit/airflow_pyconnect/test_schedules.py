@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.airflow_pyconnect.airflow_env import AirflowEnv, conn_env
+from tests.support.airflow_env import AirflowEnv, conn_env
 
 pytestmark = pytest.mark.airflow
 

@@ -57,7 +57,7 @@ def test_scrub_masks_given_values_and_every_url_password() -> None:
 
 def test_a_failed_run_keeps_its_error_in_the_registry_with_every_secret_masked(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'pc.db'}"
-    config = {"name": "leaky", "connector.class": "tests.unit.airflow_pyconnect.signed_connector.LeakySource",
+    config = {"name": "leaky", "connector.class": "tests.support.signed_connector.LeakySource",
               "topic": "t", "max.records": "5", "signing.key": "sign-key-77",
               "connection.url": f"postgresql://svc:{PW}@db.example:5432/orders",
               "storage.options": '{"secret": "opt-secret-5"}'}
@@ -73,7 +73,7 @@ def test_a_failed_run_keeps_its_error_in_the_registry_with_every_secret_masked(t
 def test_the_cli_masks_a_url_password_in_its_output_and_log_lines(tmp_path: Path) -> None:
     config = tmp_path / "c.json"
     config.write_text(json.dumps({"name": "leaky", "connector.class":
-                                  "tests.unit.airflow_pyconnect.signed_connector.LeakySource", "topic": "t",
+                                  "tests.support.signed_connector.LeakySource", "topic": "t",
                                   "signing.key": "sign-key-77", "connection.url": f"postgresql://svc:{PW}@db/o",
                                   "storage.options": '{"password": "opt-pw-9"}'}))
     for args in (["-v", "run", str(config)], ["-v", "validate", str(config)]):

@@ -30,8 +30,9 @@ from connect_runtime.backends.sqlite import (
     encode_headers,
     parse_url,
 )
+from tests.support import REPO
 
-WORKER = Path(__file__).with_name("sqlite_worker.py")
+WORKER = REPO / "tests" / "support" / "sqlite_worker.py"
 TP0 = TopicPartition("t", 0)
 
 

@@ -13,7 +13,7 @@ from connect_runtime import ConfigError, ConnectError, run_sink, run_source
 from connect_runtime.api import ProducerFencedError, SinkRecord, SinkTaskContext, TopicPartition
 from connect_runtime.backends import ProducerRecord, open_backend
 from connect_runtime.connectors.sql import SqlSinkTask
-from tests.source_connectors import read_topic
+from tests.support.source_connectors import read_topic
 
 SINK = "connect_runtime.connectors.sql.SqlSink"
 

@@ -13,7 +13,7 @@ import pytest
 
 from connect_runtime import ConfigError, ConnectError, run_source
 from connect_runtime.backends import open_backend
-from tests.source_connectors import read_topic
+from tests.support.source_connectors import read_topic
 
 SRC = "connect_runtime.connectors.sql.SqlSource"
 T0 = datetime(2025, 3, 1, 12, 0, 0)

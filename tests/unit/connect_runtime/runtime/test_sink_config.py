@@ -10,7 +10,7 @@ from connect_runtime.api import ConfigError, TopicPartition
 from connect_runtime.runtime.sink import SinkRunResult, run_sink
 from connect_runtime.runtime.sink.planning import until_targets
 
-SINK = "tests.sink_helpers.RecordingSinkConnector"
+SINK = "tests.support.sink_helpers.RecordingSinkConnector"
 NEVER_OPENED = "sqlite:///never/opened/because/the/config/is/bad.db"
 
 
@@ -49,9 +49,9 @@ def test_bad_regex_and_bad_connector_class() -> None:
     err = errors_of({"name": "n", "connector.class": "no.such.module.Sink", "topics.regex": "(["})
     assert set(err.errors) == {"connector.class", "topics.regex"}
     assert "cannot be imported" in err.errors["connector.class"]
-    err = errors_of({"name": "n", "connector.class": "tests.sink_helpers.LedgerSinkTask", "topics": "t"})
+    err = errors_of({"name": "n", "connector.class": "tests.support.sink_helpers.LedgerSinkTask", "topics": "t"})
     assert "not a SinkConnector" in err.errors["connector.class"]
-    err = errors_of({"name": "n", "connector.class": "tests.sink_helpers.LedgerSinkConnector", "topics": "t"})
+    err = errors_of({"name": "n", "connector.class": "tests.support.sink_helpers.LedgerSinkConnector", "topics": "t"})
     assert set(err.errors) == {"ledger.path"}
     assert "'n'" in str(err)
 

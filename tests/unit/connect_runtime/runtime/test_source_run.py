@@ -14,9 +14,9 @@ from connect_runtime import run_source
 from connect_runtime.api import ConfigError, ConnectError, DataError, RecordMetadata
 from connect_runtime.connectors.datagen import DataGenSource, generate_value
 from connect_runtime.runtime.source import SourceRunResult
-from tests.source_connectors import committed_offset, probe, read_topic
+from tests.support.source_connectors import committed_offset, probe, read_topic
 
-SCRIPTED = "tests.source_connectors.ScriptedSource"
+SCRIPTED = "tests.support.source_connectors.ScriptedSource"
 
 
 def scripted(name: str = "scripted", **extra: Any) -> tuple[dict[str, Any], str]:
@@ -35,7 +35,7 @@ def ns(values: list[Any], **match: Any) -> list[int]:
 
 
 def test_no_task_configs_is_an_empty_successful_run(sqlite_url: str) -> None:
-    config = {"name": "plan", "connector.class": "tests.source_connectors.PlanningSource", "topic": "t",
+    config = {"name": "plan", "connector.class": "tests.support.source_connectors.PlanningSource", "topic": "t",
               "files": "a:0,b:0"}
     result = run_source(config, sqlite_url)
     assert result.to_dict() | {"seconds": 0} == {
@@ -56,7 +56,7 @@ def test_unknown_connector_class_is_named_with_the_other_errors(sqlite_url: str)
     assert set(err.value.errors) == {"connector.class", "tasks.max"}
     assert "no_such_pkg" in err.value.errors["connector.class"]
     with pytest.raises(ConfigError) as err:
-        run_source({"name": "x", "connector.class": "tests.source_connectors.PlanningTask"}, sqlite_url)
+        run_source({"name": "x", "connector.class": "tests.support.source_connectors.PlanningTask"}, sqlite_url)
     assert "not a SourceConnector" in err.value.errors["connector.class"]
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-import tests.source_connectors as connectors
+import tests.support.source_connectors as connectors
 from connect_runtime import plan_source, ranges, run_source_task
 from connect_runtime.api.errors import ProducerFencedError
 from connect_runtime.api.records import TopicPartition
@@ -31,7 +31,7 @@ from connect_runtime.backends.base import REGISTRY_STORE
 from connect_runtime.backends.sqlite import SQLiteBackend, SQLiteTransactionalProducer
 from connect_runtime.runtime.source.result import exact_spans as _exact_spans
 from connect_runtime.runtime.source.state import SourceRunState as _Run
-from tests.source_connectors import committed_offset, read_topic
+from tests.support.source_connectors import committed_offset, read_topic
 
 TP = TopicPartition("t", 0)
 OTHER = TopicPartition("t", 1)
@@ -86,7 +86,7 @@ def _in_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[threa
 
 def _planning(name: str, topic: str, tasks: int, sleep_ms: int, lines: int, gated: bool = False) -> dict[str, Any]:
     cls = "GatedStartPlanningSource" if gated else "PlanningSource"
-    return {"name": name, "connector.class": f"tests.source_connectors.{cls}", "topic": topic,
+    return {"name": name, "connector.class": f"tests.support.source_connectors.{cls}", "topic": topic,
             "files": f"a:{lines},b:{lines},c:{lines}", "tasks.max": tasks, "poll.sleep.ms": sleep_ms,
             "poll.idle.timeout.ms": 100}
 

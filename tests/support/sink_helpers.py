@@ -9,7 +9,7 @@ pause, request commits or report errant records, so tests observe the runtime fr
 ``topic\\tpartition\\toffset\\tvalue`` lines to one file per partition, rewinds every partition in ``open``
 to the offset after the last complete line, and returns ``{}`` from ``pre_commit``.
 
-Subprocess entry: ``python -m tests.sink_helpers CONFIG_JSON BACKEND_URL [MAX_SECONDS]`` runs one
+Subprocess entry: ``python -m tests.support.sink_helpers CONFIG_JSON BACKEND_URL [MAX_SECONDS]`` runs one
 ``run_sink`` and prints its result as JSON.
 """
 

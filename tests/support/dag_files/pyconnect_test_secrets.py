@@ -19,7 +19,7 @@ from airflow_pyconnect.sensors.offsets import PyConnectCommittedOffsetsSensor
 
 CONFIG = {
     "name": "signed-gen",
-    "connector.class": "tests.unit.airflow_pyconnect.signed_connector.SignedDataGenSource",
+    "connector.class": "tests.support.signed_connector.SignedDataGenSource",
     "topic": "signed-events",
     "max.records": "40",
     "batch.size": "10",
@@ -51,7 +51,7 @@ with DAG(dag_id="pyconnect_test_secrets", schedule=None, start_date=datetime(202
     leaky = PyConnectSourceOperator(  # secrets inside other values; its error quotes them all (and it fails)
         task_id="leaky", pyconnect_conn_id="pyconnect_test", retries=0,
         connector_config={
-            "name": "leaky", "connector.class": "tests.unit.airflow_pyconnect.signed_connector.LeakySource",
+            "name": "leaky", "connector.class": "tests.support.signed_connector.LeakySource",
             "topic": "leaky-events", "max.records": "10", "signing.key": "{{ var.value.pc_plain_value }}",
             "connection.url": "postgresql+psycopg://svc:{{ var.value.pc_url_password }}@db.example:5432/orders",
             "storage.options": '{"key": "AKIDEXAMPLE", "secret": "{{ var.value.pc_options_secret }}"}',

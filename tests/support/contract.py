@@ -19,7 +19,7 @@ import pytest
 from connect_runtime import ranges as ranges_mod
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends import Backend, ConsumedRecord, open_backend
-from tests.conftest import PYTHON, REPO
+from tests.support import PYTHON, REPO
 
 T = TypeVar("T")
 
@@ -32,7 +32,7 @@ HANGING_DEFENCE_ON_TANSU = (
 
 SETTLE_S = 20.0
 """How long a read may wait for a commit that just returned to show (Kafka writes its markers just after
-``commit_transaction`` returned; see ``tests.fixtures.kafka_broker.eventually``)."""
+``commit_transaction`` returned; see ``tests.support.kafka_broker.eventually``)."""
 
 
 class Broken(AssertionError):
@@ -160,24 +160,24 @@ def _env() -> dict[str, str]:
 
 
 def start_source(config: Mapping[str, Any], url: str, log: Path, **kwargs: Any) -> subprocess.Popen[bytes]:
-    """``run_source`` in a real subprocess (``tests.source_run``); its output goes to ``log``."""
+    """``run_source`` in a real subprocess (``tests.support.source_run``); its output goes to ``log``."""
     spec = json.dumps({"config": dict(config), "backend": url, "kwargs": kwargs})
     with open(log, "ab") as out:
-        return subprocess.Popen([PYTHON, "-m", "tests.source_run", spec], cwd=REPO, env=_env(),
+        return subprocess.Popen([PYTHON, "-m", "tests.support.source_run", spec], cwd=REPO, env=_env(),
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
 def start_sink(config: Mapping[str, Any], url: str, log: Path) -> subprocess.Popen[bytes]:
-    """``run_sink`` in a real subprocess (``tests.sink_helpers``); its output goes to ``log``."""
+    """``run_sink`` in a real subprocess (``tests.support.sink_helpers``); its output goes to ``log``."""
     with open(log, "ab") as out:
-        return subprocess.Popen([PYTHON, "-m", "tests.sink_helpers", json.dumps(dict(config)), url], cwd=REPO,
+        return subprocess.Popen([PYTHON, "-m", "tests.support.sink_helpers", json.dumps(dict(config)), url], cwd=REPO,
                                 env=_env(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
 def start_worker(command: str, spec: Mapping[str, Any], log: Path) -> subprocess.Popen[str]:
-    """``tests.contract.worker`` in a real subprocess: its JSON lines on stdout, stderr to ``log``."""
+    """``tests.support.contract_worker`` in a real subprocess: its JSON lines on stdout, stderr to ``log``."""
     with open(log, "ab") as err:
-        return subprocess.Popen([PYTHON, "-m", "tests.contract.worker", command, json.dumps(dict(spec))], cwd=REPO,
+        return subprocess.Popen([PYTHON, "-m", "tests.support.contract_worker", command, json.dumps(dict(spec))], cwd=REPO,
                                 env=_env(), stdout=subprocess.PIPE, stderr=err, stdin=subprocess.PIPE, text=True)
 
 

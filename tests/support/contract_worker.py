@@ -1,6 +1,6 @@
 """A separate process using a backend through the interface only (what the contract tests start and SIGKILL).
 
-``python -m tests.contract.worker <command> '<json spec>'``; every command prints JSON lines on stdout.
+``python -m tests.support.contract_worker <command> '<json spec>'``; every command prints JSON lines on stdout.
 
 - ``txn-loop``: a transactional producer (``spec["tid"]``, offsets store ``spec["store"]``) resumes after the
   transaction its committed offset names and commits transactions ``k = next, next + 1, ...`` forever: each

@@ -4,7 +4,7 @@
 ran; a file lock keeps parallel workers from racing), whichever test module asks first. Every
 Airflow command runs in a subprocess with ``AIRFLOW_HOME`` and ``DAGS_FOLDER`` pointing there, so
 nothing leaks between the test process and Airflow. The test DAG files of
-``tests/unit/airflow_pyconnect/dag_files`` and the repository's ``dags/`` are copied into the
+``tests/support/dag_files`` and the repository's ``dags/`` are copied into the
 DAGs folder.
 """
 
@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[3]
+from tests.support import REPO
+
 BIN = Path(sys.executable).parent
 DAG_FILES = Path(__file__).resolve().parent / "dag_files"
 

@@ -1,6 +1,6 @@
 """Run one source run in this process (what the subprocess tests start).
 
-``python -m tests.source_run '{"config": {...}, "backend": "sqlite:///...", "kwargs": {...}}'``
+``python -m tests.support.source_run '{"config": {...}, "backend": "sqlite:///...", "kwargs": {...}}'``
 prints the result's ``to_dict()`` as one JSON line and exits 0, or prints
 ``{"error": "<class>", "message": "..."}`` and exits 2.
 """

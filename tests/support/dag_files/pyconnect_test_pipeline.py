@@ -49,7 +49,7 @@ with DAG(dag_id="pyconnect_test_pipeline", schedule=None, start_date=datetime(20
         pyconnect_conn_id="pyconnect_test",
         connector_config={
             "name": "pipe-sink",
-            "connector.class": "tests.sink_helpers.RecordingSinkConnector",
+            "connector.class": "tests.support.sink_helpers.RecordingSinkConnector",
             "topics": "pipe-events",
             "log.path": os.environ.get("PYCONNECT_TEST_SINK_LOG", "/nonexistent/sink.log"),
         },
