@@ -20,7 +20,7 @@ from connect_runtime.api import TopicPartition
 from connect_runtime.backends import ProducerRecord, open_backend
 from tests.integration.test_sink_kill import kill_loop
 from tests.support import REPO, slow_iterations
-from tests.unit.connect_runtime.connectors.test_sql_sink import query
+from tests.support.sql import query
 
 PYCONNECT = str(Path(sys.executable).with_name("pyconnect"))
 SINK = "connect_runtime.connectors.sql.SqlSink"

@@ -11,6 +11,8 @@
 - Servers as pytest plugins (``tests/conftest.py``): ``kafka_broker`` (Apache Kafka 4.4.0 and Tansu, the jars of
   ``kafka/pom.xml``), ``kafka_cluster`` (three KRaft nodes), ``postgres`` (a throwaway PostgreSQL).
 - Airflow: ``airflow_env`` (one migrated ``AIRFLOW_HOME`` per session) and the test DAGs in ``dag_files/``.
+- Data in and out: ``records`` (backend records for the backend tests), ``sql`` (SqlSink tests: produce, query,
+  execute, an opened SqlSinkTask).
 """
 
 from __future__ import annotations

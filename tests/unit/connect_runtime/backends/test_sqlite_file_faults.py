@@ -1,43 +1,19 @@
 """The SQLite backend's file faults (issue 10): a database file deleted or replaced while in use, and
-read-only opens that create nothing and can inspect a file the user may only read. Real files; the
-read-only-folder case runs a real subprocess without the right to write (``setpriv`` drops root's
-``CAP_DAC_OVERRIDE``, so permission bits apply to it as to any user)."""
+read-only opens that create nothing and can read a file. Real files; a file in a read-only folder, inspected
+by a process without the right to write: tests/integration/connect_runtime/backends/test_sqlite_read_only_folder.py."""
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from connect_runtime.api.errors import BackendError
-from connect_runtime.api.records import TopicPartition
-from connect_runtime.backends import ProducerRecord, open_backend
+from connect_runtime.backends import open_backend
 from connect_runtime.runtime.offsets import offset_key, offset_value
-
-REPO = Path(__file__).resolve().parents[4]
-TP0 = TopicPartition("t", 0)
-
-
-def rec(value: bytes) -> ProducerRecord:
-    return ProducerRecord("t", None, None, value, None, None)
-
-
-def without_write_rights(cmd: list[str]) -> list[str]:
-    """``cmd`` run so that file permission bits bind it (root normally bypasses them)."""
-    if os.geteuid() != 0:
-        return cmd
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("running as root and setpriv is missing: cannot run a process that file modes bind")
-    caps = "-dac_override,-dac_read_search,-fowner"
-    return [setpriv, "--bounding-set", caps, "--inh-caps", caps, *cmd]
-
+from tests.support.records import TP0, rec
 
 # -- the file deleted or replaced mid-run ---------------------------------------------------------
 
@@ -161,49 +137,3 @@ def test_read_only_backend_reads_and_refuses_every_write(tmp_path: Path) -> None
         assert conn.execute("SELECT count(*) FROM records").fetchone() == (2,)
 
 
-_READER = """
-import json, sys
-sys.path.insert(0, {repo!r})
-from connect_runtime.api.records import TopicPartition
-from connect_runtime.backends import open_backend
-b = open_backend(sys.argv[1], read_only=True)
-print(json.dumps({{"topics": b.list_topics(),
-                   "values": [r.value.decode() for r in b.read_range(TopicPartition("t", 0), 0, 10)]}}))
-b.close()
-"""
-
-
-@pytest.mark.parametrize("pending_wal", [False, True])
-def test_a_file_in_a_read_only_folder_can_be_inspected(tmp_path: Path, pending_wal: bool) -> None:
-    folder = tmp_path / "ro"
-    path = folder / "data.db"
-    writer = open_backend(f"sqlite:///{path}")
-    producer = writer.producer()
-    producer.send([rec(b"x"), rec(b"y")])
-    producer.flush(5)
-    keep_open = None
-    if pending_wal:  # a reader connection keeps the WAL (and its records) from being checkpointed away
-        keep_open = sqlite3.connect(path)
-        keep_open.execute("PRAGMA wal_autocheckpoint = 0")
-        producer.send([rec(b"z")])
-        producer.flush(5)
-    else:
-        writer.close()
-    script = tmp_path / "reader.py"
-    script.write_text(_READER.format(repo=str(REPO)))
-    path.chmod(0o444)
-    folder.chmod(0o555)
-    try:
-        if not pending_wal:
-            assert sorted(p.name for p in folder.iterdir()) == ["data.db"]  # no -shm to read the WAL with
-        proc = subprocess.run(without_write_rights([sys.executable, str(script), f"sqlite:///{path}"]),
-                              capture_output=True, text=True, timeout=60)
-    finally:
-        folder.chmod(0o755)
-        path.chmod(0o644)
-        if keep_open is not None:
-            keep_open.close()
-            writer.close()
-    assert proc.returncode == 0, proc.stderr
-    got = json.loads(proc.stdout)
-    assert got == {"topics": {"t": 1}, "values": ["x", "y", "z"] if pending_wal else ["x", "y"]}

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from connect_runtime import ConnectError, run_sink
-from tests.unit.connect_runtime.connectors.test_sql_sink import cfg, produce, query
+from tests.support.sql import cfg, produce, query
 
 PARTITIONS = 8
 RECORDS = 400
@@ -86,7 +86,7 @@ def test_tasks_evolving_a_table_they_already_wrote_to_in_the_open_transaction(
 def test_an_early_commit_before_auto_evolve_stores_exactly_what_was_written(
     pg_database: str, sqlite_url: str
 ) -> None:
-    from tests.unit.connect_runtime.connectors.test_sql_sink import execute
+    from tests.support.sql import execute
 
     execute(pg_database, "CREATE TABLE orders (id BIGINT NOT NULL)")
     records: list[tuple[Any, Any]] = [(None, {"id": i}) for i in range(25)]

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+from tests.support import REPO
+
 HEAVY = ("confluent_kafka", "pyspark", "connect_runtime.backends.sqlite", "connect_runtime.backends.kafka",
          "connect_runtime.connectors", "connect_runtime.runtime", "connect_runtime.spark", "wtforms",
          "flask_appbuilder")

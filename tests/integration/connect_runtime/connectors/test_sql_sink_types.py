@@ -11,7 +11,7 @@ import pytest
 
 from connect_runtime import ConnectError, run_sink, run_source
 from connect_runtime.connectors.sql._coerce import sql_type
-from tests.unit.connect_runtime.connectors.test_sql_sink import cfg, execute, produce, query
+from tests.support.sql import cfg, execute, produce, query
 
 VALUES: list[dict[str, Any]] = [
     {"id": 1, "amount": "12.50", "at": "2026-01-01T10:00:00+02:00", "d": "2026-01-02", "zip": "01234",

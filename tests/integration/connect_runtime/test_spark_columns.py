@@ -21,6 +21,8 @@ from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 from connect_runtime.spark._arrow import METADATA_COLUMNS, BatchBuilder
 from connect_runtime.spark._source import _metadata_struct
 
+pytestmark = pytest.mark.spark  # imports pyspark (through connect_runtime.spark)
+
 TS0 = 1_767_225_600_000
 TP = TopicPartition("t", 0)
 

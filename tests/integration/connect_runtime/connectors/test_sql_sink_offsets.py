@@ -12,7 +12,7 @@ import pytest
 from connect_runtime import ConfigError, ConnectError, run_sink
 from connect_runtime.api import DestinationOffsets, ProducerFencedError, TopicPartition
 from connect_runtime.connectors.sql import SqlSink
-from tests.unit.connect_runtime.connectors.test_sql_sink import cfg, execute, open_task, produce, query
+from tests.support.sql import cfg, execute, open_task, produce, query
 
 TP0, TP1, TP2 = (TopicPartition("orders", p) for p in range(3))
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support import REPO
 
 
 def test_readme_holds_the_ci_test_command() -> None:
