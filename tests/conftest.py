@@ -11,7 +11,9 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 
-pytest_plugins = ["tests.fixtures.kafka_broker", "tests.fixtures.kafka_cluster", "tests.fixtures.postgres"]
+pytest_plugins = [
+    "tests.fixtures.kafka_broker", "tests.fixtures.kafka_cluster", "tests.fixtures.moto_server", "tests.fixtures.postgres",
+]
 
 
 def slow_iterations(default_ci: int, default_full: int) -> int:
