@@ -32,10 +32,12 @@ from connect_runtime.connectors.lake.store import Lake, recover
 
 def committed_files(path: str, topic: str, partition: int, *, topics_dir: str = "topics",
                     storage_options: dict[str, object] | None = None) -> list[str]:
-    """The data files of one topic partition in offset order (what a reader of the lake reads), as full URLs."""
+    """The data files of one topic partition (every partitioner's directories) in offset order, as full URLs: what
+    a reader of the lake reads (files of a group a killed run left incomplete are listed until the next ``open()``
+    removes them; see docs/lake.md)."""
 
     cfg = LakeConfig(path=path.rstrip("/"), topics_dir=topics_dir, storage_options=dict(storage_options or {}),
-                     partitioner="field")
+                     partitioner="default")
     lake = Lake(cfg)
     files = lake.data_files(TopicPartition(topic, partition))
     return [lake.fs.unstrip_protocol(p) for p, _ in sorted(files.items(), key=lambda kv: (kv[1], kv[0]))]
