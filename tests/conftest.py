@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.support.kafka_broker", "tests.support.kafka_cluster", "tests.support.postgres"]
+pytest_plugins = [
+    "tests.support.kafka_broker", "tests.support.kafka_cluster", "tests.support.moto_server", "tests.support.postgres",
+]
 
 
 @pytest.fixture

@@ -1,0 +1,219 @@
+"""ParquetSink's writer of one topic partition: records are converted into Arrow tables as they arrive (bad input
+fails at ``put``, naming the record), cut into commit groups by ``flush.size`` and ``rotate.interval.ms``, and
+published at commit points, fenced by the generations in the files' footers (see
+:mod:`connect_runtime.connectors.lake.store`)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from connect_runtime.api.errors import ConnectError, DataError, ProducerFencedError
+from connect_runtime.api.records import SinkRecord, TopicPartition
+from connect_runtime.api.sink import ErrantRecordReporter
+from connect_runtime.connectors.lake._partitioner import default_partition
+from connect_runtime.connectors.lake._rows import Columns
+from connect_runtime.connectors.lake.store import FileExists, Lake, encode_file, file_name, recover, scrub
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Group:
+    """One commit group: the records of ``[start, end)`` by encoded partition."""
+
+    start: int
+    end: int = 0
+    tables: dict[str, list[pa.Table]] = field(default_factory=dict)
+    records: int = 0
+    first_ts: int | None = None
+    opened_at: float = field(default_factory=time.monotonic)
+
+
+@contextlib.contextmanager
+def io_errors(lake: Lake, doing: str) -> Iterator[None]:
+    """A storage failure as one ConnectError naming the lake (never its credentials)."""
+    try:
+        yield
+    except (ConnectError, DataError):
+        raise
+    except Exception as exc:  # fsspec backends raise their own (botocore, aiohttp): all named, none leaked
+        raise ConnectError(f"ParquetSink {lake.cfg.name!r}: {doing} {lake.where} failed: {type(exc).__name__}: "
+                           f"{scrub(str(exc), lake.cfg)}; nothing of the commit point in progress is published "
+                           "and its records come again") from None
+
+
+class PartitionWriter:
+    """One topic partition of one task. ``encode``: the partitioner (``None``: the default one); ``ts``: the
+    timestamp extractor when ``rotate.interval.ms`` is on."""
+
+    def __init__(self, lake: Lake, tp: TopicPartition, *, generation: int,
+                 encode: Callable[[SinkRecord], str] | None, ts: Callable[[SinkRecord], int] | None,
+                 reporter: ErrantRecordReporter | None) -> None:
+        self.lake, self.tp, self.generation = lake, tp, generation
+        self.cfg = lake.cfg
+        self.encode, self.ts, self.reporter = encode, ts, reporter
+        self.columns = Columns(self.cfg.schema)
+        self.known: set[str] = set()
+        self.committed: int | None = None
+        self.position: int | None = None  # next offset after the last record taken
+        self.open: Group | None = None
+        self.ready: list[Group] = []
+
+    def _fenced(self, gen: int, path: str) -> ProducerFencedError:
+        return ProducerFencedError(
+            f"ParquetSink {self.cfg.name!r}: generation {gen} of this connector wrote {path}; this run is generation "
+            f"{self.generation} (older: a zombie or an overlapping run that started earlier), so it publishes nothing")
+
+    def claim(self) -> int | None:
+        """``open()``: remove what killed runs left, find the committed position, refuse if a newer generation
+        wrote the partition. Returns the offset to rewind to."""
+        with io_errors(self.lake, f"recovering {self.tp.topic}-{self.tp.partition} from"):
+            self.lake.remove_temporary(self.tp)
+            rec = recover(self.lake, self.tp)
+            if rec.generation > self.generation:
+                raise self._fenced(rec.generation, f"{self.tp.topic}-{self.tp.partition} under {self.lake.where}")
+            for f in rec.incomplete:
+                log.info("ParquetSink %r: removing %s (its commit group [%d, %d) is incomplete: a run died while "
+                         "publishing it; its records come again)", self.cfg.name, f.path, f.start, f.end)
+                self.lake.remove(f.path)
+                rec.known.discard(f.path)
+        if rec.schema is not None:
+            self.columns.adopt(rec.schema, f"the files of {self.tp.topic}-{self.tp.partition}")
+        self.known = rec.known
+        self.committed = self.position = rec.next_offset
+        return rec.next_offset
+
+    # -- put --------------------------------------------------------------------------------------------
+
+    def add(self, records: list[SinkRecord]) -> bool:
+        """Take records (in offset order); returns whether a group is ready to publish."""
+        if self.position is not None and records[0].offset < self.position:
+            records = [r for r in records if r.offset >= self.position]  # redelivered before a rewind took effect
+        flush_size, interval = self.cfg.flush_size, self.cfg.rotate_interval_ms
+        while records:
+            g = self.open
+            if g is None:
+                g = self.open = Group(self.position if self.position is not None else records[0].offset)
+            take = min(len(records), flush_size - g.records)
+            if interval >= 0 and self.ts is not None and self.cfg.timestamp_extractor != "Wallclock":
+                take = self._before_rotation(g, records, take, interval)
+            if take == 0:
+                self._cut(self.position if self.position is not None else records[0].offset)
+                continue
+            chunk, records = records[:take], records[take:]
+            self._convert(g, chunk)
+            g.records += len(chunk)
+            self.position = chunk[-1].offset + 1
+            if g.records >= flush_size:
+                self._cut(self.position)
+        return bool(self.ready)
+
+    def _before_rotation(self, g: Group, records: list[SinkRecord], take: int, interval: int) -> int:
+        assert self.ts is not None
+        for i in range(take):
+            t = self.ts(records[i])
+            if g.first_ts is None:
+                g.first_ts = t
+            elif t - g.first_ts >= interval:
+                return i
+        return take
+
+    def _convert(self, g: Group, chunk: list[SinkRecord]) -> None:
+        if self.encode is None:
+            parts = {default_partition(self.tp.partition): chunk}
+        else:
+            parts = {}
+            for r in chunk:
+                try:
+                    key = self.encode(r)
+                except DataError as err:
+                    if self.reporter is None:
+                        raise
+                    self.reporter.report(r, err)
+                    continue
+                parts.setdefault(key, []).append(r)
+        for key, recs in parts.items():
+            table = self.columns.table(recs, self.reporter)
+            if table is not None and table.num_rows:
+                g.tables.setdefault(key, []).append(table)
+
+    def _cut(self, end: int) -> None:
+        g, self.open = self.open, None
+        if g is not None:
+            g.end = end
+            self.ready.append(g)
+
+    # -- commit points ----------------------------------------------------------------------------------
+
+    def commit(self, delivered: int | None, closing: bool) -> None:
+        """Publish the ready groups; when ``closing`` (the run's end, a revocation) or a wall-clock rotation is
+        due, the open group too, extended over records delivered but not written (filtered, errant)."""
+        g = self.open
+        wallclock_due = (g is not None and self.cfg.timestamp_extractor == "Wallclock"
+                         and self.cfg.rotate_interval_ms >= 0
+                         and (time.monotonic() - g.opened_at) * 1000 >= self.cfg.rotate_interval_ms)
+        if closing or wallclock_due:
+            end = self.position
+            if delivered is not None and (end is None or delivered > end):
+                end = delivered
+            if g is None and end is not None and self.committed is not None and end > self.committed:
+                g = self.open = Group(self.committed)  # only skipped records since the last file
+            if g is not None and end is not None:
+                self._cut(end)
+                self.position = end
+        try:
+            while self.ready:
+                self._publish(self.ready[0])
+                self.ready.pop(0)
+        except BaseException:  # an interrupt too: forget what was not published; the records come again
+            self.discard()
+            raise
+
+    def _publish(self, g: Group) -> None:
+        s, e, tp = g.start, g.end, self.tp
+        tables = {k: pa.concat_tables(v, promote_options="default") for k, v in sorted(g.tables.items())}
+        if not tables:  # every record of the range was skipped: an empty file keeps the range accounted for
+            tables = {default_partition(tp.partition): pa.table({})}
+        with io_errors(self.lake, f"publishing {tp.topic}-{tp.partition} [{s}, {e}) to"):
+            for path in sorted(set(self.lake.data_files(tp)) - self.known):  # written by another run since
+                f = self.lake.footer(path)
+                if f.generation > self.generation:
+                    raise self._fenced(f.generation, path)
+                if f.start < e and f.end > s and (f.start, f.end) != (s, e):
+                    raise ConnectError(
+                        f"ParquetSink {self.cfg.name!r}: {path} (generation {f.generation}, [{f.start}, {f.end})) "
+                        f"appeared since this run opened {tp.topic}-{tp.partition} and overlaps [{s}, {e}); this run "
+                        "publishes nothing (an older run is still publishing); run again to continue after it")
+                self.known.add(path)
+            for key, table in tables.items():
+                path = f"{self.lake.dir_of(tp, key)}/{file_name(tp, s)}"
+                data = encode_file(table, start=s, end=e, generation=self.generation, connector=self.cfg.name,
+                                   group_size=len(tables), codec=self.cfg.codec)
+                try:
+                    self.lake.publish(path, data)
+                except FileExists:
+                    f = self.lake.footer(path)
+                    if f.generation > self.generation:
+                        raise self._fenced(f.generation, path) from None
+                    if (f.start, f.end) != (s, e):
+                        raise ConnectError(
+                            f"ParquetSink {self.cfg.name!r}: {path} exists with [{f.start}, {f.end}) (generation "
+                            f"{f.generation}), not [{s}, {e}); this run publishes nothing") from None
+                    log.info("ParquetSink %r: %s already holds [%d, %d) (generation %d): kept", self.cfg.name, path,
+                             s, e, f.generation)
+                self.known.add(path)
+        self.committed = e
+
+    def discard(self) -> None:
+        """Forget everything not published (the records come again from the committed position)."""
+        self.open, self.ready = None, []
+        self.position = self.committed
+
+
+__all__ = ["Group", "PartitionWriter", "io_errors"]
