@@ -106,7 +106,7 @@ def _kill_loop(root: str, options: dict[str, Any], sqlite_url: str, tmp_path: Pa
     rng = random.Random(11)
     killed = 0
     for _ in range(kills):
-        proc = subprocess.Popen([sys.executable, "-m", "tests.sink_helpers", cfg_path.read_text(), sqlite_url],
+        proc = subprocess.Popen([sys.executable, "-m", "tests.support.sink_helpers", cfg_path.read_text(), sqlite_url],
                                 cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             time.sleep(rng.uniform(0.5, 2.0))
