@@ -224,6 +224,35 @@ def offset_targets(value: Any, what: str = "target") -> dict[TopicPartition, int
     return out
 
 
+def interval_spans(value: Any, what: str = "ranges") -> SpanMap:
+    """The spans a reader of a run's data interval reads (``read_lake``, a Spark job), from:
+
+    - a source run's result (or an object whose ``to_dict()`` gives one): its ``ranges`` merged with its
+      ``interval_ranges`` (what its data interval holds, so a rerun that wrote nothing new still reads them);
+    - any mapping holding such ``ranges`` (a Spark handoff: ``{"backend", "ranges", ...}``);
+    - a bare ``ranges`` mapping in either form;
+    - the JSON text (or Python literal) of any of these.
+
+    :raises RangesFormatError: naming ``what``; a sink run's result is refused (its ``committed`` says where the
+        run stopped, not where the interval starts): pass the source run's result or its ranges.
+    """
+    data = structured(value, what)
+    if hasattr(data, "to_dict") and not isinstance(data, Mapping):
+        data = data.to_dict()
+    if not isinstance(data, Mapping):
+        raise RangesFormatError(f"{what}: expected ranges or a source run result, got {type(data).__name__}")
+    try:
+        if isinstance(data.get("ranges"), Mapping) and not _all_ranges(data):
+            interval = data.get("interval_ranges")
+            return parse(merge(data["ranges"], interval) if isinstance(interval, Mapping) else data["ranges"])
+        if isinstance(data.get("committed"), Mapping) and "connector" in data:
+            raise RangesFormatError("a sink run's result says where the run stopped, not where the interval "
+                                    "starts: pass the source run's result (or its ranges)")
+        return parse(data)
+    except RangesFormatError as exc:
+        raise RangesFormatError(f"{what}: {exc}") from None
+
+
 def offset_targets_json(targets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
     """:func:`offset_targets` as JSON-friendly ``{topic: {"<partition>": offset}}`` (XCom, CLI output)."""
     out: dict[str, dict[str, int]] = {}
@@ -264,5 +293,5 @@ def source_targets(value: Any, what: str = "target") -> list[dict[str, Any]]:
     return out
 
 
-__all__ = ["RangesFormatError", "Span", "SpanMap", "count", "dump", "envelope", "merge", "normalize_spans",
-           "offset_targets", "offset_targets_json", "parse", "source_targets", "structured"]
+__all__ = ["RangesFormatError", "Span", "SpanMap", "count", "dump", "envelope", "interval_spans", "merge",
+           "normalize_spans", "offset_targets", "offset_targets_json", "parse", "source_targets", "structured"]

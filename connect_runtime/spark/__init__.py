@@ -1,4 +1,9 @@
-"""Committed records into Spark: ``spark.read.format("pyconnect")`` and ``spark.readStream.format("pyconnect")``.
+"""Committed records into Spark: ``spark.read.format("pyconnect")`` and ``spark.readStream.format("pyconnect")``;
+and :func:`read_lake`, the ParquetSink's files holding a committed range read natively (``spark.read.parquet``)::
+
+    from connect_runtime.spark import read_lake
+
+    orders = read_lake(spark, "file:///data/lake", source_result)   # exactly the files of the run's interval
 
 A PySpark data source on Spark's Python Data Source API (Spark 4.2). Records arrive as Arrow record
 batches built from the backend in batches, never row by row; with a ``schema`` the JSON value arrives
@@ -120,6 +125,7 @@ except ImportError as _exc:  # pragma: no cover - exercised only without pyspark
         "the rest of connect_runtime works without it"
     ) from _exc
 
+from connect_runtime.spark._lake import lake_files, read_lake
 from connect_runtime.spark._plan import (
     DEFAULT_MAX_RECORDS_PER_PARTITION,
     OffsetRangePartition,
@@ -187,9 +193,11 @@ __all__ = [
     "PyConnectDataSource",
     "PyConnectReader",
     "PyConnectStreamReader",
+    "lake_files",
     "parse_json_value",
     "parse_ranges",
     "plan_partitions",
+    "read_lake",
     "read_ranges",
     "register",
 ]

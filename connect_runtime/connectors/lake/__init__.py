@@ -4,7 +4,7 @@
 Where things are: ``_config`` (the keys, ``storage.options`` as a secret), ``_partitioner`` (default, field and
 time partitioners, timestamp extractors), ``_rows`` (record values into Arrow rows, column types), ``store`` (names,
 footers, atomic publication, recovery from the files), ``_writer`` (one partition's commit groups and fence),
-``sink`` (the connector and its task).
+``sink`` (the connector and its task), ``reader`` (which files hold a committed range: :func:`files_for`).
 
 - **Layout**: ``<path>/<topics.dir>/<topic>/partition=<p>/<topic>+<p>+<start>.parquet`` (the field or time
   partition in place of ``partition=<p>``), ``start`` zero-padded to 10 digits; the file holds the records of
@@ -19,28 +19,15 @@ footers, atomic publication, recovery from the files), ``_writer`` (one partitio
   fenced (:class:`ProducerFencedError`); a file is never replaced (conditional create), and a name taken with the
   identical range (a dead or older run's copy of the same records) is kept instead of written twice.
 - **Offsets management** (KIP-875): ``read_offsets`` / ``alter_offsets`` read and move the position in the files.
+- **Reading an interval**: :func:`files_for` resolves a committed range (a source run's ranges) to exactly the
+  files that hold it; ``connect_runtime.spark.read_lake`` reads them with ``spark.read.parquet``.
 
 Details, and where this differs from Kafka Connect's S3 sink: ``docs/lake.md``.
 """
 
-from connect_runtime.api.records import TopicPartition
 from connect_runtime.connectors.lake._config import VERSION as VERSION
-from connect_runtime.connectors.lake._config import LakeConfig
+from connect_runtime.connectors.lake.reader import LakeFile, LakeRangeError, committed_files, files_for
 from connect_runtime.connectors.lake.sink import ParquetSink, ParquetSinkTask
-from connect_runtime.connectors.lake.store import Lake, recover
+from connect_runtime.connectors.lake.store import recover
 
-
-def committed_files(path: str, topic: str, partition: int, *, topics_dir: str = "topics",
-                    storage_options: dict[str, object] | None = None) -> list[str]:
-    """The data files of one topic partition (every partitioner's directories) in offset order, as full URLs: what
-    a reader of the lake reads (files of a group a killed run left incomplete are listed until the next ``open()``
-    removes them; see docs/lake.md)."""
-
-    cfg = LakeConfig(path=path.rstrip("/"), topics_dir=topics_dir, storage_options=dict(storage_options or {}),
-                     partitioner="default")
-    lake = Lake(cfg)
-    files = lake.data_files(TopicPartition(topic, partition))
-    return [lake.fs.unstrip_protocol(p) for p, _ in sorted(files.items(), key=lambda kv: (kv[1], kv[0]))]
-
-
-__all__ = ["ParquetSink", "ParquetSinkTask", "committed_files", "recover"]
+__all__ = ["LakeFile", "LakeRangeError", "ParquetSink", "ParquetSinkTask", "committed_files", "files_for", "recover"]
