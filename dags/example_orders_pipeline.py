@@ -1,8 +1,8 @@
-"""Daily orders pipeline: files → topic ``orders`` (exactly-once) → Spark daily totals → archive.
+"""Daily orders pipeline: files → topic ``orders`` (exactly-once) → Parquet lake → Spark daily totals → archive.
 
 One run per day (``catchup``: 2026-01-01 to 2026-01-03, the days of the sample data)::
 
-    day_files ─▶ ingest ─▶ input_complete ─▶ handoff ─▶ totals ─▶ archive
+    day_files ─▶ ingest ─▶ input_complete ─▶ lake ─▶ handoff ─▶ totals ─▶ archive
 
 - ``day_files``: lists the day's input files ``<data>/orders/<ds>/*.jsonl`` and their sizes.
 - ``ingest`` (:class:`PyConnectSourceOperator`, ``DirectorySource``, exactly-once): reads the day's
@@ -20,10 +20,15 @@ One run per day (``catchup``: 2026-01-01 to 2026-01-03, the days of the sample d
   offsets record. (The archive sink cannot be the sensor's target: ``FileSink`` keeps its offsets in
   its destination, its ``pre_commit`` returns ``{}``, so its consumer group never commits anything
   and a group-offsets sensor on it would never be satisfied.)
+- ``lake`` (:class:`PyConnectSinkOperator`, ``ParquetSink``): writes the day's records to Parquet files
+  ``<data>/lake/topics/orders/partition=<p>/orders+<p>+<start>.parquet`` up to the end of the day's
+  ranges (``until_offsets=ingest.output``), exactly once (the files are its offsets: a rerun writes
+  nothing). A bounded run publishes its last file at its target, so each day is exactly a set of files.
 - ``handoff``: the backend URL and the day's committed ranges for Spark
   (:func:`airflow_pyconnect.spark.spark_handoff`).
 - ``totals`` (``SparkSubmitOperator``): ``dags/jobs/orders_daily_totals.py`` reads exactly those
-  ranges with ``spark.read.format("pyconnect")`` and writes per-customer totals as Parquet
+  ranges from the lake (``--lake``: :func:`connect_runtime.spark.read_lake`, the files holding the
+  day's ranges read with Spark's own ``spark.read.parquet``) and writes per-customer totals as Parquet
   partitioned by ``date``, replacing only the day's partition (``partitionOverwriteMode=dynamic``).
 - ``archive`` (:class:`PyConnectSinkOperator`, ``FileSink``): appends the day's records to
   ``<data>/archive/orders/partition=0/orders-0.jsonl`` up to the end of the day's ranges
@@ -31,7 +36,8 @@ One run per day (``catchup``: 2026-01-01 to 2026-01-03, the days of the sample d
   exactly-once (its manifest holds its offsets, so a rerun appends nothing twice).
 
 Rerunning a day (``airflow dags test example_orders_pipeline 2026-01-02`` again, or a clear)
-changes nothing: no new records in the topic, the same Parquet rows, no archive line twice.
+changes nothing: no new records in the topic, no new lake file, the same Parquet rows, no archive
+line twice.
 
 Paths: ``<data>`` is the Airflow Variable ``pyconnect_example_data`` if set, else the environment
 variable ``PYCONNECT_EXAMPLE_DATA`` (read when the file is parsed), else
@@ -43,6 +49,7 @@ the master, e.g. ``AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "l
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import datetime
 from pathlib import Path
@@ -58,6 +65,10 @@ from airflow_pyconnect.spark import spark_submit_kwargs
 JOBS = Path(__file__).resolve().parent / "jobs"
 SOURCE_NAME = "orders-files"
 ARCHIVE_NAME = "orders-archive"
+LAKE_NAME = "orders-lake"
+LAKE_COLUMNS = {"order_id": "string", "customer": "string", "amount": "double", "items": "int64", "ts": "string",
+                "channel": "string"}
+"""The lake's column types (``parquet.schema``): amounts as double, summed as decimals by the Spark job."""
 TOPIC = "orders"
 
 _default_data = os.environ.get("PYCONNECT_EXAMPLE_DATA") or str(
@@ -118,6 +129,19 @@ def example_orders_pipeline() -> None:
         timeout=120,
     )
 
+    lake = PyConnectSinkOperator(
+        task_id="lake",
+        connector_config={
+            "name": LAKE_NAME,
+            "connector.class": "connect_runtime.connectors.lake.ParquetSink",
+            "topics": TOPIC,
+            "path": DATA + "/lake",
+            "parquet.schema": json.dumps(LAKE_COLUMNS),
+        },
+        until_offsets=ingest.output,  # the end of the day's committed ranges: the day's last file ends there
+        max_seconds=300,
+    )
+
     @task
     def handoff(source_result: dict[str, object]) -> dict[str, object]:
         """The backend URL and the day's committed ranges, for the Spark job."""
@@ -134,7 +158,7 @@ def example_orders_pipeline() -> None:
         conn_id="spark_default",
         **spark_submit_kwargs(
             spark_args,
-            args=["--date", "{{ ds }}", "--output", DATA + "/out/orders_daily_totals"],
+            args=["--date", "{{ ds }}", "--output", DATA + "/out/orders_daily_totals", "--lake", DATA + "/lake"],
             conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"},
         ),
     )
@@ -151,7 +175,7 @@ def example_orders_pipeline() -> None:
         max_seconds=300,  # a bound: the run normally ends as soon as it reached the source's ranges
     )
 
-    files >> ingest >> input_complete >> spark_args >> totals >> archive
+    files >> ingest >> input_complete >> lake >> spark_args >> totals >> archive
 
 
 example_orders_pipeline()

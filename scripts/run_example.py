@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Run the example pipeline end to end: three days of orders, source → Spark → archive, then a
+"""Run the example pipeline end to end: three days of orders, source → Parquet lake → Spark → archive, then a
 rerun of day two that must change nothing. Real Airflow 3 (``airflow dags test``), real Spark
 (local mode), the embedded SQLite backend: no server, nothing to start first.
 
@@ -232,6 +232,29 @@ def archive_state(path: Path) -> dict[str, Any]:
             "sha256": digest.hexdigest()[:16]}
 
 
+def lake_state(path: Path) -> dict[str, Any]:
+    """The lake's data files (name, size) and a digest of their bytes."""
+    files = sorted(path.glob(f"topics/{TOPIC}/partition=*/*.parquet"))
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.name.encode() + b"\0" + f.read_bytes())
+    return {"files": [f.name for f in files], "sha256": digest.hexdigest()[:16]}
+
+
+def lake_rows(path: Path, source_result: dict[str, Any]) -> int | str:
+    """Rows of the lake files holding exactly the day's ranges (what the Spark job reads), or the error."""
+    import pyarrow.parquet as pq
+
+    from connect_runtime.connectors.lake import LakeRangeError, files_for
+    from connect_runtime.ranges import RangesFormatError, interval_spans
+
+    try:
+        files = files_for(str(path), interval_spans(source_result))
+    except (LakeRangeError, RangesFormatError) as exc:
+        return f"error: {exc}"
+    return sum(pq.read_metadata(f.url.removeprefix("file://")).num_rows for f in files)
+
+
 def expected_totals(data: Path, day: str) -> list[tuple[str, int, int, str]]:
     """Per-customer totals computed straight from the input files (the ground truth)."""
     acc: dict[str, list[Any]] = {}
@@ -248,8 +271,8 @@ def expected_totals(data: Path, day: str) -> list[tuple[str, int, int, str]]:
 
 def snapshot(home: Path) -> dict[str, Any]:
     data = home / "data"
-    return {"topic": topic_state(home), "parquet": parquet_rows(data / "out" / "orders_daily_totals"),
-            "archive": archive_state(data / "archive")}
+    return {"topic": topic_state(home), "lake": lake_state(data / "lake"),
+            "parquet": parquet_rows(data / "out" / "orders_daily_totals"), "archive": archive_state(data / "archive")}
 
 
 # ------------------------------------------------------------------------------------------- main
@@ -355,17 +378,20 @@ def run_days(args: argparse.Namespace, home: Path, env: dict[str, str], days: li
 
     data = home / "data"
     parquet = parquet_rows(data / "out" / "orders_daily_totals")
-    print("\nPer day (source records → Spark totals rows → archived records):")
-    print(f"  {'day':<11} {'input':>6} {'source':>7} {'ranges':<22} {'spark in':>8} {'rows':>5} {'archived':>8}  totals ok")
+    print("\nPer day (source records → lake rows → Spark totals rows → archived records):")
+    print(f"  {'day':<11} {'input':>6} {'source':>7} {'ranges':<22} {'lake':>6} {'spark in':>8} {'rows':>5} "
+          f"{'archived':>8}  totals ok")
     all_ok = True
     for day in days:
         x = xcoms(home, day)
         src, hand, sink = x.get("ingest", {}), x.get("handoff", {}), x.get("archive", {})
         ranges = json.dumps((src.get("ranges") or {}).get(TOPIC, {}), separators=(",", ":"))
-        ok = parquet.get(day) == expected_totals(data, day)
+        in_lake = lake_rows(data / "lake", src)
+        ok = parquet.get(day) == expected_totals(data, day) and in_lake == counts[day]
         all_ok &= ok
-        print(f"  {day:<11} {counts[day]:>6} {src.get('records', '?'):>7} {ranges:<22} {hand.get('records', '?'):>8} "
-              f"{len(parquet.get(day, [])):>5} {sink.get('records', '?'):>8}  {'yes' if ok else 'NO'}")
+        print(f"  {day:<11} {counts[day]:>6} {src.get('records', '?'):>7} {ranges:<22} {in_lake!s:>6} "
+              f"{hand.get('records', '?'):>8} {len(parquet.get(day, [])):>5} {sink.get('records', '?'):>8}  "
+              f"{'yes' if ok else 'NO'}")
 
     before = snapshot(home)
     if args.rerun:
@@ -377,13 +403,15 @@ def run_days(args: argparse.Namespace, home: Path, env: dict[str, str], days: li
         all_ok &= unchanged
         print(f"\nRerun of {args.rerun} ({t:.1f} s): source wrote {x.get('ingest', {}).get('records', '?')} new records, "
               f"Spark read {x.get('handoff', {}).get('records', '?')} (the same range), archive appended "
-              f"{x.get('sink', x.get('archive', {})).get('records', '?')}; topic, Parquet and archive "
+              f"{x.get('sink', x.get('archive', {})).get('records', '?')}, lake wrote "
+              f"{x.get('lake', {}).get('records', '?')}; topic, lake, Parquet and archive "
               f"{'unchanged' if unchanged else 'CHANGED'}")
 
     arch = after["archive"] if args.rerun else before["archive"]
     print("\nOutputs:")
     print(f"  topic {TOPIC}: {sum(p['records'] for p in before['topic'].values())} records in "
           f"{env['AIRFLOW_HOME']}/pyconnect/pyconnect.db")
+    print(f"  lake: {data / 'lake'}/topics/{TOPIC}/partition=<p>/ ({len(before['lake']['files'])} files)")
     print(f"  Parquet totals: {data / 'out' / 'orders_daily_totals'}/date=<day>/ "
           f"({sum(len(v) for v in parquet.values())} rows)")
     print(f"  archive: {', '.join(arch['files'])} ({arch['lines']} lines, {arch['distinct']} distinct orders)")

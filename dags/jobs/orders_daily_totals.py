@@ -1,12 +1,16 @@
 """PySpark job: per-customer totals of one day's orders, read from exactly a committed offset range.
 
     spark-submit dags/jobs/orders_daily_totals.py --backend sqlite:///var/pyconnect.db \\
-        --ranges '{"orders": {"0": [0, 381]}}' --date 2026-01-01 --output var/out/orders_daily_totals
+        --ranges '{"orders": {"0": [0, 381]}}' --date 2026-01-01 --output var/out/orders_daily_totals \\
+        [--lake var/data/lake]
 
 Reads the records of ``--ranges`` (the committed ranges of the source run, in its XCom shape, either
-form: ``[from, to]`` or exact span lists) with the ``pyconnect`` data source, the JSON orders arriving as
-typed columns (``schema`` option, parsed in Arrow batches; ``FAILFAST``: a record that is not an order
-fails the job, naming its topic, partition and offset), and writes one row per customer
+form: ``[from, to]`` or exact span lists). With ``--lake`` (the example DAG): from the ParquetSink's files
+under that path that hold exactly those ranges (:func:`connect_runtime.spark.read_lake`: Spark's own
+``spark.read.parquet``; a range that is not exactly a set of files fails the job, naming it), amounts
+cast to ``decimal(12,2)``. Without it: from the store with the ``pyconnect`` data source, the JSON orders
+arriving as typed columns (``schema`` option, parsed in Arrow batches; ``FAILFAST``: a record that is not
+an order fails the job, naming its topic, partition and offset). Either way it writes one row per customer
 (``customer, orders, items, amount, date``) as Parquet partitioned by ``date``. The write replaces
 only the partition ``date=<--date>`` (``partitionOverwriteMode=dynamic``): running the job again for
 the same day and ranges gives the same rows, and other days are never touched. An empty range
@@ -23,6 +27,8 @@ import sys
 import time
 
 ORDER_SCHEMA = "order_id string, customer string, amount decimal(12,2), items int, ts string, channel string"
+LAKE_SCHEMA = "order_id string, customer string, amount double, items long, ts string, channel string"
+"""The lake's Parquet types (the DAG's ``parquet.schema``)."""
 SUMMARY_PREFIX = "ORDERS_DAILY_TOTALS"
 
 
@@ -32,6 +38,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--ranges", required=True, help='committed ranges JSON: {"orders": {"0": [from, to]}}')
     parser.add_argument("--date", required=True, help="the day (YYYY-MM-DD): the output partition")
     parser.add_argument("--output", required=True, help="Parquet dataset directory")
+    parser.add_argument("--lake", default=None,
+                        help="read the ranges from the ParquetSink's files under this path (fsspec URL or directory)")
     parser.add_argument("--max-records-per-partition", type=int, default=None,
                         help="input partitions no longer than this (default: the data source's)")
     return parser.parse_args(argv)
@@ -43,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from connect_runtime.spark import read_ranges
+    from connect_runtime.spark import read_lake, read_ranges
 
     spark = (SparkSession.builder.appName(f"orders_daily_totals {args.date}")
              .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
@@ -53,8 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         limits = ({} if args.max_records_per_partition is None
                   else {"max_records_per_partition": args.max_records_per_partition})
-        orders = read_ranges(spark, args.backend, args.ranges, schema=ORDER_SCHEMA, mode="FAILFAST",
-                             metadata_columns="", **limits)
+        if args.lake:
+            orders = (read_lake(spark, args.lake, args.ranges, schema=LAKE_SCHEMA)
+                      .select("customer", F.col("amount").cast("decimal(12,2)").alias("amount"),
+                              F.col("items").cast("int").alias("items")))
+        else:
+            orders = read_ranges(spark, args.backend, args.ranges, schema=ORDER_SCHEMA, mode="FAILFAST",
+                                 metadata_columns="", **limits)
         invalid = (F.col("customer").isNull() | F.col("amount").isNull() | F.col("items").isNull()).cast("int")
         totals = (orders.groupBy("customer")
                   .agg(F.count(F.lit(1)).alias("orders"), F.sum("items").cast("long").alias("items"),
@@ -72,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
              .write.mode("overwrite").partitionBy("date").parquet(args.output))
         summary = {"date": args.date, "input_records": int(input_records), "rows": rows,
                    "output": f"{args.output}/date={args.date}" if rows else None,
-                   "ranges": json.loads(args.ranges), "seconds": round(time.monotonic() - t0, 2)}
+                   "ranges": json.loads(args.ranges),
+                   "read": "lake" if args.lake else "store", "seconds": round(time.monotonic() - t0, 2)}
         print(f"{SUMMARY_PREFIX} {json.dumps(summary)}", flush=True)
     finally:
         spark.stop()

@@ -118,6 +118,6 @@ def test_example_dags_parse_without_heavy_imports() -> None:
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["heavy"] == []
     assert result["tasks"] == {
-        "example_orders_pipeline": ["archive", "day_files", "handoff", "ingest", "input_complete", "totals"],
+        "example_orders_pipeline": ["archive", "day_files", "handoff", "ingest", "input_complete", "lake", "totals"],
         "example_orders_downstream": ["order_stats"],
     }
