@@ -5,7 +5,7 @@
 
 Per size, N orders of about 60 bytes of JSON are committed to an embedded (SQLite) store (one partition), and:
 
-(b) **write**, runs alternating, records/s best and median, the ratio of the medians:
+(b) **write**, runs alternating (who goes first too), records/s best and median, the ratio of the medians:
 
 - ``ParquetSink``: ``run_sink`` with ``connect_runtime.connectors.lake.ParquetSink`` (``flush.size``, snappy,
   local files; JsonConverter) into a fresh directory: everything, from consumer poll to the published files;
@@ -14,7 +14,8 @@ Per size, N orders of about 60 bytes of JSON are committed to an embedded (SQLit
   the same names: the same files, with no offsets bookkeeping (no footer metadata, no recovery, no atomic
   publication). Target: ParquetSink >= 0.9x.
 
-(a) **read**, one warm SparkSession (``local[2]``), ``count(*)`` and ``sum(amount)``:
+(a) **read**, one warm SparkSession (``local[2]``), ``count(*)`` and ``sum(amount)``, each run starting with
+another reader:
 
 - ``read_lake``: ``connect_runtime.spark.read_lake`` of the committed range (listing and footers included);
 - ``parquet (pyarrow files)``: ``spark.read.parquet`` of the pyarrow loop's files (the physical limit).
@@ -183,9 +184,11 @@ def main() -> int:
                 lake = plain = Path()
                 for run in range(args.runs):
                     lake, plain = Path(tmp) / f"lake-{n}-{run}", Path(tmp) / f"plain-{n}-{run}"
-                    writes["ParquetSink"].append(n / sink(url, lake, n, args.flush_size, run,
-                                                                  args.profile and not run))
-                    writes["pyarrow loop"].append(n / pyarrow_loop(url, plain, n, args.flush_size))
+                    order = ["ParquetSink", "pyarrow loop"][::-1 if run % 2 else 1]  # who goes first alternates
+                    for name in order:
+                        writes[name].append(n / (sink(url, lake, n, args.flush_size, run, args.profile and not run)
+                                                 if name == "ParquetSink" else
+                                                 pyarrow_loop(url, plain, n, args.flush_size)))
                     if run:  # keep the last run's files for the reads
                         shutil.rmtree(Path(tmp) / f"lake-{n}-{run - 1}")
                         shutil.rmtree(Path(tmp) / f"plain-{n}-{run - 1}")
@@ -200,9 +203,10 @@ def main() -> int:
                     _query(make)
                 reads: dict[str, list[float]] = {name: [] for name in readers}
                 results: set[tuple[int, float]] = set()
-                for _ in range(args.runs):
-                    for name, make in readers.items():
-                        seconds, result = _query(make)
+                names = list(readers)
+                for run in range(args.runs):
+                    for name in names[run % len(names):] + names[:run % len(names)]:  # each run starts elsewhere
+                        seconds, result = _query(readers[name])
                         reads[name].append(n / seconds)
                         results.add(result)
                 if len(results) != 1 or next(iter(results))[0] != n:
