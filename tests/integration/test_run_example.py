@@ -73,7 +73,7 @@ def test_run_example_then_its_ui_on_another_port(tmp_path: Path) -> None:
                           "--rerun", ""], cwd=REPO, env=_env(), capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     assert "run_example: OK" in run.stdout
-    assert "Task logs shown by the UI's log API: 6 of 6 task instances" in run.stdout, run.stdout[-2000:]
+    assert "Task logs shown by the UI's log API: 7 of 7 task instances" in run.stdout, run.stdout[-2000:]
     af_home = home / "airflow"
     (manual_run,) = _query(af_home, "SELECT run_id FROM dag_run WHERE dag_id = ?", DAG_ID)
 
