@@ -188,8 +188,14 @@ def read_kafka_range(spark: SparkSession, backend_url: str, ranges: Any, *, fail
     (:func:`kafka_jars` as ``spark.jars``); the rules are in :mod:`connect_runtime.spark_kafka`.
 
     Parse a JSON value with ``F.from_json(F.col("value").cast("string"), schema)``. ``options`` are more
-    source options (``kafka.security.protocol``, ...), under their own names.
+    source options (``kafka.security.protocol``, ...), under their own names; ``minPartitions`` defaults to
+    the session's default parallelism (as :func:`read_ranges`), so one partition's range is split over the
+    cores instead of read by one task.
     """
+    if "minPartitions" not in options:
+        parallelism = _parallelism(spark)
+        if parallelism:
+            options["minPartitions"] = parallelism
     reads = kafka_read_options(ranges, backend_url, fail_on_data_loss=fail_on_data_loss, options=options)
     if not reads:  # nothing committed: an empty frame of the source's columns
         return spark.createDataFrame([], KAFKA_SCHEMA)
