@@ -1,6 +1,6 @@
 """Hand a source run's committed offset ranges to a ``SparkSubmitOperator``, with no Jinja in the DAG.
 
-Three pieces:
+Four pieces:
 
 - :func:`spark_handoff` (run it in a small ``@task`` after the source operator): the backend URL of
   the source's connection plus the committed ranges of its XCom,
@@ -21,6 +21,9 @@ Three pieces:
 
   :func:`committed_ranges_arg` / :func:`backend_arg` are the two Jinja strings on their own; they
   also take a plain source run result (its ``ranges``).
+- :func:`spark_kafka_jars`: on the Kafka backend, the ``--jars`` of Spark's own Kafka source
+  (``spark_submit_kwargs(..., kafka=True)`` passes them), so the job reads its range natively with
+  :func:`connect_runtime.spark.read_kafka_range` instead of the Python data source.
 - :func:`spark_env`: ``PYSPARK_PYTHON`` = this interpreter and ``PATH`` starting with its ``bin``
   directory, so ``spark-submit`` of the virtualenv is found and Spark's Python workers run the
   same Python (with ``connect_runtime`` importable) without the user exporting anything.
@@ -100,6 +103,18 @@ def spark_conf(extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     return conf
 
 
+def spark_kafka_jars() -> str:
+    """The ``--jars`` value (comma-separated absolute paths; also good as ``spark.jars``) that gives a Spark job
+    Spark's own Kafka source, matching the installed pyspark, for
+    :func:`connect_runtime.spark.read_kafka_range` on the Kafka backend. Cheap (lists one directory).
+
+    :raises FileNotFoundError: naming ``scripts/fetch_spark_kafka.sh``, when the jars were not fetched.
+    """
+    from connect_runtime.spark_kafka import kafka_jars
+
+    return ",".join(kafka_jars())
+
+
 def spark_submit_kwargs(
     handoff: Any,
     *,
@@ -108,6 +123,7 @@ def spark_submit_kwargs(
     args: Sequence[str] = (),
     conf: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
+    kafka: bool = False,
 ) -> dict[str, Any]:
     """Keyword arguments for ``SparkSubmitOperator`` that hand the job its committed ranges.
 
@@ -120,9 +136,11 @@ def spark_submit_kwargs(
     :param args: more application arguments, after ``--backend <url> --ranges <json>``.
     :param conf: more Spark conf (merged over :func:`spark_conf`).
     :param env: more environment variables (merged over :func:`spark_env`).
-    :return: ``{"application_args": [...], "conf": {...}, "env_vars": {...}}``.
+    :param kafka: also pass ``jars`` (:func:`spark_kafka_jars`), so a job on the Kafka backend reads its range
+        with Spark's own Kafka source (:func:`connect_runtime.spark.read_kafka_range`).
+    :return: ``{"application_args": [...], "conf": {...}, "env_vars": {...}}`` (and ``"jars"`` with ``kafka``).
     """
-    return {
+    kwargs: dict[str, Any] = {
         "application_args": [
             "--backend", backend if backend is not None else backend_arg(handoff, key),
             "--ranges", committed_ranges_arg(handoff, key),
@@ -131,6 +149,9 @@ def spark_submit_kwargs(
         "conf": spark_conf(conf),
         "env_vars": spark_env(env),
     }
+    if kafka:
+        kwargs["jars"] = spark_kafka_jars()
+    return kwargs
 
 
 # ----------------------------------------------------------------------------------------- handoff
@@ -187,5 +208,6 @@ __all__ = [
     "spark_conf",
     "spark_env",
     "spark_handoff",
+    "spark_kafka_jars",
     "spark_submit_kwargs",
 ]

@@ -106,6 +106,12 @@ bulk); the Kafka backend builds columns from each ``consume()`` batch. Spark can
 Python data source, so every column of the schema is built whatever the query uses: choose
 ``metadata.columns`` (each costs; ``headers`` most) and put only the fields you need in ``schema``.
 
+Kafka backend, natively: :func:`read_kafka_range` reads a committed range with Spark's own Kafka source
+(``read_committed``, ``startingOffsets`` / ``endingOffsets`` from the ranges; no row crosses Python), as
+fast as Spark reads the same records from a file; its options are :func:`kafka_read_options`, its jars
+:func:`kafka_jars` (``scripts/fetch_spark_kafka.sh``). See :mod:`connect_runtime.spark_kafka`. The Python
+data source stays for what only it can do: the SQLite backend, streaming, typed parsing in the source.
+
 This is the only package of ``connect_runtime`` that imports pyspark, and nothing imports it at
 module level: ``connect_runtime`` itself works without pyspark installed.
 """
@@ -138,6 +144,11 @@ from connect_runtime.spark._source import (
     PyConnectReader,
     PyConnectStreamReader,
 )
+from connect_runtime.spark_kafka import kafka_jars, kafka_read_options
+
+KAFKA_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+                "timestampType int")
+"""The columns of Spark's Kafka source (batch read, without ``includeHeaders``)."""
 
 
 def register(spark: SparkSession) -> None:
@@ -175,6 +186,32 @@ def read_ranges(spark: SparkSession, backend: str, ranges: str | Mapping[str, An
     return reader.load()
 
 
+def read_kafka_range(spark: SparkSession, backend_url: str, ranges: Any, *, fail_on_data_loss: bool = True,
+                     **options: Any) -> DataFrame:
+    """Exactly the committed records of ``ranges`` on the Kafka backend ``backend_url``, read natively by
+    Spark's own Kafka source (``spark.read.format("kafka")``; columns ``key, value`` (binary), ``topic,
+    partition, offset, timestamp, timestampType``). The session needs the source's jars
+    (:func:`kafka_jars` as ``spark.jars``); the rules are in :mod:`connect_runtime.spark_kafka`.
+
+    Parse a JSON value with ``F.from_json(F.col("value").cast("string"), schema)``. ``options`` are more
+    source options (``kafka.security.protocol``, ...), under their own names; ``minPartitions`` defaults to
+    the session's default parallelism (as :func:`read_ranges`), so one partition's range is split over the
+    cores instead of read by one task.
+    """
+    if "minPartitions" not in options:
+        parallelism = _parallelism(spark)
+        if parallelism:
+            options["minPartitions"] = parallelism
+    reads = kafka_read_options(ranges, backend_url, fail_on_data_loss=fail_on_data_loss, options=options)
+    if not reads:  # nothing committed: an empty frame of the source's columns
+        return spark.createDataFrame([], KAFKA_SCHEMA)
+    frames = [spark.read.format("kafka").options(**read).load() for read in reads]
+    df = frames[0]
+    for more in frames[1:]:
+        df = df.unionByName(more)
+    return df
+
+
 def parse_json_value(df: DataFrame, schema: StructType | str, column: str = "value") -> DataFrame:
     """``df`` with its JSON text column ``column`` replaced by the parsed value (``from_json``).
 
@@ -189,14 +226,18 @@ def parse_json_value(df: DataFrame, schema: StructType | str, column: str = "val
 __all__ = [
     "DEFAULT_MAX_RECORDS_PER_PARTITION",
     "FORMAT",
+    "KAFKA_SCHEMA",
     "OffsetRangePartition",
     "PyConnectDataSource",
     "PyConnectReader",
     "PyConnectStreamReader",
+    "kafka_jars",
+    "kafka_read_options",
     "lake_files",
     "parse_json_value",
     "parse_ranges",
     "plan_partitions",
+    "read_kafka_range",
     "read_lake",
     "read_ranges",
     "register",

@@ -17,6 +17,7 @@ from airflow_pyconnect.spark import (
     ranges_span,
     spark_conf,
     spark_env,
+    spark_kafka_jars,
     spark_submit_kwargs,
 )
 
@@ -87,3 +88,16 @@ def test_ranges_span_counts_offsets_of_single_and_multiple_spans() -> None:
     assert ranges_span({}) == 0
 
 
+
+
+def test_kafka_jobs_get_the_jars_of_sparks_kafka_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYCONNECT_SPARK_KAFKA_HOME", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match=r"fetch_spark_kafka\.sh"):
+        spark_submit_kwargs("handoff", kafka=True)
+    (tmp_path / "jars").mkdir()
+    for name in ("spark-sql-kafka-0-10_2.13-4.2.0.jar", "commons-pool2-2.13.1.jar"):
+        (tmp_path / "jars" / name).write_bytes(b"")
+    want = ",".join(str(tmp_path / "jars" / n) for n in ("commons-pool2-2.13.1.jar", "spark-sql-kafka-0-10_2.13-4.2.0.jar"))
+    assert spark_kafka_jars() == want
+    assert spark_submit_kwargs("handoff", kafka=True)["jars"] == want
+    assert "jars" not in spark_submit_kwargs("handoff")

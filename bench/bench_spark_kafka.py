@@ -1,0 +1,121 @@
+"""Spark's own Kafka source over a committed range vs ``spark.read.schema(...).json(...)`` of the same records.
+
+    .venv/bin/python bench/bench_spark_kafka.py [--records 300000 1000000] [--runs 3]
+
+Needs Apache Kafka 4.4.0 (``bash scripts/fetch_kafka.sh``) and Spark's Kafka source
+(``bash scripts/fetch_spark_kafka.sh``). One Apache Kafka broker (``_kafka.apache_kafka``) and one SparkSession
+(``local[2]``, the Kafka source's jars as ``spark.jars``), warm: per size, N orders of about 60 bytes of JSON
+(the records of ``bench_spark_read.py``) are committed to a Kafka topic in transactions of 10,000 records (a
+transaction marker after each) and written to a JSON-lines file. Each run computes ``count(*)`` and
+``sum(amount)`` over
+
+- ``json file``: ``spark.read.schema(SCHEMA).json(path)``;
+- ``kafka source``: :func:`connect_runtime.spark.read_kafka_range` over the committed range
+  (``read_committed``, starting/ending offsets), the value parsed with ``from_json`` and the schema;
+- ``kafka, tuned``: the same with the consumer settings of ``TUNED`` (a fixed group id so Spark's consumer pool
+  reuses consumers across queries, short fetch waits, larger fetches).
+
+Runs alternate between the two after one warm-up each; records/s per run, best and median, and the ratio of the
+medians (kafka / json file). The results are checked equal. No timed asserts. The issue's target: the Kafka path
+at least 0.9x the JSON read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from _kafka import apache_kafka
+from bench_spark_read import SCHEMA, _fill, _run, _values
+
+TUNED = {
+    # one group id for every query: Spark's executor-side consumer pool is keyed by it, so consumers (and their
+    # connections) are reused across queries instead of made per query; harmless with `assign` (no group
+    # membership, Spark never commits offsets)
+    "kafka.group.id": "bench-spark-kafka",
+    # a fetch that finds nothing (a transaction marker at the end of a split) returns at once, not after 500 ms
+    "kafka.fetch.max.wait.ms": "10",
+    # fewer, larger fetches than the consumer's 1 MiB per partition
+    "kafka.max.partition.fetch.bytes": str(16 << 20),
+    "kafka.fetch.max.bytes": str(64 << 20),
+}
+
+
+def _session() -> Any:
+    from pyspark.sql import SparkSession
+
+    from connect_runtime.spark import kafka_jars
+
+    spark = (SparkSession.builder.master("local[2]").appName("bench_spark_kafka")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2").config("spark.jars", ",".join(kafka_jars()))
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _readers(spark: Any, url: str, ranges: dict[str, Any], path: Path) -> dict[str, Callable[[], Any]]:
+    from pyspark.sql import functions as F
+
+    from connect_runtime.spark import read_kafka_range
+
+    def kafka(**options: Any) -> Any:
+        return (read_kafka_range(spark, url, ranges, **options)
+                .select(F.from_json(F.col("value").cast("string"), SCHEMA).alias("v")).select("v.*"))
+
+    return {
+        "json file": lambda: spark.read.schema(SCHEMA).json(str(path)),
+        "kafka source": kafka,
+        "kafka, tuned": lambda: kafka(**TUNED),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, nargs="+", default=[300_000])
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+    with tempfile.TemporaryDirectory(prefix="bench_spark_kafka_") as tmp, apache_kafka(Path(tmp) / "kafka") as boot:
+        spark = _session()
+        try:
+            for n in args.records:
+                url = f"kafka://{boot}"
+                values = _values(n)
+                ranges = _fill(url, values)  # topic "orders": a second size appends to the same topic
+                path = Path(tmp) / f"orders-{n}.jsonl"
+                path.write_bytes(b"\n".join(values) + b"\n")
+                del values
+                readers = _readers(spark, url, ranges, path)
+                rates: dict[str, list[float]] = {name: [] for name in readers}
+                results: set[tuple[object, ...]] = set()
+                for make in readers.values():  # warm-up: JIT, the Kafka consumers' first connections
+                    results.add(_run(make())[1])
+                for _ in range(args.runs):
+                    for name, make in readers.items():
+                        seconds, result = _run(make())
+                        rates[name].append(n / seconds)
+                        results.add(result)
+                if len(results) != 1 or next(iter(results))[0] != n:
+                    raise SystemExit(f"readers disagree: {results}")
+                base = statistics.median(rates["json file"])
+                print(f"\n{n:,} records, {args.runs} runs, local[2], count(*) and sum(amount), ranges {ranges}")
+                for name, rs in rates.items():
+                    med = statistics.median(rs)
+                    print(f"  {name:14s} best {max(rs):>12,.0f} rec/s  median {med:>12,.0f} rec/s  "
+                          f"ratio {med / base:.2f}x")
+        finally:
+            spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

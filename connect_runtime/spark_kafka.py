@@ -1,0 +1,155 @@
+"""Spark's own Kafka source over committed ranges: its read options and where its jars are.
+
+On the Kafka backend a committed range is read natively by Spark's Kafka source
+(``org.apache.spark:spark-sql-kafka-0-10``), not through the Python data source: no row crosses Python.
+This module is pure (no pyspark, no Kafka client, no I/O but listing the jar cache), so the provider can
+call it at DAG parse time and the unit tests without Spark; :func:`connect_runtime.spark.read_kafka_range`
+runs the read.
+
+The rules that make the read exact:
+
+- ``startingOffsets`` / ``endingOffsets`` per partition are one span ``[from, to)`` of the ranges (ending is
+  exclusive in Spark as in :mod:`connect_runtime.ranges`), and ``assign`` names exactly those partitions (not
+  ``subscribe``, which would need offsets for every partition of the topic).
+- ``kafka.isolation.level=read_committed``: a span may hold transaction markers and records of another
+  writer's aborted transaction; Spark's consumer skips them (it tells such gaps from lost data by the
+  consumer's position after each poll), so the read returns exactly the committed records.
+- ``failOnDataLoss=true`` by default: a span whose records retention already deleted fails the read
+  instead of silently returning less.
+- A partition with several spans (another writer committed between them) cannot be one Kafka read:
+  :func:`kafka_read_options` returns one option set per round of spans, which ``read_kafka_range`` unions.
+
+Jars: ``scripts/fetch_spark_kafka.sh`` fetches the Kafka source matching the installed pyspark with Maven
+into ``$PYCONNECT_SPARK_KAFKA_HOME`` (default ``~/.cache/airflow-pyconnect/spark-kafka-<pyspark version>``),
+``jars/`` in it, keeping only what pyspark does not ship itself (the source, its token provider,
+``kafka-clients``, ``commons-pool2``). :func:`kafka_jars` lists them for ``spark.jars`` / ``--jars``.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from connect_runtime import ranges as ranges_mod
+
+HOME_ENV = "PYCONNECT_SPARK_KAFKA_HOME"
+FETCH_COMMAND = "bash scripts/fetch_spark_kafka.sh"
+SOURCE_ARTIFACT = "spark-sql-kafka-0-10"
+EARLIEST = -2
+"""Spark's per-partition ``startingOffsets`` value for the earliest offset."""
+
+
+def _pyspark_jars_dir() -> Path:
+    spec = importlib.util.find_spec("pyspark")  # locates the package without importing it (cheap)
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError("pyspark is not installed: Spark's Kafka source is matched to its version")
+    return Path(spec.origin).parent / "jars"
+
+
+def pyspark_versions() -> tuple[str, str, Path]:
+    """``(spark version, Scala binary version, pyspark's jars directory)`` of the installed pyspark, which the
+    fetched Kafka source must match (``4.2.0``, ``2.13``)."""
+    version = importlib.metadata.version("pyspark")
+    jars = _pyspark_jars_dir()
+    cores = sorted(jars.glob("spark-core_*.jar"))
+    if not cores:
+        raise FileNotFoundError(f"no spark-core_<scala>-*.jar in {jars}: is pyspark installed completely?")
+    scala = cores[0].name[len("spark-core_"):].split("-", 1)[0]
+    return version, scala, jars
+
+
+def spark_kafka_home() -> Path:
+    """Where ``scripts/fetch_spark_kafka.sh`` puts the jars (in ``jars/``): ``$PYCONNECT_SPARK_KAFKA_HOME`` or
+    ``~/.cache/airflow-pyconnect/spark-kafka-<pyspark version>``."""
+    configured = os.environ.get(HOME_ENV, "").strip()
+    if configured:
+        return Path(configured).expanduser()
+    return Path.home() / ".cache" / "airflow-pyconnect" / f"spark-kafka-{importlib.metadata.version('pyspark')}"
+
+
+def kafka_jars(home: Path | str | None = None) -> list[str]:
+    """Absolute paths of the jars Spark's Kafka source needs beyond pyspark's own (for ``spark.jars``,
+    comma-joined, or ``spark-submit --jars``).
+
+    :raises FileNotFoundError: naming the fetch command, when they were not fetched.
+    """
+    jars_dir = (Path(home).expanduser() if home is not None else spark_kafka_home()) / "jars"
+    jars = sorted(str(p.resolve()) for p in jars_dir.glob("*.jar")) if jars_dir.is_dir() else []
+    if not any(Path(j).name.startswith(SOURCE_ARTIFACT) for j in jars):
+        raise FileNotFoundError(f"Spark's Kafka source ({SOURCE_ARTIFACT}) is not in {jars_dir}: fetch it with "
+                                f"`{FETCH_COMMAND}` (set {HOME_ENV} to use another place)")
+    return jars
+
+
+def bootstrap_servers(backend: str) -> str:
+    """``host:port[,host:port]`` from a ``kafka://`` backend URL (the backend's own parser) or as given."""
+    if "://" not in backend:
+        return backend
+    from connect_runtime.backends.kafka._client import _parse_bootstrap  # the one parser of kafka:// URLs
+
+    return _parse_bootstrap(backend)
+
+
+def _read_spans(value: Any) -> ranges_mod.SpanMap:
+    """The spans to read: committed ranges (any shape :func:`connect_runtime.ranges.parse` takes), or an
+    offset target (``{topic: {partition: next offset}}``, a sink run's result), read from the earliest offset."""
+    data = ranges_mod.structured(value, "ranges")
+    try:
+        return ranges_mod.parse(data)
+    except ranges_mod.RangesFormatError:
+        targets = ranges_mod.offset_targets(data, "ranges")
+    spans: ranges_mod.SpanMap = {}
+    for tp, end in targets.items():
+        spans.setdefault(tp.topic, {})[tp.partition] = [(EARLIEST, end)]
+    return spans
+
+
+def kafka_read_options(ranges: Any, bootstrap: str, *, fail_on_data_loss: bool = True,
+                       options: Mapping[str, Any] | None = None) -> list[dict[str, str]]:
+    """Options of ``spark.read.format("kafka")`` that read exactly the committed records of ``ranges``.
+
+    :param ranges: a source run's committed ranges (``{topic: {"<p>": [from, to]}}``, span lists, a whole
+        run result or a :func:`airflow_pyconnect.spark.spark_handoff` XCom, or their JSON), or an offset
+        target (``{topic: {"<p>": next offset}}``, a sink run's result), read from the earliest offset.
+    :param bootstrap: ``host:port[,host:port]`` or the ``kafka://`` backend URL.
+    :param fail_on_data_loss: Spark's ``failOnDataLoss``: fail when records of the range are gone (retention).
+    :param options: more options, over these (``kafka.security.protocol``, ``kafka.sasl.jaas.config``, ...).
+    :return: one option set per read: one when every partition has one span; when another writer's records
+        sit between spans of a partition, one per round of spans (the i-th span of each partition), to union.
+        Empty when the ranges hold nothing.
+    """
+    spans = _read_spans(ranges)
+    rounds = max((len(s) for parts in spans.values() for s in parts.values()), default=0)
+    base = {
+        "kafka.bootstrap.servers": bootstrap_servers(bootstrap),
+        "kafka.isolation.level": "read_committed",
+        "failOnDataLoss": "true" if fail_on_data_loss else "false",
+    }
+    reads: list[dict[str, str]] = []
+    for i in range(rounds):
+        assign: dict[str, list[int]] = {}
+        starting: dict[str, dict[str, int]] = {}
+        ending: dict[str, dict[str, int]] = {}
+        for topic in sorted(spans):
+            for partition in sorted(spans[topic]):
+                if i < len(spans[topic][partition]):
+                    first, end = spans[topic][partition][i]
+                    assign.setdefault(topic, []).append(partition)
+                    starting.setdefault(topic, {})[str(partition)] = first
+                    ending.setdefault(topic, {})[str(partition)] = end
+        read = dict(base)
+        read["assign"] = json.dumps(assign, separators=(",", ":"))
+        read["startingOffsets"] = json.dumps(starting, separators=(",", ":"))
+        read["endingOffsets"] = json.dumps(ending, separators=(",", ":"))
+        read.update({str(k): str(v) for k, v in (options or {}).items()})
+        reads.append(read)
+    return reads
+
+
+__all__ = ["EARLIEST", "FETCH_COMMAND", "HOME_ENV", "bootstrap_servers", "kafka_jars", "kafka_read_options",
+           "pyspark_versions", "spark_kafka_home"]
