@@ -301,8 +301,12 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
             # into C instead of two, so a commit on the committer thread needs the GIL less often
             self._commit(deadline, timeout)
             written = self.tracker.written()
-        except BaseException:  # an interrupt too: the transaction is aborted before the exception goes on
+        except BaseException as exc:  # an interrupt too: the transaction is aborted before the exception goes on
             self._abort_after_failure(timeout)
+            if self._fenced and isinstance(exc, BackendError) and not isinstance(exc, ProducerFencedError):
+                # Apache Kafka 4 may answer a fenced producer's EndTxn with UNKNOWN_SERVER_ERROR; the fencing
+                # itself shows in the abort that follows: say what happened, not the broker's vague answer
+                raise self._fenced_error(exc) from exc
             raise
         self._in_txn = False
         self._txn_batches = []
