@@ -1,8 +1,8 @@
 """tests/unit stays fast: no subprocess, no Spark, no Airflow DAG run (those tests live in tests/integration).
 
 An autouse fixture makes starting a process (``subprocess.Popen``, which ``subprocess.run`` and the CLI's
-helpers use, and ``os.fork``, which ``multiprocessing`` uses) and ``DAG.test()`` raise, and fails a test after
-which ``pyspark`` is imported.
+helpers use, and ``os.fork``, which ``multiprocessing`` uses) and ``DAG.test()`` raise, and fails a test that
+imports ``pyspark``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ def _fast_only(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) 
         from airflow.sdk.definitions.dag import DAG
 
         monkeypatch.setattr(DAG, "test", _refuse("runs an Airflow DAG with dag.test()"))
+    spark_before = "pyspark" in sys.modules  # the whole suite runs integration tests (Spark) first
     yield
-    if "pyspark" in sys.modules:
+    if not spark_before and "pyspark" in sys.modules:
         pytest.fail(f"{MOVE} (pyspark is imported, by it or by its module): {request.node.nodeid}",
                     pytrace=False)
