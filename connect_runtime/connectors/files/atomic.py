@@ -17,23 +17,11 @@ from pathlib import Path
 from typing import IO
 
 from connect_runtime.api.records import TopicPartition
+from connect_runtime.connectors._fs import fsync_dir
 from connect_runtime.connectors.files._formats import extension
 
 INFLIGHT_PREFIX = ".inflight-"
 _PAD = 20
-
-
-def fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse fsync on a directory
-    finally:
-        os.close(fd)
 
 
 def write_atomically(path: Path, data: bytes, *, fsync: bool = True) -> None:

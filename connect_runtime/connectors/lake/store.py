@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 
 from connect_runtime.api.errors import ConnectError
 from connect_runtime.api.records import TopicPartition
+from connect_runtime.connectors._fs import fsync_dir
 from connect_runtime.connectors.lake._config import LakeConfig
 
 log = logging.getLogger(__name__)
@@ -181,7 +182,7 @@ class Lake:
                 raise FileExists(path) from None
             finally:
                 os.unlink(tmp)
-            _fsync_dir(directory)
+            fsync_dir(directory)
             return
         self.fs.makedirs(directory, exist_ok=True)
         self.fs.pipe_file(tmp, data)
@@ -231,19 +232,6 @@ def recover(lake: Lake, tp: TopicPartition) -> Recovered:
         out.schema = footers[-1].schema
         break
     return out
-
-
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse fsync on a directory
-    finally:
-        os.close(fd)
 
 
 def scrub(text: str, cfg: LakeConfig) -> str:

@@ -7,8 +7,6 @@ tests/integration/connect_runtime/test_spark_lake.py."""
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import fsspec
@@ -25,18 +23,6 @@ from connect_runtime.ranges import RangesFormatError, interval_spans
 from connect_runtime.runtime.sink import run_sink
 
 TOPIC = "orders"
-
-
-@pytest.fixture(params=["file", "memory"])
-def root(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "file":
-        yield f"file://{tmp_path / 'lake'}"
-    else:
-        url = f"memory://lake-{uuid.uuid4().hex[:8]}"
-        yield url
-        fs = fsspec.filesystem("memory")
-        if fs.exists(url):
-            fs.rm(url, recursive=True)
 
 
 def put(root: str, p: int, start: int, end: int, *, encoded: str | None = None, group_size: int = 1,

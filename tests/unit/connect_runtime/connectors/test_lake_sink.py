@@ -7,9 +7,7 @@ removed, fencing by generation, offsets get/alter/reset, partitioners, bad input
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import fsspec
@@ -32,18 +30,6 @@ TOPIC = "orders"
 def backend(sqlite_url: str) -> Iterator[Backend]:
     with open_backend(sqlite_url) as be:
         yield be
-
-
-@pytest.fixture(params=["file", "memory"])
-def root(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "file":
-        yield f"file://{tmp_path / 'lake'}"
-    else:
-        url = f"memory://lake-{uuid.uuid4().hex[:8]}"
-        yield url
-        fs = fsspec.filesystem("memory")
-        if fs.exists(url):
-            fs.rm(url, recursive=True)
 
 
 def fill(backend: Backend, values: list[Any], partitions: int = 2, start: int = 0, raw: bool = False) -> None:
