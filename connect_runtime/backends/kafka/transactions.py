@@ -169,6 +169,9 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
             forced={"enable.idempotence": True, "transactional.id": transactional_id},
         )
         self._fenced = False
+        # a fencing code was seen (not merely a fatal error: a broker restart mid-EndTxn may leave the producer
+        # fatally in INVALID_TXN_STATE, which a new producer rides out, while a fencing is final)
+        self._fencing_seen = False
         conf["error_cb"] = self._error_cb
         super().__init__(backend, conf, track_metadata,
                          f"transactional producer {transactional_id!r} for {backend.bootstrap}", sparse_reports=True)
@@ -183,6 +186,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
         # librdkafka reports the fatal "fenced" error here; later calls fail with a bare _STATE error
         if err.code() in _FENCED_CODES or err.fatal():
             self._fenced = True
+            self._fencing_seen |= err.code() in _FENCED_CODES
         self.backend._error_cb(err)
 
     def _fenced_error(self, exc: BaseException | None) -> ProducerFencedError:
@@ -195,6 +199,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
     def _is_fenced(self, exc: BaseException) -> bool:
         err = _kafka_error(exc)
         if err is not None and (err.code() in _FENCED_CODES or err.fatal()):
+            self._fencing_seen |= err.code() in _FENCED_CODES
             return True
         if not self._fenced:
             try:
@@ -205,10 +210,11 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                 cause = _kafka_error(polled)
                 if cause is not None and (cause.code() in _FENCED_CODES or cause.fatal()):
                     self._fenced = True
+                    self._fencing_seen |= cause.code() in _FENCED_CODES
             # a produce after fencing fails with a bare _STATE error; the cause is in a delivery report
             for failed in (self.tracker.error, *self._offset_errors):
                 if failed is not None and failed.code() in _FENCED_CODES:
-                    self._fenced = True
+                    self._fenced = self._fencing_seen = True
         return self._fenced
 
     def _failure(self, exc: BaseException, doing: str) -> Exception:
@@ -303,9 +309,11 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
             written = self.tracker.written()
         except BaseException as exc:  # an interrupt too: the transaction is aborted before the exception goes on
             self._abort_after_failure(timeout)
-            if self._fenced and isinstance(exc, BackendError) and not isinstance(exc, ProducerFencedError):
+            if self._fencing_seen and isinstance(exc, BackendError) and not isinstance(exc, ProducerFencedError):
                 # Apache Kafka 4 may answer a fenced producer's EndTxn with UNKNOWN_SERVER_ERROR; the fencing
-                # itself shows in the abort that follows: say what happened, not the broker's vague answer
+                # itself shows in the abort that follows: say what happened, not the broker's vague answer (a
+                # fatal error without a fencing code, e.g. INVALID_TXN_STATE after a broker restart, stays what
+                # it was, so the run rides it out with a new producer)
                 raise self._fenced_error(exc) from exc
             raise
         self._in_txn = False
