@@ -26,6 +26,7 @@ from connect_runtime.api.connector import (
     SourceConnector,
     SourceConnectorContext,
 )
+from connect_runtime.api.data import Field, Schema, SchemaAndValue, SchemaBuilder, SchemaType, Struct
 from connect_runtime.api.errors import (
     BackendError,
     BackendUnavailableError,
@@ -72,6 +73,7 @@ __all__ = [
     "DestinationOffsets",
     "ErrantRecordReporter",
     "ExactlyOnceSupport",
+    "Field",
     "Headers",
     "Importance",
     "OffsetStorageReader",
@@ -81,6 +83,10 @@ __all__ = [
     "Range",
     "RecordMetadata",
     "RetriableError",
+    "Schema",
+    "SchemaAndValue",
+    "SchemaBuilder",
+    "SchemaType",
     "SinkConnector",
     "SinkConnectorContext",
     "SinkRecord",
@@ -91,6 +97,7 @@ __all__ = [
     "SourceRecord",
     "SourceTask",
     "SourceTaskContext",
+    "Struct",
     "TopicPartition",
     "TransactionContext",
     "Transformation",

@@ -5,12 +5,20 @@ receives in ``put()``. Values are plain Python objects (dict, list, str, number,
 configured converters turn them into bytes on the way to a topic and back on the way out.
 Headers are a list of ``(name, value)`` pairs (``value`` is ``str``, ``bytes`` or ``None``), in order,
 and names may repeat, as in Kafka.
+
+``key_schema`` / ``value_schema`` are the Connect schemas (:class:`~connect_runtime.api.data.Schema`) of the key
+and value, as in Kafka Connect's records; ``None`` for schemaless data (plain JSON values), which keeps working
+unchanged. A schema-aware converter (Avro, JSON with ``schemas.enable=true``) sets them on the sink side and
+reads them on the source side.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from connect_runtime.api.data import Schema
 
 Headers = list[tuple[str, "str | bytes | None"]]
 
@@ -34,7 +42,7 @@ class RecordMetadata(NamedTuple):
 class ConnectRecord:
     """Fields shared by source and sink records."""
 
-    __slots__ = ("headers", "key", "partition", "timestamp", "topic", "value")
+    __slots__ = ("headers", "key", "key_schema", "partition", "timestamp", "topic", "value", "value_schema")
 
     topic: str
     partition: int | None
@@ -42,6 +50,15 @@ class ConnectRecord:
     value: Any
     timestamp: int | None
     headers: Headers | None
+    key_schema: Schema | None
+    value_schema: Schema | None
+
+    def __getattr__(self, name: str) -> Any:
+        # only for a slot never set: records built with object.__new__ and plain stores (the runtime's and
+        # connectors' fast paths, written before records had schemas) are schemaless
+        if name in _SCHEMA_SLOTS:
+            return None
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
@@ -53,6 +70,9 @@ class ConnectRecord:
     def __repr__(self) -> str:
         fields = ", ".join(f"{s}={getattr(self, s)!r}" for s in _all_slots(type(self)))
         return f"{type(self).__name__}({fields})"
+
+
+_SCHEMA_SLOTS = frozenset({"key_schema", "value_schema"})
 
 
 def _all_slots(cls: type) -> list[str]:
@@ -85,6 +105,8 @@ class SourceRecord(ConnectRecord):
         partition: int | None = None,
         timestamp: int | None = None,
         headers: Headers | None = None,
+        key_schema: Schema | None = None,
+        value_schema: Schema | None = None,
     ) -> None:
         self.source_partition = source_partition
         self.source_offset = source_offset
@@ -94,6 +116,8 @@ class SourceRecord(ConnectRecord):
         self.value = value
         self.timestamp = timestamp
         self.headers = headers
+        self.key_schema = key_schema
+        self.value_schema = value_schema
 
     def new_record(self, **changes: Any) -> SourceRecord:
         """A copy with some fields replaced (what transforms use); the source coordinates are kept."""
@@ -120,6 +144,8 @@ class SinkRecord(ConnectRecord):
         key: Any = None,
         timestamp: int | None = None,
         headers: Headers | None = None,
+        key_schema: Schema | None = None,
+        value_schema: Schema | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -128,6 +154,8 @@ class SinkRecord(ConnectRecord):
         self.value = value
         self.timestamp = timestamp
         self.headers = headers
+        self.key_schema = key_schema
+        self.value_schema = value_schema
 
     @property
     def topic_partition(self) -> TopicPartition:

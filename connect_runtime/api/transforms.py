@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from connect_runtime.api.config import ConfigDef
+from connect_runtime.api.data import Schema, SchemaAndValue
 from connect_runtime.api.records import ConnectRecord, Headers
 
 R = TypeVar("R", bound=ConnectRecord)
@@ -34,6 +35,21 @@ class Converter(abc.ABC):
     @abc.abstractmethod
     def to_connect(self, topic: str, data: bytes | None, headers: Headers | None = None) -> Any:
         """Deserialise bytes read from ``topic``; raise :class:`DataError` naming what is wrong."""
+
+    def from_connect_data(self, topic: str, schema: Schema | None, value: Any,
+                          headers: Headers | None = None) -> bytes | None:
+        """Serialise ``value`` of ``schema`` (Kafka Connect's ``fromConnectData``). Schemaless converters ignore
+        the schema (the default here); schema-aware ones (``SCHEMA_AWARE``) override this."""
+        return self.from_connect(topic, value, headers)
+
+    def to_connect_data(self, topic: str, data: bytes | None, headers: Headers | None = None) -> SchemaAndValue:
+        """Deserialise bytes into the value and its schema (Kafka Connect's ``toConnectData``); the schema is
+        ``None`` for a schemaless converter (the default here)."""
+        return SchemaAndValue(None, self.to_connect(topic, data, headers))
+
+    SCHEMA_AWARE: ClassVar[bool] = False
+    """True for a converter whose :meth:`from_connect_data` / :meth:`to_connect_data` use schemas: the pipeline
+    then calls those and carries ``key_schema`` / ``value_schema`` on the records."""
 
     def config_def(self) -> ConfigDef:
         return ConfigDef()

@@ -21,8 +21,10 @@ def _slots(cls: type) -> set[str]:
 
 # The fast copies below name every field; should the record classes ever grow one, fall back.
 _FAST_SOURCE = _slots(SourceRecord) == {
-    "source_partition", "source_offset", "topic", "partition", "key", "value", "timestamp", "headers"}
-_FAST_SINK = _slots(SinkRecord) == {"topic", "partition", "offset", "key", "value", "timestamp", "headers"}
+    "source_partition", "source_offset", "topic", "partition", "key", "value", "timestamp", "headers", "key_schema",
+    "value_schema"}
+_FAST_SINK = _slots(SinkRecord) == {"topic", "partition", "offset", "key", "value", "timestamp", "headers",
+                                    "key_schema", "value_schema"}
 
 
 def replaced(record: Any, field: str, new: Any) -> Any:
@@ -34,6 +36,7 @@ def replaced(record: Any, field: str, new: Any) -> Any:
             "source_partition": record.source_partition, "source_offset": record.source_offset,
             "topic": record.topic, "partition": record.partition, "key": record.key,
             "value": record.value, "timestamp": record.timestamp, "headers": record.headers,
+            "key_schema": record.key_schema, "value_schema": record.value_schema,
         }
         fields[field] = new
         return SourceRecord(**fields)
@@ -41,7 +44,7 @@ def replaced(record: Any, field: str, new: Any) -> Any:
         fields = {
             "topic": record.topic, "partition": record.partition, "offset": record.offset,
             "key": record.key, "value": record.value, "timestamp": record.timestamp,
-            "headers": record.headers,
+            "headers": record.headers, "key_schema": record.key_schema, "value_schema": record.value_schema,
         }
         fields[field] = new
         return SinkRecord(**fields)
