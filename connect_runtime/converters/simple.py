@@ -23,8 +23,7 @@ Converter settings come from the connector config with the prefix removed: ``val
 schemas.enable=false`` reaches the value converter as ``schemas.enable``. Only schemaless JSON is
 supported, so ``schemas.enable`` must be false (the default here, unlike Kafka Connect).
 
-:data:`ALIASES` maps the Kafka Connect class names (and the short class names) to these classes;
-:mod:`connect_runtime.runtime.plugins` reads it (this module imports only the connector API).
+The package's :data:`~connect_runtime.converters.ALIASES` maps the Kafka Connect class names to these classes.
 """
 
 from __future__ import annotations
@@ -252,17 +251,5 @@ _BYTES_OR_NONE = {bytes, type(None)}
 _NEWLINE_SAFE = frozenset({"utf-8", "ascii", "latin-1", "iso8859-1", "cp1252"})
 """Codecs (``codecs.lookup(...).name``) in which text joined with newlines splits back at the same places."""
 
-ALIASES: dict[str, str] = {}
-"""Kafka Connect and short class names of the converters here, mapped to their dotted paths."""
-_HERE = __name__
-for _cls, _kafka_name in (
-    (JsonConverter, "org.apache.kafka.connect.json.JsonConverter"),
-    (StringConverter, "org.apache.kafka.connect.storage.StringConverter"),
-    (ByteArrayConverter, "org.apache.kafka.connect.converters.ByteArrayConverter"),
-):
-    ALIASES.setdefault(_kafka_name, f"{_HERE}.{_cls.__name__}")
-    ALIASES.setdefault(_cls.__name__, f"{_HERE}.{_cls.__name__}")
-
-
-__all__ = ["ALIASES", "ByteArrayConverter", "JsonConverter", "StringConverter", "json_batch", "json_default",
+__all__ = ["ByteArrayConverter", "JsonConverter", "StringConverter", "json_batch", "json_default",
            "json_loads_exact"]

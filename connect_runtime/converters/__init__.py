@@ -1,0 +1,32 @@
+"""Converters: the bytes on a topic and the Python values (and Connect schemas) a task sees.
+
+- :mod:`.simple`: :class:`JsonConverter` (the default), :class:`StringConverter` (the default header converter),
+  :class:`ByteArrayConverter`.
+
+Every converter here is importable from this package (``connect_runtime.converters.JsonConverter``, the path the
+runtime's defaults name). :data:`ALIASES` maps the Kafka Connect class names (and the short class names) to their
+dotted paths; :mod:`connect_runtime.runtime.plugins` reads it. Converters import only the connector API and their
+libraries.
+"""
+
+from __future__ import annotations
+
+from connect_runtime.api.jsoncodec import json_batch, json_default, json_loads_exact
+from connect_runtime.converters.simple import ByteArrayConverter, JsonConverter, StringConverter
+
+for _cls in (ByteArrayConverter, JsonConverter, StringConverter):
+    _cls.__module__ = __name__  # their public home: the name dead letter headers and logs report
+
+ALIASES: dict[str, str] = {}
+"""Kafka Connect and short class names of the converters, mapped to their dotted paths (under this package)."""
+for _path, _kafka_name in (
+    ("JsonConverter", "org.apache.kafka.connect.json.JsonConverter"),
+    ("StringConverter", "org.apache.kafka.connect.storage.StringConverter"),
+    ("ByteArrayConverter", "org.apache.kafka.connect.converters.ByteArrayConverter"),
+):
+    ALIASES.setdefault(_kafka_name, f"{__name__}.{_path}")
+    ALIASES.setdefault(_path.rsplit(".", 1)[-1], f"{__name__}.{_path}")
+
+
+__all__ = ["ALIASES", "ByteArrayConverter", "JsonConverter", "StringConverter", "json_batch", "json_default",
+           "json_loads_exact"]
