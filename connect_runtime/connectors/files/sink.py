@@ -236,17 +236,17 @@ class FileSinkTask(SinkTask):
         meta = [f for f in self._fields if f != "value"]
         if w.columns is None:
             first = recs[0].value
-            value_cols = self._csv_columns or (list(first) if isinstance(first, dict) else ["value"])
+            value_cols = self._csv_columns or (list(first) if isinstance(first, Mapping) else ["value"])
             w.columns = meta + value_cols
         header = csv_line(w.columns) if w.size == 0 else b""  # every file starts with the header
         value_cols = w.columns[len(meta):]
 
         def row_of(r: SinkRecord) -> bytes:
             v = r.value
-            if value_cols == ["value"] and not isinstance(v, dict):
+            if value_cols == ["value"] and not isinstance(v, Mapping):
                 vals: list[Any] = [v]
             else:
-                if not isinstance(v, dict):
+                if not isinstance(v, Mapping):  # a dict, or a Struct of a schema-aware converter
                     raise DataError(f"csv needs a dict value, got {type(v).__name__}")
                 extra = [k for k in v if k not in value_cols]
                 if extra:
