@@ -13,7 +13,9 @@ from typing import Any
 
 from connect_runtime.api.config import ConfigDef, Importance, Range, Type, ValidString, non_empty_string
 from connect_runtime.api.connector import DestinationOffsets, SinkConnector
+from connect_runtime.api.data import Struct
 from connect_runtime.api.errors import ConfigError, ConnectError, DataError
+from connect_runtime.api.jsoncodec import typed_json_default
 from connect_runtime.api.records import SinkRecord, TopicPartition
 from connect_runtime.api.sink import SinkTask
 from connect_runtime.connectors.files._formats import VERSION, csv_line, encode, encode_lines, text_line
@@ -248,6 +250,8 @@ class FileSinkTask(SinkTask):
             else:
                 if not isinstance(v, Mapping):  # a dict, or a Struct of a schema-aware converter
                     raise DataError(f"csv needs a dict value, got {type(v).__name__}")
+                if isinstance(v, Struct):
+                    v = typed_json_default(v)  # its fields, BYTES ones in base64 (as in jsonl)
                 extra = [k for k in v if k not in value_cols]
                 if extra:
                     raise DataError(f"value has fields {extra} not among the CSV columns {value_cols}")

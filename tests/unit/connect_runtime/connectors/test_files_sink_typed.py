@@ -65,8 +65,9 @@ def test_struct_values_in_csv_cells(tmp_path: Path, sqlite_url: str) -> None:
     text = b"".join(p.read_bytes() for p in committed_files(tmp_path / "out", TOPIC, 0, "csv")).decode()
     rows = list(csv.DictReader(text.splitlines()))
     assert [r["id"] for r in rows] == [str(i) for i in range(N)]
-    assert rows[1]["amount"] == "2469134.02" and rows[1]["day"] == "2026-01-03"
-    assert rows[1]["ts"] == "2026-01-01T00:02:02.002000+00:00" and rows[1]["ok"] == "True"
+    assert rows[2]["amount"] == "2469134.02" and rows[2]["day"] == "2026-01-03"
+    assert rows[2]["ts"] == "2026-01-01T00:02:02.002000+00:00" and rows[2]["ok"] == "True"
+    assert rows[0]["raw"] == "AP8A" and rows[0]["at"] == "00:04:05.123000"
     assert json.loads(rows[0]["addr"]) == {"city": "Oslo", "zip": None} and rows[2]["addr"] == ""
 
 
