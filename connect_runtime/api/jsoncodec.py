@@ -59,27 +59,26 @@ a JSON number would be read as a binary float by most readers), an instant as IS
 ``"03:04:05.123000"``), bytes in standard padded base64. The same forms SqlSource gives its columns."""
 
 
-_BINARY = (bytes, bytearray, memoryview)
-
-
-def _struct_field(v: Any) -> Any:
-    """A field value of a Struct: bytes (a ``BYTES`` field, also inside an array or map) in base64 here, since a
-    writer's own rule for top-level bytes (e.g. FileSink's UTF-8 text) must not apply to binary fields."""
-    if isinstance(v, _BINARY):
-        return _base64(v)
+def plain_json(v: Any) -> Any:
+    """Connect data as plain JSON values (what ``json.dumps`` takes as it is): a :class:`Struct` (nested too) the
+    dict of its fields (defaults applied), lists and dicts walked, every typed value and bytes in its
+    :data:`JSON_FORMS` form; anything else returned as it is."""
+    if isinstance(v, Struct):
+        return {k: plain_json(x) for k, x in v.items()}
     if isinstance(v, list):
-        return [_struct_field(x) for x in v]
+        return [plain_json(x) for x in v]
     if isinstance(v, dict):
-        return {k: _struct_field(x) for k, x in v.items()}
-    return v
+        return {k: plain_json(x) for k, x in v.items()}
+    conv = JSON_FORMS.get(type(v))
+    return v if conv is None else conv(v)
 
 
 def typed_json_default(o: Any) -> Any:
     """A ``default`` for :mod:`json` / orjson writing Connect data as plain JSON: a :class:`Struct` is the object
-    of its fields (defaults applied; nested structs go through this again; ``BYTES`` fields in base64), a typed
+    of its fields (:func:`plain_json`: defaults applied, ``BYTES`` fields in base64), a typed
     value is its :data:`JSON_FORMS` form; anything else as :func:`json_default`."""
     if isinstance(o, Struct):
-        return {k: _struct_field(v) for k, v in o.items()}
+        return plain_json(o)  # BYTES fields in base64 here: a writer's rule for top-level bytes does not apply
     conv = JSON_FORMS.get(type(o))
     if conv is None:
         conv = next((c for t, c in JSON_FORMS.items() if isinstance(o, t)), None)
@@ -136,4 +135,4 @@ def json_loads_exact(data: bytes) -> Any:
     return json.loads(data.decode("utf-8"))
 
 
-__all__ = ["JSON_FORMS", "json_batch", "json_default", "json_loads_exact", "typed_json_default"]
+__all__ = ["JSON_FORMS", "json_batch", "json_default", "json_loads_exact", "plain_json", "typed_json_default"]
