@@ -17,9 +17,6 @@ from connect_runtime.api.data import Date, Decimal, Schema, SchemaType, Struct, 
 from connect_runtime.api.jsoncodec import JSON_FORMS, plain_json
 from connect_runtime.api.records import SinkRecord
 
-DECIMAL_PRECISION = "connect.decimal.precision"
-"""The schema parameter giving a Decimal's precision (Confluent's AvroData sets it from the Avro schema)."""
-
 DEFAULT_DECIMAL_PRECISION = 38
 """A Decimal's precision when its schema does not say: the largest Spark's DecimalType and Arrow's decimal128
 take, so the column reads the same in PostgreSQL, Parquet and Spark (the JDBC sink leaves it unconstrained)."""
@@ -30,9 +27,7 @@ _COMPOUND = frozenset({SchemaType.ARRAY, SchemaType.MAP, SchemaType.STRUCT})
 def decimal_precision(schema: Schema) -> int:
     """The precision of a Decimal schema: ``connect.decimal.precision`` or :data:`DEFAULT_DECIMAL_PRECISION`,
     at least its scale."""
-    raw = (schema.parameters or {}).get(DECIMAL_PRECISION)
-    precision = int(raw) if raw and raw.isdigit() and int(raw) > 0 else DEFAULT_DECIMAL_PRECISION
-    return max(precision, Decimal.scale(schema))
+    return max(Decimal.precision(schema) or DEFAULT_DECIMAL_PRECISION, Decimal.scale(schema))
 
 
 def column_type(schema: Schema, dialect: str, key: bool) -> Any:
@@ -165,5 +160,5 @@ class StructRows:
         return self.row(value) if isinstance(value, Struct) else value
 
 
-__all__ = ["DECIMAL_PRECISION", "DEFAULT_DECIMAL_PRECISION", "StructRows", "column_type", "decimal_precision",
+__all__ = ["DEFAULT_DECIMAL_PRECISION", "StructRows", "column_type", "decimal_precision",
            "default_text", "field_schemas", "nullable", "sql_literal"]
