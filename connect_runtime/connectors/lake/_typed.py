@@ -74,6 +74,11 @@ def arrow_field(name: str, schema: Schema) -> pa.Field:
     return pa.field(name, arrow_type(schema), nullable=schema.optional)
 
 
+_Prepare = Callable[[list[Any]], list[Any]]
+_Plan = tuple[pa.Schema, Callable[[Any], Any], list[_Prepare | None]]
+"""A Connect schema's Arrow schema, the getter of its field values from a Struct, each column's preparation."""
+
+
 class TypedTables:
     """Struct values of one Connect schema at a time into Arrow tables; the Arrow schema of each Connect schema
     is worked out once. ``declared``: ``parquet.schema``'s column types, ``json_fields`` its ``json`` ones."""
@@ -81,19 +86,19 @@ class TypedTables:
     def __init__(self, declared: Mapping[str, pa.DataType], json_fields: set[str]) -> None:
         self.declared = declared
         self.json_fields = json_fields
-        self._plans: dict[Schema, tuple[pa.Schema, Callable[[Any], Any], list[Callable[[list[Any]], list[Any]] | None]]] = {}
+        self._plans: dict[Schema, _Plan] = {}
 
     def arrow_schema(self, schema: Schema) -> pa.Schema:
         return self._plan(schema)[0]
 
-    def _plan(self, schema: Schema) -> tuple[pa.Schema, Callable[[Any], Any],
-                                             list[Callable[[list[Any]], list[Any]] | None]]:
+    def _plan(self, schema: Schema) -> _Plan:
         plan = self._plans.get(schema)
         if plan is None:
             if schema.type is not SchemaType.STRUCT or not schema.fields:
                 raise DataError(f"ParquetSink writes a record value as a row of its fields: the value schema is "
                                 f"{schema.type.name}{'' if schema.fields else ' without fields'}, not a STRUCT")
-            fields, prepare = [], []
+            fields: list[pa.Field] = []
+            prepare: list[_Prepare | None] = []
             for f in schema.fields:
                 if f.name in self.json_fields:
                     fields.append(pa.field(f.name, pa.string()))
