@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 
 from connect_runtime import ConnectError, run_sink
+from connect_runtime.api import SinkRecord, TopicPartition
+from connect_runtime.api.data import Schema, SchemaBuilder, Struct
 from connect_runtime.connectors.sql._typed import column_type
-from tests.support.sql import cfg, execute, produce, query
-from tests.support.typed import ORDER, order, order_json
+from tests.support.sql import cfg, execute, open_task, produce, query
+from tests.support.typed import ORDER, order, order_json, struct_of
 
 N = 9
 
@@ -158,3 +160,31 @@ def test_the_schema_type_rule(field: Any, pg: str) -> None:
     from sqlalchemy.dialects import postgresql
 
     assert column_type(field.schema, "postgresql", False).compile(dialect=postgresql.dialect()) == pg
+
+
+def test_sink_records_with_a_struct_key_and_key_schema_upsert(pg_database: str) -> None:
+    """SinkRecords built directly (as a schema-aware converter gives them): a Struct key of a key schema makes
+    the primary key column, typed by the key schema; upserts replace the row of a key."""
+    key_schema = SchemaBuilder.struct().name("shop.OrderKey").field("order_no", Schema.INT32_SCHEMA).build()
+    tp = TopicPartition("orders", 0)
+
+    def rec(offset: int, i: int, qty: int) -> SinkRecord:
+        value = struct_of(ORDER, {**order_json(i), "qty": qty})
+        return SinkRecord(topic="orders", partition=0, offset=offset, key=Struct(key_schema).put("order_no", i),
+                          key_schema=key_schema, value=value, value_schema=ORDER)
+
+    config = cfg(pg_database, **{"auto.create": "true", "insert.mode": "upsert", "pk.mode": "record_key"})
+    task, _ = open_task(config, 1, [tp])
+    try:
+        task.put([rec(0, 1, 10), rec(1, 2, 20), rec(2, 1, 11)])
+        assert task.pre_commit({tp: 3}) == {}
+    finally:
+        task.stop()
+    cols = _columns(pg_database)
+    assert cols["order_no"] == ("integer", 32, 0, "NO", None) and cols["qty"][0] == "integer"
+    assert query(pg_database, "SELECT order_no, qty, amount::text, ts FROM orders ORDER BY order_no") == [
+        (1, 11, "1234567.01", dt.datetime(2026, 1, 1, 0, 1, 1, 1000, tzinfo=dt.UTC)),
+        (2, 20, "2469134.02", dt.datetime(2026, 1, 1, 0, 2, 2, 2000, tzinfo=dt.UTC))]
+    pk = query(pg_database, "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND "
+                            "a.attnum = ANY(i.indkey) WHERE i.indrelid = 'orders'::regclass AND i.indisprimary")
+    assert pk == [("order_no",)]
