@@ -574,6 +574,10 @@ def validate_value(schema: Schema, value: Any, where: str = "the value") -> None
             validate_value(schema.value_schema, item, f"{where}[{k!r}]")
 
 
+_DEFAULTS: dict[Schema, tuple[tuple[int, Any], ...]] = {}
+"""Per struct schema: the positions and defaults of its fields that have one (for ``Struct.field_values``)."""
+
+
 class Struct(Mapping[str, Any]):
     """A value of a ``STRUCT`` schema (Kafka Connect's ``Struct``). ``put`` validates each field's value;
     ``get`` gives a field's value or, when unset, its schema's default; ``validate`` checks that every required
@@ -614,6 +618,20 @@ class Struct(Mapping[str, Any]):
             return default
         value = self._values[f.index]
         return f.schema.default if value is None else value
+
+    def field_values(self) -> list[Any]:
+        """Every field's value in the schema's field order, as indexing reads them (defaults applied): what a
+        sink turns a batch of structs into columns with, one call per struct instead of one per field."""
+        values = list(self._values)
+        if None in values:
+            defaults = _DEFAULTS.get(self.schema)
+            if defaults is None:
+                defaults = _DEFAULTS[self.schema] = tuple((f.index, f.schema.default) for f in self.schema.fields
+                                                          if f.schema.default is not None)
+            for i, default in defaults:
+                if values[i] is None:
+                    values[i] = default
+        return values
 
     def get_without_default(self, name: str) -> Any:
         return self._values[self._field(name).index]

@@ -12,6 +12,7 @@ import base64
 import datetime as _dt
 import decimal
 import enum
+import functools
 import json
 import uuid
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from connect_runtime.api.data import Struct
+from connect_runtime.api.data import Schema, SchemaType, Struct
 
 _ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
 """Dataclasses and datetimes are not JSON values for :mod:`json` either: orjson must refuse them too."""
@@ -73,12 +74,31 @@ def plain_json(v: Any) -> Any:
     return v if conv is None else conv(v)
 
 
+@functools.lru_cache(maxsize=256)
+def _struct_plan(schema: Schema) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """A struct schema's field names, and the positions of the fields :func:`plain_json` must walk (BYTES,
+    arrays and maps, which may hold bytes or typed values orjson would not reach through ``default``)."""
+    names = tuple(f.name for f in schema.fields)
+    walk = tuple(f.index for f in schema.fields if f.schema.type in _WALK)
+    return names, walk
+
+
+_WALK = frozenset({SchemaType.BYTES, SchemaType.ARRAY, SchemaType.MAP})
+
+
 def typed_json_default(o: Any) -> Any:
     """A ``default`` for :mod:`json` / orjson writing Connect data as plain JSON: a :class:`Struct` is the object
     of its fields (:func:`plain_json`: defaults applied, ``BYTES`` fields in base64), a typed
     value is its :data:`JSON_FORMS` form; anything else as :func:`json_default`."""
     if isinstance(o, Struct):
-        return plain_json(o)  # BYTES fields in base64 here: a writer's rule for top-level bytes does not apply
+        # the fields as they are (nested structs and typed values come back here), except BYTES fields (base64
+        # here: a writer's own rule for top-level bytes does not apply) and arrays and maps (walked)
+        names, walk = _struct_plan(o.schema)
+        values = o.field_values()
+        for i in walk:
+            if values[i] is not None:
+                values[i] = plain_json(values[i])
+        return dict(zip(names, values, strict=True))
     conv = JSON_FORMS.get(type(o))
     if conv is None:
         conv = next((c for t, c in JSON_FORMS.items() if isinstance(o, t)), None)

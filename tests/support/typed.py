@@ -68,7 +68,7 @@ def order_json(i: int) -> dict[str, Any]:
     """The plain JSON object of order ``i`` (ToStruct's input); every third leaves the optional fields null."""
     full = i % 3 != 2
     return {
-        "id": i, "qty": i * 2 - 5, "small": -300 + i if full else None, "tiny": -7 if full else None,
+        "id": i, "qty": i * 2 - 5, "small": -300 + i % 1000 if full else None, "tiny": -7 if full else None,
         "price": 1.5 if full else None, "ratio": i / 7 if full else None, "ok": i % 2 == 0, "name": f"n{i}é",
         "raw": base64.b64encode(bytes([0, 255, i % 256])).decode() if full else None,
         "amount": f"{i * 1234567 % 100000000}.{i % 100:02d}", "total": f"-{i}.125" if full else None,

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from operator import itemgetter
 from typing import Any
 
 import pyarrow as pa
@@ -110,10 +109,8 @@ class TypedTables:
                                    else None)
                 else:
                     fields.append(arrow_field(f.name, f.schema))
-                    prepare.append(_plain_nested if f.schema.type in _COMPOUND else None)
-            names = [f.name for f in schema.fields]
-            getter: Callable[[Any], Any] = itemgetter(*names) if len(names) > 1 else (lambda s: (s[names[0]],))
-            plan = self._plans[schema] = (pa.schema(fields), getter, prepare)
+                    prepare.append(_plain_nested if _holds_structs(f.schema) else None)
+            plan = self._plans[schema] = (pa.schema(fields), Struct.field_values, prepare)
         return plan
 
     def table(self, records: list[SinkRecord], schema: Schema) -> pa.Table:
@@ -141,6 +138,13 @@ class TypedTables:
                                 "null but its schema is not optional")
             arrays.append(arr)
         return pa.Table.from_arrays(arrays, schema=arrow)
+
+
+def _holds_structs(schema: Schema) -> bool:
+    """Whether values of ``schema`` may hold Structs (which pyarrow builds struct columns from as dicts)."""
+    if schema.type is SchemaType.STRUCT:
+        return True
+    return any(s is not None and _holds_structs(s) for s in (schema.key_schema, schema.value_schema))
 
 
 def _first_bad(data: list[Any], typ: pa.DataType) -> int:

@@ -10,7 +10,7 @@ columns, their values in plain JSON forms (:func:`connect_runtime.api.jsoncodec.
 from __future__ import annotations
 
 import json
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Any
 
 from connect_runtime.api.data import Date, Decimal, Schema, SchemaType, Struct, Time, Timestamp
@@ -137,7 +137,7 @@ class StructRows:
         shape = self._shapes.get(schema)
         if shape is None:
             names = tuple(f.name for f in schema.fields)
-            getter = itemgetter(*names) if len(names) > 1 else (lambda s: (s[names[0]],) if names else ())
+            getter = Struct.field_values
             compound = tuple(f.name for f in schema.fields if f.schema.type in _COMPOUND)
             shape = self._shapes[schema] = (names, getter, compound)
         return shape
