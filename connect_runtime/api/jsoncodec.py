@@ -60,18 +60,31 @@ a JSON number would be read as a binary float by most readers), an instant as IS
 ``"03:04:05.123000"``), bytes in standard padded base64. The same forms SqlSource gives its columns."""
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def plain_json(v: Any) -> Any:
     """Connect data as plain JSON values (what ``json.dumps`` takes as it is): a :class:`Struct` (nested too) the
     dict of its fields (defaults applied), lists and dicts walked, every typed value and bytes in its
-    :data:`JSON_FORMS` form; anything else returned as it is."""
+    :data:`JSON_FORMS` form; anything else returned as it is (a list or dict of JSON scalars is not copied)."""
+    t = type(v)
+    if t in _SCALARS:
+        return v
+    if t is list:
+        return v if set(map(type, v)) <= _SCALARS else [plain_json(x) for x in v]
+    if t is dict:
+        return v if set(map(type, v.values())) <= _SCALARS else {k: plain_json(x) for k, x in v.items()}
     if isinstance(v, Struct):
-        return {k: plain_json(x) for k, x in v.items()}
+        names, _ = _struct_plan(v.schema)
+        return dict(zip(names, map(plain_json, v.field_values()), strict=True))
+    conv = JSON_FORMS.get(t)
+    if conv is not None:
+        return conv(v)
     if isinstance(v, list):
         return [plain_json(x) for x in v]
     if isinstance(v, dict):
         return {k: plain_json(x) for k, x in v.items()}
-    conv = JSON_FORMS.get(type(v))
-    return v if conv is None else conv(v)
+    return v
 
 
 @functools.lru_cache(maxsize=256)

@@ -109,6 +109,14 @@ _ISO_TEXT = {
 }
 
 
+def _as_text(values: Sequence[Any], kinds: set[type], conv: Callable[[Any], str]) -> list[Any]:
+    """Typed values as the text PostgreSQL's COPY reads back exactly (cheaper than the driver's adaptation of each
+    object): a decimal's digits, ISO 8601 (an aware datetime keeps its offset)."""
+    if type(None) in kinds:
+        return [None if v is None else conv(v) for v in values]
+    return list(map(conv, values))
+
+
 def _each(conv: Callable[[Any], Any]) -> ColumnCoercer:
     def column(values: Sequence[Any], text_ok: bool) -> Sequence[Any]:
         return [v if v is None else conv(v) for v in values]
@@ -128,8 +136,8 @@ def column_coercer(col_type: Any, copy_json: bool) -> ColumnCoercer | None:
     if conv is _decimal:
         def decimal(values: Sequence[Any], text_ok: bool) -> Sequence[Any]:
             kinds = set(map(type, values))
-            if kinds <= _DECIMAL_NONE:
-                return values  # decimal.Decimal (typed records): bound as they are
+            if kinds <= _DECIMAL_NONE:  # decimal.Decimal (typed records): their text into COPY, else as they are
+                return _as_text(values, kinds, Decimal.__str__) if text_ok else values
             if kinds == _STR:
                 if text_ok and _DECIMAL_TEXT.fullmatch(",".join(values)):
                     return values
@@ -148,8 +156,8 @@ def column_coercer(col_type: Any, copy_json: bool) -> ColumnCoercer | None:
 
     def iso(values: Sequence[Any], text_ok: bool) -> Sequence[Any]:
         kinds = set(map(type, values))
-        if kinds <= native:
-            return values  # date, time or datetime values (typed records): bound as they are
+        if kinds <= native:  # date, time or datetime values (typed records): ISO text into COPY, else as they are
+            return _as_text(values, kinds, kind.isoformat) if text_ok else values
         if kinds == _STR:
             try:
                 parsed = list(map(parse, values))
