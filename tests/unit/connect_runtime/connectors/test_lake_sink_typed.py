@@ -115,3 +115,15 @@ def test_a_value_that_does_not_fit_its_column_is_named(root: str, sqlite_url: st
     else:
         run_sink(cfg, sqlite_url)
         assert [r["id"] for t in _tables(root) for r in t.to_pylist()] == [0, 1, 2, 4, 5]
+
+
+def test_parquet_schema_still_wins_for_the_fields_it_declares(root: str, sqlite_url: str) -> None:
+    _fill(sqlite_url, [order_json(i) for i in range(3)])
+    run_sink(_config(root, **{"parquet.schema": json.dumps({"addr": "json", "amount": "string", "qty": "int64"})}),
+             sqlite_url)
+    (table,) = _tables(root)
+    assert str(table.schema.field("addr").type) == "string" and str(table.schema.field("amount").type) == "string"
+    assert table.schema.field("qty").type == pa.int64() and str(table.schema.field("total").type) == "decimal128(38, 3)"
+    rows = table.to_pylist()
+    assert [r["amount"] for r in rows] == ["0.00", "1234567.01", "2469134.02"]
+    assert json.loads(rows[0]["addr"]) == {"city": "Oslo", "zip": None} and rows[2]["addr"] is None
