@@ -26,16 +26,13 @@ from connect_runtime.api.jsoncodec import json_default, json_loads_exact
 from connect_runtime.api.records import SinkRecord
 from connect_runtime.api.sink import ErrantRecordReporter
 from connect_runtime.connectors.lake._typed import TypedTables
+from connect_runtime.connectors.lake._typed import where as _where
 
 _DECLARED: dict[str, pa.DataType] = {
     "string": pa.string(), "int64": pa.int64(), "int32": pa.int32(), "double": pa.float64(),
     "float": pa.float32(), "boolean": pa.bool_(), "binary": pa.binary(), "timestamp_ms": pa.timestamp("ms"),
     "date32": pa.date32(), "json": pa.string(),
 }
-
-
-def _where(r: SinkRecord) -> str:
-    return f"{r.topic}-{r.partition}@{r.offset}"
 
 
 def _as_object(r: SinkRecord) -> dict[str, Any]:

@@ -120,7 +120,7 @@ class TypedTables:
         values = [r.value for r in records]
         for r, v in zip(records, values, strict=True):
             if not isinstance(v, Struct) or (v.schema is not schema and v.schema != schema):
-                raise DataError(f"ParquetSink cannot write record {_where(r)}: its value is a {type(v).__name__}, "
+                raise DataError(f"ParquetSink cannot write record {where(r)}: its value is a {type(v).__name__}, "
                                 f"not a Struct of its value schema {schema.name or ''}".rstrip())
         columns = list(zip(*map(getter, values), strict=True)) if values else [() for _ in arrow]
         arrays = []
@@ -130,11 +130,11 @@ class TypedTables:
                 arr = pa.array(data, type=field.type)
             except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
                 bad = _first_bad(data, field.type)
-                raise DataError(f"ParquetSink cannot write record {_where(records[bad])}: field {field.name!r} "
+                raise DataError(f"ParquetSink cannot write record {where(records[bad])}: field {field.name!r} "
                                 f"({type(data[bad]).__name__}) does not fit its column {field.type}: {exc}") from None
             if not field.nullable and arr.null_count:
                 bad = next(i for i, x in enumerate(data) if x is None)
-                raise DataError(f"ParquetSink cannot write record {_where(records[bad])}: field {field.name!r} is "
+                raise DataError(f"ParquetSink cannot write record {where(records[bad])}: field {field.name!r} is "
                                 "null but its schema is not optional")
             arrays.append(arr)
         return pa.Table.from_arrays(arrays, schema=arrow)
@@ -156,7 +156,8 @@ def _first_bad(data: list[Any], typ: pa.DataType) -> int:
     return 0
 
 
-def _where(r: SinkRecord) -> str:
+def where(r: SinkRecord) -> str:
+    """A record's place, as messages name it: ``topic-partition@offset``."""
     return f"{r.topic}-{r.partition}@{r.offset}"
 
 
@@ -179,4 +180,4 @@ def _json_text(col: list[Any]) -> list[Any]:
             for v in col]
 
 
-__all__ = ["DEFAULT_DECIMAL_PRECISION", "TypedTables", "arrow_field", "arrow_type"]
+__all__ = ["DEFAULT_DECIMAL_PRECISION", "TypedTables", "arrow_field", "arrow_type", "where"]
