@@ -2,6 +2,9 @@
 
 - :mod:`.simple`: :class:`JsonConverter` (the default), :class:`StringConverter` (the default header converter),
   :class:`ByteArrayConverter`.
+- :mod:`.avro`: ``AvroConverter`` (Confluent's, over a Schema Registry; :mod:`._avro_data` maps Connect schemas to
+  Avro, :mod:`._registry` holds the Schema Registry settings the registry converters share). Not imported here:
+  confluent-kafka loads only when a config names a registry converter (by its dotted path or alias).
 
 Every converter here is importable from this package (``connect_runtime.converters.JsonConverter``, the path the
 runtime's defaults name). :data:`ALIASES` maps the Kafka Connect class names (and the short class names) to their
@@ -24,6 +27,9 @@ for _path, _kafka_name in (
     ("StringConverter", "org.apache.kafka.connect.storage.StringConverter"),
     ("ByteArrayConverter", "org.apache.kafka.connect.converters.ByteArrayConverter"),
 ):
+    ALIASES.setdefault(_kafka_name, f"{__name__}.{_path}")
+    ALIASES.setdefault(_path.rsplit(".", 1)[-1], f"{__name__}.{_path}")
+for _path, _kafka_name in (("avro.AvroConverter", "io.confluent.connect.avro.AvroConverter"),):
     ALIASES.setdefault(_kafka_name, f"{__name__}.{_path}")
     ALIASES.setdefault(_path.rsplit(".", 1)[-1], f"{__name__}.{_path}")
 
