@@ -50,7 +50,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext, Se
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
 from connect_runtime.api.config import ConfigDef, Importance, Range, Type
-from connect_runtime.api.data import Schema, SchemaAndValue, Struct
+from connect_runtime.api.data import Decimal, Schema, SchemaAndValue, Struct
 from connect_runtime.api.errors import ConnectError, DataError
 from connect_runtime.api.records import Headers
 from connect_runtime.api.transforms import Converter
@@ -76,6 +76,9 @@ class _Encoder:
     serializer: AvroSerializer
     subject: str | None
     captured: _Captured
+    raw: bool
+    """A top-level ``bytes`` schema: confluent-kafka (as Confluent's Java serializer) writes the bytes themselves,
+    without Avro's length prefix."""
     """The schema ids the serializer framed records with (its ``schema.id.serializer`` records them)."""
     prefix: bytes | None = None
     """The framing (magic byte and schema id) the serializer wrote, once it has written one record."""
@@ -90,6 +93,8 @@ class _Decoder:
     writer: Any = None
     reader: Any = None
     fast: bool = True
+    raw: bool = False
+    """A top-level ``bytes`` writer schema: the payload is the bytes themselves (see :class:`_Encoder`)."""
 
 
 class AvroConverter(Converter):
@@ -171,6 +176,8 @@ class AvroConverter(Converter):
             datum = enc.write(value)
         except DataError as exc:
             raise DataError(f"{where}: {exc}") from None
+        if enc.prefix is not None and enc.raw:
+            return enc.prefix + datum  # type: ignore[no-any-return]
         if enc.prefix is not None:
             out = io.BytesIO()
             try:
@@ -195,7 +202,7 @@ class AvroConverter(Converter):
             if last is None or last[0] != topic or last[1] is not schema:
                 last, enc = (topic, schema), self._encoder(topic, schema)
             assert enc is not None
-            if enc.prefix is None:
+            if enc.prefix is None or enc.raw:
                 append(self.from_connect_data(topic, schema, value))
                 continue
             try:
@@ -230,8 +237,12 @@ class AvroConverter(Converter):
 
         conf = {**settings.serializer_conf(self.is_key), "schema.id.serializer": capture}
         serializer = AvroSerializer(client, json.dumps(avro), conf=conf)
-        enc = _Encoder(avro, parsed, self._data.writer(schema), serializer, settings.subject(topic, self.is_key, name),
-                       captured)
+        raw = _is_bytes(avro)
+        write = self._data.writer(schema)
+        if raw and schema.name == Decimal.LOGICAL_NAME:
+            def write(v: Any, s: Schema = schema) -> Any:
+                return Decimal.from_logical(s, v)
+        enc = _Encoder(avro, parsed, write, serializer, settings.subject(topic, self.is_key, name), captured, raw)
         return self._remember(self._encoders, (topic, schema), enc)  # type: ignore[no-any-return]
 
     def _serialize(self, topic: str, enc: _Encoder, schema: Schema, value: Any, datum: Any,
@@ -302,8 +313,13 @@ class AvroConverter(Converter):
         except (SerializationError, *_READ_ERRORS) as exc:
             raise DataError(f"{where}: not Confluent-framed Avro ({type(exc).__name__}: {exc})") from None
         dec = self._decoders.get((schema_id.id, schema_id.guid, topic)) or self._decoder(topic, schema_id, where)
+        datum: Any
         try:
-            if dec.fast:
+            if dec.raw:
+                datum = payload.read()
+                if dec.schema.name == Decimal.LOGICAL_NAME:
+                    datum = Decimal.to_logical(dec.schema, datum)
+            elif dec.fast:
                 datum = schemaless_reader(payload, dec.writer, dec.reader, True, True, "strict", True, True)
             else:
                 datum = self._slow_read(topic, data, headers)
@@ -362,7 +378,7 @@ class AvroConverter(Converter):
             schema = self._data.to_connect_schema(reader_json, cache_key, version)
             fast = not (registered.references or registered.rule_set or reader_registered.references
                         or reader_registered.rule_set)
-            dec = _Decoder(schema, self._data.reader(schema), fast=fast)
+            dec = _Decoder(schema, self._data.reader(schema), fast=fast, raw=_is_bytes(writer_json))
             if fast:
                 dec.writer = parse_schema(writer_json)
                 dec.reader = None if reader_json is writer_json else parse_schema(reader_json)
@@ -385,6 +401,10 @@ class AvroConverter(Converter):
         except SchemaRegistryError:
             return None
         return found.version
+
+
+def _is_bytes(avro: AvroSchema) -> bool:
+    return avro == "bytes" or (isinstance(avro, dict) and avro.get("type") == "bytes")
 
 
 # -- evolution ---------------------------------------------------------------------------------------------------
