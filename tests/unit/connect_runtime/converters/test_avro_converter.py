@@ -478,3 +478,15 @@ def test_top_level_bytes_are_written_raw_as_confluents_serializer_does() -> None
     assert ours == theirs and ours.endswith(b"\x01\x02") and len(ours) == 7
     assert AvroDeserializer(conv._client)(ours, ctx("b")) == b"\x01\x02"  # type: ignore[arg-type]
     assert conv.from_connect_data_many(["b"], [Schema.BYTES_SCHEMA], [b"\x01\x02"]) == [ours]
+
+
+def test_the_runtime_masks_the_converters_secrets_in_a_connector_config() -> None:
+    from connect_runtime.secrets import mask_config
+
+    props = {"connector.class": "x.Y", "value.converter": "io.confluent.connect.avro.AvroConverter",
+             "value.converter.basic.auth.credentials.source": "USER_INFO",
+             "value.converter.basic.auth.user.info": "svc:pw-one", "key.converter": "AvroConverter",
+             "key.converter.schema.registry.url": "http://svc:pw-two@sr:8081"}
+    masked = mask_config(props)
+    assert "pw-one" not in str(masked) and "pw-two" not in str(masked)
+    assert masked["key.converter.schema.registry.url"] == "http://svc:[hidden]@sr:8081"
