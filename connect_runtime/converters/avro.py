@@ -48,6 +48,7 @@ from confluent_kafka.schema_registry.common.serde import SchemaId
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext, SerializationError
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
+from fastavro.read import SchemaResolutionError
 
 from connect_runtime.api.config import ConfigDef, Importance, Range, Type
 from connect_runtime.api.data import Decimal, Schema, SchemaAndValue, Struct
@@ -95,6 +96,9 @@ class _Decoder:
     fast: bool = True
     raw: bool = False
     """A top-level ``bytes`` writer schema: the payload is the bytes themselves (see :class:`_Encoder`)."""
+    into_latest: str = ""
+    """With ``use.latest.version`` and a writer schema other than the latest: the subject and the field changes from
+    the writer's schema to the latest, for the error when the latest cannot read it."""
 
 
 class AvroConverter(Converter):
@@ -328,6 +332,9 @@ class AvroConverter(Converter):
             raise DataError(f"{where}: {exc}") from None
         except ConnectError:
             raise
+        except SchemaResolutionError as exc:
+            raise DataError(f"{where}: its schema (id {schema_id.id}) cannot be read into {dec.into_latest} "
+                            f"({exc})") from None
         except (SerializationError, *_READ_ERRORS) as exc:
             raise DataError(f"{where}: the bytes after schema id {schema_id.id} are not Avro of that schema "
                             f"({type(exc).__name__}: {exc})") from None
@@ -379,6 +386,10 @@ class AvroConverter(Converter):
             fast = not (registered.references or registered.rule_set or reader_registered.references
                         or reader_registered.rule_set)
             dec = _Decoder(schema, self._data.reader(schema), fast=fast, raw=_is_bytes(writer_json))
+            if reader_json is not writer_json:
+                changes = "; ".join(schema_changes(writer_json, reader_json)) or "see below"
+                dec.into_latest = (f"the latest version of subject {subject!r} (use.latest.version; the latest must "
+                                   f"read older data, as the BACKWARD rule requires: {changes})")
             if fast:
                 dec.writer = parse_schema(writer_json)
                 dec.reader = None if reader_json is writer_json else parse_schema(reader_json)

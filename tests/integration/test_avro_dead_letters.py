@@ -95,3 +95,34 @@ def test_without_tolerance_an_unreadable_record_fails_the_run_and_commits_nothin
         finally:
             consumer.close()
     assert list(committed.values()) in ([None], [1])  # never past the unreadable record at offset 1
+
+
+def test_a_record_the_latest_schema_cannot_read_is_dead_lettered_naming_subject_field_and_rule(
+        sqlite_url: str) -> None:
+    # use.latest.version on the sink: v1 records must be readable into the latest version; a latest that added a
+    # field without a default (the mock registry checks no compatibility) cannot read them
+    conv = AvroConverter()
+    conv.configure({"schema.registry.url": f"mock://{SCOPE}"}, False)
+    v3 = SchemaBuilder.struct().name("shop.Order").field("id", Schema.INT64_SCHEMA) \
+        .field("qty", Schema.INT32_SCHEMA).build()
+    values = [conv.from_connect_data("orders", V1, Struct(V1).put("id", 1)),
+              conv.from_connect_data("orders", v3, Struct(v3).put("id", 2).put("qty", 5))]
+    with open_backend(sqlite_url) as backend:
+        backend.create_topics({"orders": 1})
+        producer = backend.producer()
+        try:
+            producer.send([ProducerRecord("orders", 0, None, v) for v in values])
+            producer.flush(30)
+        finally:
+            producer.close()
+    result = run_sink(config(**{"errors.tolerance": "all", "errors.deadletterqueue.topic.name": "orders-dlq",
+                                "errors.deadletterqueue.context.headers.enable": "true",
+                                "value.converter.use.latest.version": "true",
+                                "value.converter.auto.register.schemas": "false"}), sqlite_url)
+    assert result.dead_lettered == 1 and result.committed == {"orders": {"0": 2}}
+    assert [(o, v) for _, _, o, _, v in COLLECTED["avro-sink"]] == [(1, {"id": 2, "qty": 5})]
+    with open_backend(sqlite_url) as backend:
+        dead = list(backend.read_range(TopicPartition("orders-dlq", 0), 0, 100))
+    message = dict(dead[0].headers or [])["__connect.errors.exception.message"].decode()
+    assert "subject 'orders-value'" in message and "field 'qty' was added without a default" in message
+    assert "BACKWARD" in message and dead[0].value == values[0]

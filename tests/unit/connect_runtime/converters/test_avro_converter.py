@@ -490,3 +490,17 @@ def test_the_runtime_masks_the_converters_secrets_in_a_connector_config() -> Non
     masked = mask_config(props)
     assert "pw-one" not in str(masked) and "pw-two" not in str(masked)
     assert masked["key.converter.schema.registry.url"] == "http://svc:[hidden]@sr:8081"
+
+
+def test_a_record_the_latest_version_cannot_read_names_subject_field_and_rule() -> None:
+    writer = converter()
+    old = writer.from_connect_data("orders", V1, Struct(V1).put("id", 1))
+    v3 = SchemaBuilder.struct().name("shop.Order").field("id", Schema.INT64_SCHEMA) \
+        .field("qty", Schema.INT32_SCHEMA).build()
+    writer.from_connect_data("orders", v3, Struct(v3).put("id", 2).put("qty", 1))  # the mock checks nothing
+    latest = converter(use_latest_version="true", auto_register_schemas="false")
+    with pytest.raises(DataError) as err:
+        latest.to_connect_data("orders", old)
+    text = str(err.value)
+    assert "topic 'orders'" in text and "latest version of subject 'orders-value'" in text
+    assert "field 'qty' was added without a default" in text and "BACKWARD" in text
