@@ -233,6 +233,11 @@ class AvroConverter(Converter):
         name = avro.get("name") if isinstance(avro, dict) else None
         if isinstance(avro, dict) and avro.get("namespace") and name:
             name = f"{avro['namespace']}.{name}"
+        subject = settings.subject(topic, self.is_key, name)
+        if subject is None:
+            raise DataError(f"{where}: the subject name strategy "
+                            f"{settings.key_strategy if self.is_key else settings.value_strategy} needs a named "
+                            f"schema (a record), and {schema!r} has no name")
         captured = _Captured()
 
         def capture(payload: bytes, ctx: Any, schema_id: SchemaId) -> bytes:
@@ -246,7 +251,7 @@ class AvroConverter(Converter):
         if raw and schema.name == Decimal.LOGICAL_NAME:
             def write(v: Any, s: Schema = schema) -> Any:
                 return Decimal.from_logical(s, v)
-        enc = _Encoder(avro, parsed, write, serializer, settings.subject(topic, self.is_key, name), captured, raw)
+        enc = _Encoder(avro, parsed, write, serializer, subject, captured, raw)
         return self._remember(self._encoders, (topic, schema), enc)  # type: ignore[no-any-return]
 
     def _serialize(self, topic: str, enc: _Encoder, schema: Schema, value: Any, datum: Any,

@@ -504,3 +504,9 @@ def test_a_record_the_latest_version_cannot_read_names_subject_field_and_rule() 
     text = str(err.value)
     assert "topic 'orders'" in text and "latest version of subject 'orders-value'" in text
     assert "field 'qty' was added without a default" in text and "BACKWARD" in text
+
+
+def test_record_name_strategy_needs_a_named_schema() -> None:
+    conv = converter(value_subject_name_strategy="RecordNameStrategy")
+    with pytest.raises(DataError, match=r"topic 't'.*RecordNameStrategy needs a named schema"):
+        conv.from_connect_data("t", Schema.INT32_SCHEMA, 1)
