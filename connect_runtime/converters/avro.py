@@ -390,7 +390,7 @@ class AvroConverter(Converter):
             schema = self._data.to_connect_schema(reader_json, cache_key, version)
             fast = not (registered.references or registered.rule_set or reader_registered.references
                         or reader_registered.rule_set)
-            dec = _Decoder(schema, self._data.reader(schema), fast=fast, raw=_is_bytes(writer_json))
+            dec = _Decoder(schema, self._data.reader(schema, reader_json), fast=fast, raw=_is_bytes(writer_json))
             if reader_json is not writer_json:
                 changes = "; ".join(schema_changes(writer_json, reader_json)) or "see below"
                 dec.into_latest = (f"the latest version of subject {subject!r} (use.latest.version; the latest must "
