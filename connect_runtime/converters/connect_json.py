@@ -109,9 +109,10 @@ def _shortest(x: float, precision: Callable[[float], str]) -> str:
 
 def _repr_e(a: float) -> str:
     # repr's digits are the shortest that read back as ``a``; '.{n}e' of that many digits lays them out (the
-    # closest n-digit decimal, so the same digits)
-    n = len(repr(a).split("e")[0].replace(".", "").strip("0")) or 1
-    return f"{a:.{n - 1}e}"
+    # closest n-digit decimal, so the same digits). Java writes at least two digits (d.d) and takes the closest
+    # two-digit decimal when one digit would do: 4.9E-324, not 5.0E-324.
+    n = len(repr(a).split("e")[0].replace(".", "").strip("0"))
+    return f"{a:.{max(n, 2) - 1}e}"
 
 
 def java_double(x: float) -> str:
@@ -126,7 +127,7 @@ def java_float(x: float) -> str:
     f32 = struct.unpack("<f", struct.pack("<f", x))[0]
 
     def digits(a: float) -> str:
-        for p in range(9):
+        for p in range(1, 9):  # at least two digits, as Java (see _repr_e)
             text = f"{a:.{p}e}"
             if struct.unpack("<f", struct.pack("<f", float(text)))[0] == a:
                 return text
@@ -136,17 +137,28 @@ def java_float(x: float) -> str:
 
 
 _CONTROL_ESCAPE = re.compile(r"(\\\\)|\\u00([0-9a-f]{2})")
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 
 
 def _upper(m: re.Match[str]) -> str:
     return m.group(1) or "\\u00" + m.group(2).upper()
 
 
+def _surrogates(m: re.Match[str]) -> str:
+    code = ord(m.group()) - 0x10000
+    return f"\\u{0xD800 + (code >> 10):04X}\\u{0xDC00 + (code & 0x3FF):04X}"
+
+
 def json_string(s: str) -> str:
-    """A JSON string as Jackson writes it: UTF-8 (no ``\\u`` escapes beyond control characters), the short escapes
-    ``\\b \\t \\n \\f \\r \\" \\\\``, other control characters as ``\\u00XX`` in upper case."""
+    """A JSON string as Jackson writes it: UTF-8, the short escapes ``\\b \\t \\n \\f \\r \\" \\\\``, other
+    control characters as ``\\u00XX`` and characters beyond U+FFFF as their UTF-16 surrogate pair
+    (``\\uD83D\\uDE00``), hex in upper case."""
     out = json.dumps(s, ensure_ascii=False)
-    return _CONTROL_ESCAPE.sub(_upper, out) if "\\u00" in out else out
+    if "\\u00" in out:
+        out = _CONTROL_ESCAPE.sub(_upper, out)
+    if not out.isascii():
+        out = _ASTRAL.sub(_surrogates, out)
+    return out
 
 
 def _write(node: Any, out: list[str]) -> None:
@@ -341,11 +353,11 @@ class ConnectJson:
             if value.schema != schema:
                 raise _PathError(f"is a Struct of another schema ({value.schema!r}; expected {schema!r})")
             out: dict[str, Any] = {}
-            for f in schema.fields:
+            for fld in schema.fields:
                 try:
-                    out[f.name] = self._to_json(f.schema, value.get_without_default(f.name))
+                    out[fld.name] = self._to_json(fld.schema, value.get_without_default(fld.name))
                 except _PathError as exc:
-                    exc.path.append(f.name)
+                    exc.path.append(fld.name)
                     raise
             return out
         if t is SchemaType.ARRAY:
@@ -575,7 +587,7 @@ class ConnectJson:
             if type(value) is not dict:
                 raise _found(value, "an object (STRUCT)")
             s = Struct(schema)
-            values = s._values  # noqa: SLF001 - filled directly: each value is converted to its field's schema
+            values = s._values  # filled directly: each value is converted to its field's schema already
             for f in schema.fields:
                 try:
                     values[f.index] = self._to_connect(f.schema, value.get(f.name))
