@@ -385,12 +385,12 @@ class ConnectJson:
             try:
                 jk = self._to_json(ks, k)
             except _PathError as exc:
-                exc.path.append(f"[key {k!r}]")
+                exc.path.append(f"[key {k}]")
                 raise
             try:
                 jv = self._to_json(vs, v)
             except _PathError as exc:
-                exc.path.append(f"[{k!r}]")
+                exc.path.append(str(k) if object_mode else f"[{k}]")
                 raise
             pairs.append((jk, jv))
         if object_mode:
@@ -618,7 +618,7 @@ class ConnectJson:
                 try:
                     result[k] = self._to_connect(vs, v)
                 except _PathError as exc:
-                    exc.path.append(f"[{k!r}]")
+                    exc.path.append(k)
                     raise
             return result
         if type(value) is not list:
@@ -634,7 +634,7 @@ class ConnectJson:
             try:
                 result[_hashable_key(key)] = self._to_connect(vs, entry[1])
             except _PathError as exc:
-                exc.path.append(f"[{key!r}]")
+                exc.path.append(f"[{key}]")
                 raise
         return result
 
