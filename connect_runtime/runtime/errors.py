@@ -291,7 +291,7 @@ def consumed_from(record: SinkRecord, pipeline: SinkPipeline) -> ConsumedRecord:
     t = record.topic
 
     def write(converter: Any, schema: Any, value: Any) -> bytes | None:
-        aware = converter.SCHEMA_AWARE or schema is not None
+        aware = bool(getattr(converter, "SCHEMA_AWARE", False)) or schema is not None
         if not aware and (value is None or isinstance(value, bytes)):
             return value
         try:

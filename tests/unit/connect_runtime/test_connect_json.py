@@ -14,7 +14,16 @@ from typing import Any
 
 import pytest
 
-from connect_runtime.api.data import Date, Decimal, Schema, SchemaAndValue, SchemaBuilder, Struct, Time, Timestamp
+from connect_runtime.api.data import (
+    Date,
+    Decimal,
+    Schema,
+    SchemaAndValue,
+    SchemaBuilder,
+    Struct,
+    Time,
+    Timestamp,
+)
 from connect_runtime.api.errors import DataError
 from connect_runtime.converters import JsonConverter
 from connect_runtime.converters.connect_json import java_double, java_float, json_string
