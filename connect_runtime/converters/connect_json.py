@@ -17,7 +17,8 @@ back: ``{"schema":<schema JSON>,"payload":<value JSON>}`` with ``schemas.enable=
   default) or a JSON number in ``BigDecimal.toString`` form (``NUMERIC``); ``Date`` / ``Time`` as ``INT32`` days /
   milliseconds, ``Timestamp`` as ``INT64`` milliseconds;
 - a null value takes its schema's default when ``replace.null.with.default`` is true (the default), is ``null``
-  when the schema is optional, and is an error otherwise.
+  when the schema is optional, and is an error otherwise;
+- ``schema.content`` (KIP-1054): a schema as JSON that every message read is the payload of (no envelope).
 
 Reading (``toConnectData``) gives the Connect schema and value: a :class:`~connect_runtime.api.data.Struct` for a
 struct, Python's logical values (``decimal.Decimal`` at the schema's scale, ``datetime.date`` / ``time`` /
@@ -236,13 +237,26 @@ class ConnectJson:
     """
 
     def __init__(self, *, is_key: bool, schemas_enable: bool, decimal_format: str = BASE64,
-                 cache_size: int = 1000, replace_null_with_default: bool = True) -> None:
+                 cache_size: int = 1000, replace_null_with_default: bool = True,
+                 schema_content: str | None = None) -> None:
         self.kind = "key" if is_key else "value"
         self.schemas_enable = schemas_enable
         self.numeric = decimal_format.upper() == NUMERIC
         self.replace_null = replace_null_with_default
         self._to_json_cache = _LRU(cache_size)
         self._to_connect_cache = _LRU(cache_size)
+        self.fixed_schema = self.parse_schema(schema_content) if schema_content else None
+        """``schema.content`` (KIP-1054): with ``schemas.enable=true``, every message read is a payload alone of
+        this schema (no envelope); writing is unchanged."""
+
+    def parse_schema(self, text: str) -> Schema:
+        """A Connect schema from its JSON text; ``ValueError`` saying what is wrong."""
+        try:
+            return self.as_connect_schema(_loads_decimal(text))
+        except _PathError as exc:
+            raise ValueError(f"a Kafka Connect schema as JSON ({exc.message})") from None
+        except _PARSE_ERRORS as exc:
+            raise ValueError(f"a Kafka Connect schema as JSON ({exc})") from None
 
     # -- Connect -> JSON ---------------------------------------------------------------------------------------
     def schema_json(self, schema: Schema) -> str:
@@ -432,6 +446,8 @@ class ConnectJson:
         raw = data if isinstance(data, bytes) else bytes(data)
         if not self.schemas_enable:
             return SchemaAndValue(None, self._loads_plain(topic, raw))
+        if self.fixed_schema is not None:
+            return self._payload(topic, self.fixed_schema, raw)
         try:
             envelope = _split_envelope(raw)
         except _PARSE_ERRORS as exc:
@@ -455,6 +471,9 @@ class ConnectJson:
             except _PathError as exc:
                 raise self._error(topic, f"its \"schema\" is not a Kafka Connect schema: {exc.message}") from None
             self._to_connect_cache.put(schema_raw, schema)
+        return self._payload(topic, schema, payload_raw)
+
+    def _payload(self, topic: str, schema: Schema, payload_raw: bytes) -> SchemaAndValue:
         try:
             payload = _loads_decimal(payload_raw.decode())
         except _PARSE_ERRORS as exc:

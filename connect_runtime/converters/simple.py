@@ -49,6 +49,11 @@ def _kind(is_key: bool) -> str:
     return "key" if is_key else "value"
 
 
+def _connect_schema_json(name: str, value: Any) -> None:
+    if value:
+        ConnectJson(is_key=False, schemas_enable=True).parse_schema(value)
+
+
 def _valid_encoding(name: str, value: Any) -> None:
     try:
         codecs.lookup(value)
@@ -97,6 +102,9 @@ class JsonConverter(Converter):
                     "NUMERIC (a JSON number). Both are read whatever the setting.")
         .define("replace.null.with.default", Type.BOOLEAN, default=True,
                 doc="A null value whose schema has a default is written and read as that default.")
+        .define("schema.content", Type.STRING, default=None, validator=_connect_schema_json,
+                doc="With schemas.enable=true: the schema (as Kafka Connect's schema JSON) of every message read, "
+                    "which is then the payload alone, without the envelope (KIP-1054). Writing is unchanged.")
     )
 
     SCHEMA_AWARE = False
@@ -129,7 +137,8 @@ class JsonConverter(Converter):
         self.connect_json = ConnectJson(
             is_key=is_key, schemas_enable=self.SCHEMA_AWARE, decimal_format=settings["decimal.format"],
             cache_size=settings["schemas.cache.size"],
-            replace_null_with_default=settings["replace.null.with.default"])
+            replace_null_with_default=settings["replace.null.with.default"],
+            schema_content=settings["schema.content"])
 
     def from_connect_data(self, topic: str, schema: Schema | None, value: Any,
                           headers: Headers | None = None) -> bytes | None:

@@ -220,3 +220,22 @@ def test_key_converter_bytes_match_too(kafka: KafkaJson) -> None:
     ours = _converter(config, is_key=True).from_connect_data("topic", schema, value)
     ans = kafka.echo(ours, read=config, write=config, is_key=True)
     assert ans["out"] == ours
+
+
+def test_schema_content_both_read_a_payload_alone_as_that_schema(kafka: KafkaJson) -> None:
+    """KIP-1054: with ``schema.content`` every message read is the payload of that schema."""
+    for name in ("primitives", "logical", "nested"):
+        schema, value = CASES[name]
+        assert schema is not None
+        config = {"schemas.enable": True,
+                  "schema.content": _converter({"schemas.enable": True}).connect_json.schema_json(schema)}
+        payload = _converter({"schemas.enable": False}).from_connect_data("topic", schema, value)
+        ans = kafka.echo(payload, read=config, write={"schemas.enable": True})
+        assert "error" not in ans, ans
+        if name == "nested":
+            value = Struct(schema, {**value, "doubles": [abs(x) if x == 0 else x for x in value["doubles"]]})
+        assert ans["value"] == describe(schema, value)
+        ours = _converter(config).to_connect_data("topic", payload)
+        assert ours.schema == schema
+        assert describe(schema, ours.value) == describe(schema, CASES[name][1])
+        assert ans["out"] == _converter({"schemas.enable": True}).from_connect_data("topic", schema, value)

@@ -24,7 +24,7 @@ from connect_runtime.api.data import (
     Time,
     Timestamp,
 )
-from connect_runtime.api.errors import DataError
+from connect_runtime.api.errors import ConfigError, DataError
 from connect_runtime.converters import JsonConverter
 from connect_runtime.converters.connect_json import java_double, java_float, json_string
 
@@ -307,3 +307,19 @@ def test_strings_are_escaped_as_jackson_escapes_them() -> None:
     assert json_string('é\u2028"\\\b\f\n\r\t\x00\x1f\x7f\U0001F600/') == \
         '"é\u2028\\"\\\\\\b\\f\\n\\r\\t\\u0000\\u001F\x7f\\uD83D\\uDE00/"'
     assert json_string("\\u001f") == '"\\\\u001f"'  # a backslash then u001f, as text: left alone
+
+
+def test_schema_content_reads_every_message_as_a_payload_of_that_schema() -> None:
+    schema_json = conv().connect_json.schema_json(ORDER)
+    c = conv(**{"schema.content": schema_json})
+    assert c.connect_json.fixed_schema == ORDER
+    payload = JsonConverter()
+    payload.configure({}, False)
+    data = payload.from_connect_data("t", ORDER, order())
+    assert c.to_connect_data("t", data) == SchemaAndValue(ORDER, order())
+    assert c.from_connect_data("t", ORDER, order()) == conv().from_connect_data("t", ORDER, order())  # unchanged
+    with pytest.raises(DataError, match=r"topic 't': its payload's field 'id' is null"):
+        c.to_connect_data("t", b"{}")
+    with pytest.raises(ConfigError) as info:
+        conv(**{"schema.content": '{"type":"struct","fields":[{"type":"int8"}]}'})
+    assert 'name itself in "field"' in info.value.errors["schema.content"]
