@@ -31,7 +31,8 @@ mkdir -p "$HOME_DIR"
 TMP="$(mktemp -d "$HOME_DIR/.fetch.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT
 started=$SECONDS
-if ! mvn -B -q -f "$POM" dependency:copy -DoutputDirectory="$TMP" >"$TMP/mvn.log" 2>&1; then
+if ! mvn -B -q -f "$POM" dependency:copy -DoutputDirectory="$TMP" -Dfetch.build.directory="$TMP/build" \
+     >"$TMP/mvn.log" 2>&1; then
   echo "fetch_schema_registry: mvn dependency:copy -f $POM (io.apicurio:apicurio-registry-app:$VERSION:tar.gz:all)" \
        "failed:" >&2
   tail -30 "$TMP/mvn.log" >&2
