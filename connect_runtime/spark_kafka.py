@@ -89,7 +89,7 @@ def kafka_jars(home: Path | str | None = None, *, avro: bool = False) -> list[st
         needed[AVRO_ARTIFACT] = "Spark's Avro functions"
     for artifact, what in needed.items():
         if not any(Path(j).name.startswith(artifact + "_") for j in jars):
-            raise FileNotFoundError(f"{what} ({artifact}) is not in {jars_dir}: fetch it with `{FETCH_COMMAND}` "
+            raise FileNotFoundError(f"the jar of {what} ({artifact}) is not in {jars_dir}: fetch it with `{FETCH_COMMAND}` "
                                     f"(set {HOME_ENV} to use another place)")
     return jars
 
