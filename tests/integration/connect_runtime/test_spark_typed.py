@@ -328,3 +328,71 @@ def test_read_lake_keeps_the_parquet_types_of_the_files(spark: Any, tmp_path: Pa
     assert typed.where("amount > 4").count() == 2
     empty = read_lake(spark, root, {"typed": {"0": [6, 6]}}, schema=connect)
     assert empty.count() == 0 and empty.schema == spark_schema(connect)
+
+
+# ----------------------------------------------------------------------- a real registry, a spark-submit job
+
+_JOB = '''
+import json, sys
+from pyspark.sql import SparkSession
+from connect_runtime.spark import read_kafka_avro
+
+args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+spark = (SparkSession.builder.appName("avro_job").config("spark.sql.session.timeZone", "UTC").getOrCreate())
+df = read_kafka_avro(spark, args["--backend"], json.loads(args["--ranges"]), args["--registry"])
+rows = [[r["partition"], r["offset"], r["id"], str(r["amount"]), r["day"].isoformat(), r["at"].isoformat(), r["note"],
+         r["items"]] for r in df.orderBy("partition", "offset").collect()]
+with open(args["--out"], "w") as f:
+    json.dump({"schema": df.schema.simpleString(), "rows": rows}, f)
+spark.stop()
+'''
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(300)
+def test_a_spark_submit_job_reads_typed_columns_with_the_schemas_of_a_real_registry(
+        kafka_url: str, schema_registry_url: str, tmp_path: Path) -> None:
+    """Apicurio Registry (Confluent-compatible API): confluent-kafka's AvroSerializer registers two versions and
+    writes them; a spark-submit job given only the backend, the ranges and the registry URL (the jars from
+    spark_submit_kwargs(avro=True)) gets the typed columns and exact values."""
+    import subprocess
+
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    from airflow_pyconnect.spark import spark_env, spark_submit_kwargs
+    from tests.support import REPO
+
+    _jars()
+    jars = spark_submit_kwargs("handoff", avro=True)["jars"]
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    topic = _topic("avro-job")
+    ser1, ser2, ctx = _serializer(client, V1), _serializer(client, V2), _ctx(topic)
+    orders = [(_order(i, v2=i >= 2), i >= 2) for i in range(4)]
+    ranges = _produce(kafka_url, topic, {0: [(ser2 if v2 else ser1)(o, ctx) for o, v2 in orders]})
+    app, out = tmp_path / "job.py", tmp_path / "out.json"
+    app.write_text(_JOB)
+    env = {**os.environ, **spark_env(), "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false", "--jars", jars,
+                           str(app), "--backend", kafka_url, "--ranges", json.dumps(ranges),
+                           "--registry", schema_registry_url, "--out", str(out)],
+                          env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(out.read_text())
+    assert got["schema"] == ("struct<topic:string,partition:int,offset:bigint,timestamp:timestamp,id:bigint,"
+                             "customer:string,amount:decimal(12,2),day:date,at:timestamp,note:string,items:bigint>")
+    assert got["rows"] == [[0, i, o["id"], str(o["amount"]), o["day"].isoformat(),
+                            o["at"].replace(tzinfo=None).isoformat(), o["note"], o.get("items")]
+                           for i, (o, _) in enumerate(orders)]
+
+
+def test_registry_credentials_never_reach_an_error(spark: Any) -> None:
+    """A registry that does not answer: the error names the subject and the registry without its password or
+    user-info (as a URL's password or as basic.auth.user.info)."""
+    from connect_runtime.spark import read_kafka_avro
+
+    ranges = {"secret-orders": {"0": [0, 1]}}
+    for registry in ("http://alice:pa55word@127.0.0.1:9", {"url": "http://127.0.0.1:9",
+                                                           "basic.auth.user.info": "alice:pa55word"}):
+        with pytest.raises(DataError, match="subject 'secret-orders-value' in http://") as caught:
+            read_kafka_avro(spark, "kafka://127.0.0.1:9", ranges, registry)
+        assert "pa55word" not in str(caught.value)
