@@ -1,0 +1,238 @@
+"""An Avro topic's committed range as typed columns, natively: Spark's Kafka source plus ``from_avro`` (Spark's Avro
+functions, ``spark-avro``), with the schemas from the Schema Registry, so a Spark job never restates a column.
+
+Values are in Confluent's wire format (magic byte ``0``, the writer schema's id as 4 big-endian bytes, the Avro
+body), as confluent-kafka's ``AvroSerializer``, Confluent's ``KafkaAvroSerializer`` and the ``AvroConverter`` write
+them. :func:`read_kafka_avro`:
+
+1. reads the range with :func:`connect_runtime.spark.read_kafka_range` (``read_committed``, exact spans);
+2. scans the 5-byte headers once (one Spark job over the range: the distinct schema ids, the first record of each):
+   a value not in the wire format is one :class:`DataError` naming its topic, partition and offset; a null value (a
+   tombstone) gives a row whose value columns are all null;
+3. fetches each writer schema by id from the registry (on the driver, in Python: the registry client never reaches
+   the JVM, so ``mock://`` registries work too) and the reader schema: the latest version of the subject
+   (``TopicNameStrategy``: ``<topic>-value``) unless given;
+4. decodes each record's body with its own writer schema resolved to the reader schema (Avro schema resolution:
+   ``from_avro(body, writer, {"avroSchema": reader})``, one ``CASE`` branch per schema id), so records written under
+   several schema versions in one range come out with one set of columns, the reader's.
+
+The columns are the reader schema's fields (``from_avro``'s types: decimal, date, timestamp, long, string, ...;
+an optional field, a union with null, is nullable) after the chosen metadata columns of the Kafka source. Spark
+reads an Avro decimal of precision above 38 (Confluent's AvroData writes 64 when a Connect Decimal states none) as
+``decimal(38, scale)``: the reader schema's precision is capped at 38, and a value needing more digits fails the
+read. Avro ``time-millis`` / ``time-micros`` come out as ``int`` / ``long`` (Spark's ``from_avro`` maps no time
+type), ``int8`` / ``int16`` (``connect.type``) as ``int``.
+
+Not supported, refused with a :class:`DataError` naming the schema id: schemas with references (named types
+registered under other subjects), a schema id that is not Avro, and the schema id in a record header (confluent-kafka
+2.16's ``header_schema_id_serializer``) instead of the value's prefix. Keys stay the Kafka source's ``binary`` column.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from connect_runtime.api.errors import DataError
+from connect_runtime.secrets import mask_urls, scrub
+from connect_runtime.spark._types import MAX_PRECISION
+from connect_runtime.spark_kafka import range_topics
+
+DEFAULT_METADATA = ("topic", "partition", "offset", "timestamp")
+"""The Kafka source's columns kept before the value's fields unless ``metadata_columns`` says otherwise."""
+KAFKA_COLUMNS = ("key", "topic", "partition", "offset", "timestamp", "timestampType")
+_ID = "__pyconnect_schema_id"
+_NOT_FRAMED = -1
+
+
+class RegistryClient(Protocol):
+    """What :func:`read_kafka_avro` asks of a registry client (confluent-kafka's ``SchemaRegistryClient``)."""
+
+    def get_schema(self, schema_id: int) -> Any: ...
+
+    def get_latest_version(self, subject_name: str) -> Any: ...
+
+
+def value_subject(topic: str) -> str:
+    """The value subject of ``topic`` under ``TopicNameStrategy`` (the default of Confluent's serializers)."""
+    return f"{topic}-value"
+
+
+def registry_client(registry: str | Mapping[str, Any] | RegistryClient) -> RegistryClient:
+    """A registry client: ``registry`` itself when it is one, else confluent-kafka's client for a URL or its config
+    (``{"url": ..., "basic.auth.user.info": ...}``; Kafka Connect's ``schema.registry.url`` is taken for ``url``).
+    A ``mock://`` URL gives a new, empty mock registry: pass the client a producer used to share one."""
+    if not isinstance(registry, str | Mapping):
+        return registry
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    conf = {"url": registry} if isinstance(registry, str) else dict(registry)
+    if "schema.registry.url" in conf:
+        conf.setdefault("url", conf.pop("schema.registry.url"))
+    return SchemaRegistryClient.new_client(conf)
+
+
+def spark_reader_schema(avro_schema: str | Mapping[str, Any]) -> str:
+    """``avro_schema`` (JSON text or parsed) as JSON with every decimal's precision capped at Spark's 38, so
+    ``from_avro`` can type it; the rest is unchanged."""
+    parsed = json.loads(avro_schema) if isinstance(avro_schema, str) else avro_schema
+
+    def cap(node: Any) -> Any:
+        if isinstance(node, list):
+            return [cap(n) for n in node]
+        if not isinstance(node, dict):
+            return node
+        out = {k: cap(v) if k in ("type", "items", "values", "fields") else v for k, v in node.items()}
+        precision = out.get("precision")
+        if out.get("logicalType") == "decimal" and isinstance(precision, int) and precision > MAX_PRECISION:
+            out["precision"] = MAX_PRECISION
+        return out
+
+    return json.dumps(cap(parsed), separators=(",", ":"))
+
+
+def _registry_text(registry: Any) -> str:
+    """The registry as errors may show it: its URL with any password masked, never its config's secrets."""
+    if isinstance(registry, str):
+        return mask_urls(registry)
+    if isinstance(registry, Mapping):
+        return mask_urls(str(registry.get("url") or registry.get("schema.registry.url") or "the registry"))
+    return type(registry).__name__
+
+
+def _registry_error(exc: Exception, registry: Any) -> str:
+    secrets = []
+    if isinstance(registry, Mapping):
+        secrets = [str(v) for k, v in registry.items() if "user.info" in k or "secret" in k or "password" in k]
+    return scrub(mask_urls(str(exc)), secrets)
+
+
+def _avro_text(schema: Any, what: str) -> str:
+    """The Avro schema text of a registry ``Schema``; references and other formats are refused."""
+    kind = (getattr(schema, "schema_type", None) or "AVRO").upper()
+    if kind != "AVRO":
+        raise DataError(f"{what} is a {kind} schema, not Avro")
+    if getattr(schema, "references", None):
+        names = ", ".join(str(getattr(r, "name", r)) for r in schema.references)
+        raise DataError(f"{what} has schema references ({names}), which read_kafka_avro does not resolve: register "
+                        "the schema with its named types inline")
+    text = schema.schema_str
+    assert isinstance(text, str)
+    return text
+
+
+def _schema_ids(raw: DataFrame, topic: str) -> dict[int, tuple[int, int]]:
+    """The schema ids of the values in ``raw`` and the first (partition, offset) of each, in one Spark job; a value
+    not in the wire format raises, naming the first such record."""
+    value = F.col("value")
+    framed = (F.when(value.isNull(), F.lit(None).cast("long"))
+              .when((F.length(value) >= 5) & (F.hex(F.substring(value, 1, 1)) == "00"),
+                    F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("long"))
+              .otherwise(F.lit(_NOT_FRAMED).cast("long")))
+    rows = (raw.select(framed.alias(_ID), F.struct("partition", "offset").alias("at"))
+            .where(F.col(_ID).isNotNull()).groupBy(_ID).agg(F.min("at").alias("first")).collect())
+    ids = {int(r[_ID]): (int(r["first"]["partition"]), int(r["first"]["offset"])) for r in rows}
+    if _NOT_FRAMED in ids:
+        partition, offset = ids[_NOT_FRAMED]
+        raise DataError(f"topic {topic!r}, partition {partition}, offset {offset}: the value is not in Confluent's "
+                        "wire format (magic byte 0, a 4-byte schema id, the Avro body); was it written by an Avro "
+                        "serializer with a Schema Registry?")
+    return ids
+
+
+def read_kafka_avro(spark: SparkSession, backend_url: str, ranges: Any,
+                    registry: str | Mapping[str, Any] | RegistryClient, *, topic: str | None = None,
+                    reader_schema: str | Mapping[str, Any] | None = None,
+                    metadata_columns: Sequence[str] = DEFAULT_METADATA,
+                    avro_options: Mapping[str, str] | None = None, fail_on_data_loss: bool = True,
+                    **options: Any) -> DataFrame:
+    """Exactly the committed records of ``topic`` in ``ranges`` on the Kafka backend ``backend_url``, their Avro
+    values as typed columns (the module docstring says how).
+
+    :param ranges: committed ranges in any shape :func:`connect_runtime.spark.read_kafka_range` takes.
+    :param registry: the Schema Registry: a URL, confluent-kafka's client config, or a client.
+    :param topic: the topic to read; may be left out when ``ranges`` hold one topic only.
+    :param reader_schema: the Avro schema the values are read as (JSON); default: the latest version of the
+        topic's value subject (``<topic>-value``).
+    :param metadata_columns: Kafka source columns before the value's fields (of ``key, topic, partition, offset,
+        timestamp, timestampType``); a value field of the same name is refused.
+    :param avro_options: more ``from_avro`` options (``mode``: ``FAILFAST``, the default, or ``PERMISSIVE``).
+    :param options: more Kafka source options, as :func:`connect_runtime.spark.read_kafka_range` takes.
+    :raises DataError: a value not in the wire format, a schema id or subject the registry does not know, a
+        reader schema clashing with a metadata column; each names the topic and the record or schema.
+    """
+    from pyspark.sql.avro.functions import from_avro
+
+    from connect_runtime.spark import read_kafka_range
+
+    topics = range_topics(ranges)
+    if topic is None:
+        if len(topics) != 1:
+            raise DataError(f"the ranges hold the topics {topics}: name the one to read (topic=...)")
+        topic = topics[0]
+    unknown = [c for c in metadata_columns if c not in KAFKA_COLUMNS]
+    if unknown:
+        raise DataError(f"metadata_columns {unknown} are not columns of Spark's Kafka source {list(KAFKA_COLUMNS)}")
+    client = registry_client(registry)
+    where = _registry_text(registry)
+    subject = value_subject(topic)
+    if reader_schema is None:
+        try:
+            reader_text = _avro_text(client.get_latest_version(subject).schema,
+                                     f"the latest schema of subject {subject!r}")
+        except DataError:
+            raise
+        except Exception as exc:
+            raise DataError(f"topic {topic!r}: no reader schema: the latest version of subject {subject!r} in "
+                            f"{where}: {_registry_error(exc, registry)} (pass reader_schema=...)") from None
+    else:
+        reader_text = reader_schema if isinstance(reader_schema, str) else json.dumps(reader_schema)
+    reader = spark_reader_schema(reader_text)
+    parsed = json.loads(reader)
+    if not isinstance(parsed, dict) or parsed.get("type") != "record":
+        raise DataError(f"topic {topic!r}: the reader schema is not an Avro record, so its values have no columns: "
+                        f"{reader[:200]}")
+    fields = [f.get("name") for f in parsed.get("fields", [])]
+    clash = sorted(set(fields) & set(metadata_columns))
+    if clash:
+        raise DataError(f"topic {topic!r}: value fields {clash} clash with metadata columns of the same name: "
+                        "leave them out of metadata_columns")
+
+    raw = read_kafka_range(spark, backend_url, ranges, fail_on_data_loss=fail_on_data_loss, topics=[topic],
+                           **options)
+    ids = _schema_ids(raw, topic)
+    decode = {"mode": "FAILFAST", **(avro_options or {}), "avroSchema": reader}
+    body = F.expr("substr(value, 6)")
+    value = F.col("value")
+    schema_id_col = (F.when(value.isNull() | (F.length(value) < 5), F.lit(None).cast("long"))
+                     .otherwise(F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("long")))
+    decoded: Column = F.when(F.col(_ID).isNull(), F.lit(None))  # a tombstone: every value column null
+    for schema_id in sorted(ids):
+        partition, offset = ids[schema_id]
+        what = f"schema id {schema_id} (topic {topic!r}, first at partition {partition}, offset {offset})"
+        try:
+            writer = _avro_text(client.get_schema(schema_id), what)
+        except DataError:
+            raise
+        except Exception as exc:
+            raise DataError(f"{what}: not found in {where}: {_registry_error(exc, registry)}") from None
+        branch = from_avro(body, writer, decode)
+        decoded = decoded.when(F.col(_ID) == F.lit(schema_id), branch)
+    if not ids:  # nothing but tombstones, or nothing at all: the reader's columns, all null
+        decoded = decoded.otherwise(from_avro(F.lit(None).cast("binary"), reader, decode))
+    else:  # the scan saw every id of the range: another one means the range changed under the read
+        decoded = decoded.otherwise(F.raise_error(F.format_string(
+            "topic %s, partition %d, offset %d: schema id %d was not in the range when it was scanned",
+            F.col("topic"), F.col("partition"), F.col("offset"), F.col(_ID))))
+    kept = [c for c in metadata_columns if c not in ("topic", "partition", "offset")]
+    return (raw.select("topic", "partition", "offset", *kept, "value", schema_id_col.alias(_ID))
+            .select(*metadata_columns, decoded.alias("__pyconnect_value"))
+            .select(*metadata_columns, "__pyconnect_value.*"))
+
+
+__all__ = ["DEFAULT_METADATA", "RegistryClient", "read_kafka_avro", "registry_client", "spark_reader_schema",
+           "value_subject"]
