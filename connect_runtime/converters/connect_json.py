@@ -154,6 +154,8 @@ def json_string(s: str) -> str:
     """A JSON string as Jackson writes it: UTF-8, the short escapes ``\\b \\t \\n \\f \\r \\" \\\\``, other
     control characters as ``\\u00XX`` and characters beyond U+FFFF as their UTF-16 surrogate pair
     (``\\uD83D\\uDE00``), hex in upper case."""
+    if s.isascii() and s.isprintable() and '"' not in s and "\\" not in s:
+        return f'"{s}"'  # nothing to escape (the common case)
     out = json.dumps(s, ensure_ascii=False)
     if "\\u00" in out:
         out = _CONTROL_ESCAPE.sub(_upper, out)
@@ -367,9 +369,9 @@ class ConnectJson:
             if value.schema != schema:
                 raise _PathError(f"is a Struct of another schema ({value.schema!r}; expected {schema!r})")
             out: dict[str, Any] = {}
-            for fld in schema.fields:
+            for fld, item in zip(schema.fields, value._values, strict=True):  # the values, without defaults
                 try:
-                    out[fld.name] = self._to_json(fld.schema, value.get_without_default(fld.name))
+                    out[fld.name] = self._to_json(fld.schema, item)
                 except _PathError as exc:
                     exc.path.append(fld.name)
                     raise
