@@ -33,6 +33,7 @@ from connect_runtime.api.data import (
     Time,
     Timestamp,
 )
+from connect_runtime.api.errors import DataError
 from connect_runtime.converters import JsonConverter
 from connect_runtime.converters.connect_json import java_double, java_float
 from tests.support.connect_json import KafkaJson, harness
@@ -205,13 +206,20 @@ def test_ours_reads_what_kafka_writes_and_writes_the_same_bytes(kafka: KafkaJson
             assert got.value == (None if data is None else json.loads(data)), name
 
 
-def test_kafka_refuses_what_ours_refuses_a_plain_json_value_with_schemas_enabled(kafka: KafkaJson) -> None:
-    """The error case both sides share: plain JSON read with schemas.enable=true."""
-    data = b'{"id":1}'
+@pytest.mark.parametrize("data", [b'{"id":1}', b"null", b'{"schema":null}', b'{"schema":null,"payload":1,"x":2}'])
+def test_kafka_refuses_what_ours_refuses_plain_json_with_schemas_enabled(kafka: KafkaJson, data: bytes) -> None:
+    """The error case both sides share: what is not an envelope, read with schemas.enable=true."""
     ans = kafka.echo(data, read={"schemas.enable": True}, write={"schemas.enable": True})
     assert "requires \"schema\" and \"payload\"" in ans.get("error", ""), ans
-    with pytest.raises(Exception, match='"schema" and "payload"'):
+    with pytest.raises(DataError, match='"schema" and "payload"'):
         _converter({"schemas.enable": True}).to_connect_data("topic", data)
+
+
+def test_no_bytes_are_null_for_both(kafka: KafkaJson) -> None:
+    for enable in (True, False):
+        ans = kafka.echo(None, read={"schemas.enable": enable}, write={"schemas.enable": enable})
+        assert ans == {"out": None, "schema": None, "value": "null"}
+        assert _converter({"schemas.enable": enable}).to_connect_data("topic", None) == (None, None)
 
 
 def test_key_converter_bytes_match_too(kafka: KafkaJson) -> None:
