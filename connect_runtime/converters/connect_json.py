@@ -320,6 +320,9 @@ class ConnectJson:
                 return self._to_json(schema, schema.default)
             if schema.optional:
                 return None
+            if schema.default is not None:
+                raise _PathError(f"is null, its schema is required, and replace.null.with.default=false keeps "
+                                 f"its default out (expected {schema.type.name})")
             raise _PathError(f"is null but its schema is required and has no default "
                              f"(expected {schema.type.name})")
         if schema is None:
