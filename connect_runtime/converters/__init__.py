@@ -2,6 +2,8 @@
 
 - :mod:`.simple`: :class:`JsonConverter` (the default), :class:`StringConverter` (the default header converter),
   :class:`ByteArrayConverter`.
+- :mod:`.connect_json`: Kafka Connect's JSON envelope (``schemas.enable=true``), byte for byte, which
+  :class:`JsonConverter` uses.
 
 Every converter here is importable from this package (``connect_runtime.converters.JsonConverter``, the path the
 runtime's defaults name). :data:`ALIASES` maps the Kafka Connect class names (and the short class names) to their
