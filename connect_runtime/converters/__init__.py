@@ -2,6 +2,15 @@
 
 - :mod:`.simple`: :class:`JsonConverter` (the default), :class:`StringConverter` (the default header converter),
   :class:`ByteArrayConverter`.
+- :mod:`.jsonschema`: ``JsonSchemaConverter`` (Connect data as JSON with a JSON Schema in a Schema Registry,
+  Confluent's ``JsonSchemaData`` mapping in :mod:`._jsonschema_data`).
+- :mod:`.protobuf`: ``ProtobufConverter`` (Connect data as Protobuf messages built at run time, Confluent's
+  ``ProtobufData`` mapping in :mod:`._protobuf_data`).
+- :mod:`._registry` (the Schema Registry settings) and :mod:`._registry_converter` (what the registry converters
+  share: serializer and reader caches, the writer schema, errors).
+
+The registry converters are imported from their modules when a config names them (``ALIASES`` holds their dotted
+paths), so importing this package does not load confluent-kafka, protobuf or jsonschema.
 
 Every converter here is importable from this package (``connect_runtime.converters.JsonConverter``, the path the
 runtime's defaults name). :data:`ALIASES` maps the Kafka Connect class names (and the short class names) to their
@@ -23,6 +32,8 @@ for _path, _kafka_name in (
     ("JsonConverter", "org.apache.kafka.connect.json.JsonConverter"),
     ("StringConverter", "org.apache.kafka.connect.storage.StringConverter"),
     ("ByteArrayConverter", "org.apache.kafka.connect.converters.ByteArrayConverter"),
+    ("jsonschema.JsonSchemaConverter", "io.confluent.connect.json.JsonSchemaConverter"),
+    ("protobuf.ProtobufConverter", "io.confluent.connect.protobuf.ProtobufConverter"),
 ):
     ALIASES.setdefault(_kafka_name, f"{__name__}.{_path}")
     ALIASES.setdefault(_path.rsplit(".", 1)[-1], f"{__name__}.{_path}")

@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import decimal as _decimal
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -68,6 +68,7 @@ _NUMBER_TYPES = {"int8": SchemaType.INT8, "int16": SchemaType.INT16, "int32": Sc
                  "int64": SchemaType.INT64, "float32": SchemaType.FLOAT32, "float64": SchemaType.FLOAT64,
                  "bytes": SchemaType.BYTES}
 _NULL = {"type": "null"}
+_TIME_TYPES: dict[str, Any] = {Date.LOGICAL_NAME: Date, Time.LOGICAL_NAME: Time, Timestamp.LOGICAL_NAME: Timestamp}
 
 
 def _non_optional(schema: Schema) -> Schema:
@@ -169,7 +170,7 @@ def connect_to_json_value(schema: Schema, value: Any, where: str = "the value", 
         if name == Timestamp.LOGICAL_NAME:
             return Timestamp.from_logical(schema, value)
     except (AttributeError, TypeError) as exc:
-        raise DataError(f"{where} is a {type(value).__name__}; expected {name.rsplit('.', 1)[-1]}") from exc
+        raise DataError(f"{where} is a {type(value).__name__}; expected {(name or '').rsplit('.', 1)[-1]}") from exc
     t = schema.type
     if t is SchemaType.STRUCT:
         if not isinstance(value, Struct):
@@ -393,8 +394,7 @@ def json_to_connect_value(schema: Schema, value: Any, where: str = "the value") 
     if name in (Date.LOGICAL_NAME, Time.LOGICAL_NAME, Timestamp.LOGICAL_NAME):
         n = _integral(value, where, name.rsplit(".", 1)[-1])
         try:
-            return {Date.LOGICAL_NAME: Date, Time.LOGICAL_NAME: Time, Timestamp.LOGICAL_NAME: Timestamp}[
-                name].to_logical(schema, n)
+            return _TIME_TYPES[name].to_logical(schema, n)
         except (OverflowError, ValueError) as exc:
             raise DataError(f"{where} is {n}, out of the range of {name.rsplit('.', 1)[-1]}") from exc
     t = schema.type

@@ -36,15 +36,16 @@ A recursive message type has no Connect schema here (Connect schemas are immutab
 from __future__ import annotations
 
 import datetime as _dt
-import functools
 import decimal as _decimal
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.descriptor_pb2 import FieldDescriptorProto
 from google.protobuf.descriptor_pool import DescriptorPool
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
@@ -85,7 +86,7 @@ _UNWRAPPED = {"google.protobuf.DoubleValue": SchemaType.FLOAT64, "google.protobu
               "google.protobuf.Int32Value": SchemaType.INT32, "google.protobuf.UInt32Value": SchemaType.INT64,
               "google.protobuf.BoolValue": SchemaType.BOOLEAN, "google.protobuf.StringValue": SchemaType.STRING,
               "google.protobuf.BytesValue": SchemaType.BYTES}
-F = descriptor_pb2.FieldDescriptorProto
+F = FieldDescriptorProto
 _SCALARS = {SchemaType.INT8: F.TYPE_INT32, SchemaType.INT16: F.TYPE_INT32, SchemaType.INT32: F.TYPE_INT32,
             SchemaType.INT64: F.TYPE_INT64, SchemaType.FLOAT32: F.TYPE_FLOAT, SchemaType.FLOAT64: F.TYPE_DOUBLE,
             SchemaType.BOOLEAN: F.TYPE_BOOL, SchemaType.STRING: F.TYPE_STRING, SchemaType.BYTES: F.TYPE_BYTES}
@@ -177,7 +178,7 @@ class _FileWriter:
             tag = int((f.schema.parameters or {}).get(PROTOBUF_TYPE_TAG, "0"))
             self.field(msg, f.name, tag, f.schema).oneof_index = index
 
-    def field(self, msg: descriptor_pb2.DescriptorProto, name: str, tag: int, schema: Schema) -> F:
+    def field(self, msg: descriptor_pb2.DescriptorProto, name: str, tag: int, schema: Schema) -> FieldDescriptorProto:
         field = msg.field.add(name=name, number=tag, label=F.LABEL_OPTIONAL)
         if schema.type is SchemaType.ARRAY:
             field.label = F.LABEL_REPEATED
@@ -221,12 +222,11 @@ class _FileWriter:
             if schema.type in (SchemaType.INT8, SchemaType.INT16):
                 params[CONNECT_TYPE] = schema.type.name.lower()
         if params:
-            from confluent_kafka.schema_registry.confluent import meta_pb2
-            field.options.Extensions[meta_pb2.field_meta].params.update(params)
+            field.options.Extensions[_field_meta_extension()].params.update(params)
             self.dependencies.add(META_FILE)
         return field
 
-    def enum(self, msg: descriptor_pb2.DescriptorProto, field: F, schema: Schema) -> None:
+    def enum(self, msg: descriptor_pb2.DescriptorProto, field: FieldDescriptorProto, schema: Schema) -> None:
         params = schema.parameters or {}
         enum_name = params[PROTOBUF_TYPE_ENUM] or self.unqualified(schema.name)
         field.type, field.type_name = F.TYPE_ENUM, enum_name
@@ -255,13 +255,13 @@ def message_class(fdp: descriptor_pb2.FileDescriptorProto, full_name: str) -> ty
     """The message class of ``full_name`` in a pool of its own holding ``fdp`` and the well-known types."""
     if fdp.name == "google/protobuf/wrappers.proto":
         from google.protobuf import wrappers_pb2
-        return getattr(wrappers_pb2, full_name.rsplit(".", 1)[-1])  # type: ignore[no-any-return]
+        return cast(type[Message], getattr(wrappers_pb2, full_name.rsplit(".", 1)[-1]))
     from confluent_kafka.schema_registry.common.protobuf import _init_pool
     pool = DescriptorPool()
     _init_pool(pool)
     try:
         pool.Add(fdp)
-        return GetMessageClass(pool.FindMessageTypeByName(full_name))
+        return cast(type[Message], GetMessageClass(pool.FindMessageTypeByName(full_name)))
     except (TypeError, KeyError, ValueError) as exc:
         raise DataError(f"the Connect schema gives an invalid Protobuf schema: {exc}") from exc
 
@@ -273,7 +273,7 @@ def connect_to_message(schema: Schema, value: Any, cls: type[Message], where: st
     msg = cls()
     if schema.type in _WRAPPERS:
         validate_value(schema, value, where)
-        msg.value = value  # type: ignore[attr-defined]
+        msg.value = value
         return msg
     _fill(msg, schema, value, where)
     return msg
@@ -339,24 +339,26 @@ def _set_message(target: Message, schema: Schema, value: Any, where: str) -> Non
         if logical == Decimal.LOGICAL_NAME:
             raw = Decimal.from_logical(schema, value)
             digits = value.as_tuple().digits
-            target.value, target.precision, target.scale = raw, len(digits) or 1, Decimal.scale(schema)  # type: ignore[attr-defined]
+            target.value, target.precision, target.scale = raw, len(digits) or 1, Decimal.scale(schema)
             return
         if logical == Date.LOGICAL_NAME:
             validate_value(schema, value, where)
-            target.year, target.month, target.day = value.year, value.month, value.day  # type: ignore[attr-defined]
+            target.year, target.month, target.day = value.year, value.month, value.day
             return
         if logical == Time.LOGICAL_NAME:
             validate_value(schema, value, where)
-            target.hours, target.minutes, target.seconds = value.hour, value.minute, value.second  # type: ignore[attr-defined]
-            target.nanos = value.microsecond // 1000 * 1_000_000  # type: ignore[attr-defined]
+            target.hours, target.minutes, target.seconds = value.hour, value.minute, value.second
+            target.nanos = value.microsecond // 1000 * 1_000_000
             return
         if logical == Timestamp.LOGICAL_NAME:
             validate_value(schema, value, where)
             seconds, ms = divmod(Timestamp.from_logical(schema, value), 1000)
-            target.seconds, target.nanos = seconds, ms * 1_000_000  # type: ignore[attr-defined]
+            target.seconds, target.nanos = seconds, ms * 1_000_000
             return
     except DataError as exc:
-        raise DataError(f"{where}: {exc}") if not str(exc).startswith(where) else exc
+        if str(exc).startswith(where):
+            raise
+        raise DataError(f"{where}: {exc}") from None
     except (AttributeError, TypeError) as exc:
         raise DataError(f"{where} is a {type(value).__name__}; expected {logical}") from exc
     _fill(target, schema, value, where)
@@ -370,7 +372,7 @@ def _scalar(fd: FieldDescriptor, schema: Schema, value: Any, where: str) -> Any:
         symbol = fd.enum_type.values_by_name.get(value)
         if number is None and symbol is None:
             raise DataError(f"{where} is {value!r}, not a symbol of the enum {fd.enum_type.name}")
-        return int(number) if number is not None else symbol.number  # type: ignore[union-attr]
+        return int(number) if number is not None else symbol.number
     validate_value(Schema(schema.type), value, where)
     if schema.type is SchemaType.BYTES:
         return bytes(value)
@@ -390,10 +392,7 @@ def _sub(where: str, name: str) -> str:
 def descriptor_to_connect(descriptor: Descriptor, version: int | None, config: ProtobufDataConfig) -> Schema:
     """The Connect schema of a message type (Confluent's ``toConnectSchema``), ``version`` its root version."""
     unwrapped = _UNWRAPPED.get(descriptor.full_name)
-    if unwrapped is not None:
-        builder = SchemaBuilder(unwrapped)
-    else:
-        builder = _Reader(config).struct(descriptor)
+    builder = SchemaBuilder(unwrapped) if unwrapped is not None else _Reader(config).struct(descriptor)
     if version is not None:
         builder.version(version)
     return builder.build()
@@ -482,12 +481,18 @@ class _Reader:
         return b.optional()
 
 
-def _field_meta(fd: FieldDescriptor) -> dict[str, str]:
+def _field_meta_extension() -> Any:
+    """Confluent's ``(confluent.field_meta)`` field option (``confluent/meta.proto``, shipped with confluent-kafka)."""
     from confluent_kafka.schema_registry.confluent import meta_pb2
+    return getattr(meta_pb2, "field_meta")  # noqa: B009 - generated code mypy cannot see into
+
+
+def _field_meta(fd: FieldDescriptor) -> dict[str, str]:
     options = fd.GetOptions()
-    if not options.HasExtension(meta_pb2.field_meta):
+    extension = _field_meta_extension()
+    if not options.HasExtension(extension):
         return {}
-    return dict(options.Extensions[meta_pb2.field_meta].params)
+    return dict(options.Extensions[extension].params)
 
 
 def _is_map(fd: FieldDescriptor) -> bool:
@@ -529,7 +534,7 @@ def _has_optional_keyword(fd: FieldDescriptor) -> bool:
 def message_to_connect(schema: Schema, msg: Message, where: str = "the value") -> Any:
     """The Connect value of ``msg`` for the schema :func:`descriptor_to_connect` gave its type."""
     if schema.type is not SchemaType.STRUCT:
-        return _value(schema, msg.value, where)  # type: ignore[attr-defined]
+        return _value(schema, msg.value, where)
     return _struct(schema, msg, where)
 
 
@@ -552,7 +557,7 @@ def _struct(schema: Schema, msg: Message, where: str) -> Struct:
             continue
         field = schema.field(fd.name)
         assert field is not None
-        if (fd.is_repeated or fd.type != F.TYPE_MESSAGE) and not _proto3_optional(fd) or msg.HasField(fd.name):
+        if ((fd.is_repeated or fd.type != F.TYPE_MESSAGE) and not _proto3_optional(fd)) or msg.HasField(fd.name):
             value = _value(field.schema, getattr(msg, fd.name), _sub(where, fd.name))
             if value is not None:
                 struct.put(fd.name, value)
@@ -565,7 +570,7 @@ def _value(schema: Schema, value: Any, where: str) -> Any:
     try:
         if name == Decimal.LOGICAL_NAME:
             unscaled = int.from_bytes(value.value, "big", signed=True)
-            number = _decimal.Decimal(unscaled).scaleb(-value.scale, _EXACT)
+            number: _decimal.Decimal = _decimal.Decimal(unscaled).scaleb(-value.scale, _EXACT)
             scale = Decimal.scale(schema)
             exact = number.quantize(_decimal.Decimal(1).scaleb(-scale, _EXACT), context=_EXACT)
             if exact != number:
@@ -578,24 +583,22 @@ def _value(schema: Schema, value: Any, where: str) -> Any:
         if name == Timestamp.LOGICAL_NAME:
             return Timestamp.to_logical(schema, value.seconds * 1000 + value.nanos // 1_000_000)
     except (ValueError, OverflowError) as exc:
-        raise DataError(f"{where} is not a valid {name.rsplit('.', 1)[-1]} ({exc})") from exc
+        raise DataError(f"{where} is not a valid {(name or '').rsplit('.', 1)[-1]} ({exc})") from exc
     if t is SchemaType.ARRAY:
         assert schema.value_schema is not None
         return [_value(schema.value_schema, v, f"{where}[{i}]") for i, v in enumerate(value)]
     if t is SchemaType.MAP:
         assert schema.key_schema is not None and schema.value_schema is not None
-        if isinstance(value, Mapping):  # a protobuf map field
-            items = list(value.items())
-        else:
-            items = [(e.key, e.value) for e in value]
+        # a protobuf map field is a Mapping; Confluent's maps are repeated key/value messages
+        items = list(value.items()) if isinstance(value, Mapping) else [(e.key, e.value) for e in value]
         return {_value(schema.key_schema, k, f"a key of {where}"): _value(schema.value_schema, v, f"{where}[{k!r}]")
                 for k, v in items}
     if t is SchemaType.STRUCT:
         return _struct(schema, value, where)
     if t is SchemaType.STRING and PROTOBUF_TYPE_ENUM in (schema.parameters or {}) and isinstance(value, int):
         prefix = PROTOBUF_TYPE_ENUM + "."
-        for key, number in (schema.parameters or {}).items():
-            if key.startswith(prefix) and int(number) == value:
+        for key, tag in (schema.parameters or {}).items():
+            if key.startswith(prefix) and int(tag) == value:
                 return key[len(prefix):]
         return str(value)
     if t in (SchemaType.FLOAT32, SchemaType.FLOAT64):

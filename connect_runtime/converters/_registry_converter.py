@@ -136,12 +136,13 @@ class RegistryConverter(Converter):
         assert self.settings is not None, "configure() first"
         try:
             serializer = self._serializer(schema)
-            return serializer(self._payload(schema, value, serializer), self._ctx(topic))
+            data: bytes | None = serializer(self._payload(schema, value, serializer), self._ctx(topic))
+            return data
         except DataError as exc:
             raise DataError(self.settings.scrub(f"{what}: {exc}")) from None
         except ConnectError:
             raise
-        except Exception as exc:  # noqa: BLE001 - confluent-kafka raises many types; each becomes ours, scrubbed
+        except Exception as exc:
             raise self._failure(what, exc) from None
 
     def to_connect_data(self, topic: str, data: bytes | None, headers: Headers | None = None) -> SchemaAndValue:
@@ -160,7 +161,7 @@ class RegistryConverter(Converter):
             raise DataError(self.settings.scrub(f"{what}: {exc}")) from None
         except ConnectError:
             raise
-        except Exception as exc:  # noqa: BLE001 - see from_connect_data
+        except Exception as exc:
             raise self._failure(what, exc) from None
 
     def _failure(self, what: str, exc: BaseException) -> ConnectError:

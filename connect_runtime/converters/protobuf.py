@@ -23,9 +23,10 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from confluent_kafka.schema_registry import Schema as RegistrySchema
+from confluent_kafka.schema_registry._sync.protobuf import _resolve_named_schema  # the sync client's
 from confluent_kafka.schema_registry.common.protobuf import _init_pool, _str_to_proto
 from confluent_kafka.schema_registry.common.serde import SchemaId
-from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer, _resolve_named_schema
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import SerializationContext
 from google.protobuf.descriptor import Descriptor
 from google.protobuf.descriptor_pool import DescriptorPool
@@ -105,9 +106,8 @@ class ProtobufConverter(RegistryConverter):
         pool = DescriptorPool()
         _init_pool(pool)
         _resolve_named_schema(writer, self.client, pool)
-        fd = pool.Add(_str_to_proto("default", writer.schema_str or ""))
-        if fd is None or isinstance(fd, bool):  # older protobufs return nothing from Add
-            fd = pool.FindFileByName("default")
+        _ = pool.Add(_str_to_proto("default", writer.schema_str or ""))
+        fd = pool.FindFileByName("default")
         messages: list[Descriptor] = list(fd.message_types_by_name.values())
         descriptor: Descriptor | None = None
         for depth, index in enumerate(indexes):
