@@ -19,10 +19,12 @@ the short names).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from confluent_kafka.schema_registry import Schema as RegistrySchema
+from confluent_kafka.schema_registry import dual_schema_id_deserializer
 from confluent_kafka.schema_registry._sync.protobuf import _resolve_named_schema  # the sync client's
 from confluent_kafka.schema_registry.common.protobuf import _init_pool, _str_to_proto
 from confluent_kafka.schema_registry.common.serde import SchemaId
@@ -45,6 +47,21 @@ from connect_runtime.converters._protobuf_data import (
     message_to_connect,
 )
 from connect_runtime.converters._registry_converter import Reader, RegistryConverter
+
+
+def _is_well_known(writer: RegistrySchema) -> bool:
+    """Whether the writer's file is one of protobuf's well-known files (a root wrapper such as Int32Value)."""
+    return bool(_str_to_proto("default", writer.schema_str or "").package == "google.protobuf")
+
+
+def _parse_well_known(cls: type[Message], data: bytes, ctx: SerializationContext) -> Message:
+    """A message of a well-known type (confluent-kafka's ``ProtobufDeserializer`` cannot read one: it adds the
+    writer's file to a pool that holds it already, "duplicate symbol"): the framing read by confluent-kafka's own
+    ``dual_schema_id_deserializer``, the rest parsed by protobuf."""
+    payload = dual_schema_id_deserializer(data, ctx, SchemaId("PROTOBUF"))
+    message = cls()
+    message.ParseFromString(payload.read())
+    return message
 
 
 class _Writer:
@@ -98,27 +115,36 @@ class ProtobufConverter(RegistryConverter):
         assert self.settings is not None
         descriptor = self._writer_descriptor(writer, schema_id.message_indexes or [0])
         schema = descriptor_to_connect(descriptor, version(descriptor.full_name), self.data_config)
-        deserializer = ProtobufDeserializer(GetMessageClass(descriptor), conf=self.settings.deserializer_conf(
-            self.is_key), schema_registry_client=self.client)
+        cls = GetMessageClass(descriptor)
+        if _is_well_known(writer):
+            return Reader(functools.partial(_parse_well_known, cls), schema)
+        deserializer = ProtobufDeserializer(cls, conf=self.settings.deserializer_conf(self.is_key),
+                                            schema_registry_client=self.client)
         return Reader(deserializer, schema)
 
     def _writer_descriptor(self, writer: RegistrySchema, indexes: list[int]) -> Descriptor:
-        pool = DescriptorPool()
-        _init_pool(pool)
-        _resolve_named_schema(writer, self.client, pool)
-        _ = pool.Add(_str_to_proto("default", writer.schema_str or ""))
-        fd = pool.FindFileByName("default")
-        messages: list[Descriptor] = list(fd.message_types_by_name.values())
-        descriptor: Descriptor | None = None
+        """The message type the record names: its message indexes walked down the writer's file (a file of
+        well-known types, e.g. a root wrapper, is the pool's own copy)."""
+        fdp = _str_to_proto("default", writer.schema_str or "")
+        names: list[str] = [fdp.package] if fdp.package else []
+        messages = list(fdp.message_type)
         for depth, index in enumerate(indexes):
             if not 0 <= index < len(messages):
                 raise DataError(f"the message indexes {indexes} of the record point outside the writer's schema "
                                 f"(level {depth} has {len(messages)} message types)")
-            descriptor = messages[index]
-            messages = list(descriptor.nested_types)
-        if descriptor is None:
+            names.append(messages[index].name)
+            messages = list(messages[index].nested_type)
+        if len(names) == (1 if fdp.package else 0):
             raise DataError("the record names no message type of the writer's schema (empty message indexes)")
-        return descriptor
+        full_name = ".".join(names)
+        pool = DescriptorPool()
+        _init_pool(pool)
+        try:
+            return pool.FindMessageTypeByName(full_name)
+        except KeyError:
+            _resolve_named_schema(writer, self.client, pool)
+            _ = pool.Add(fdp)
+            return pool.FindMessageTypeByName(full_name)
 
     def _value(self, reader: Reader, obj: Any) -> Any:
         return message_to_connect(reader.schema, obj)
