@@ -209,6 +209,11 @@ def connect_to_json_value(schema: Schema, value: Any, where: str = "the value", 
             raise DataError(f"{where} is a {type(value).__name__}; expected BYTES")
         return base64.b64encode(bytes(value)).decode("ascii")
     validate_value(_non_optional(schema), value, where)
+    params = schema.parameters or {}
+    if t is SchemaType.STRING and JSON_TYPE_ENUM in params:
+        symbols = [v for k, v in params.items() if k.startswith(JSON_TYPE_ENUM + ".")]
+        if value not in symbols:
+            raise DataError(f"{where} is {value!r}, not one of the enum's symbols ({', '.join(symbols)})")
     return float(value) if t in _FLOAT_NAMES else value
 
 

@@ -312,7 +312,8 @@ def _set(msg: Message, fd: FieldDescriptor, schema: Schema, value: Any, where: s
             if fd.type == F.TYPE_MESSAGE:
                 _set_message(target.add(), schema.value_schema, item, f"{where}[{i}]")
             else:
-                target.append(_scalar(fd, schema.value_schema, item, f"{where}[{i}]"))
+                _put(lambda v: target.append(v), _scalar(fd, schema.value_schema, item, f"{where}[{i}]"), fd,
+                     f"{where}[{i}]")
         return
     if schema.type is SchemaType.MAP:
         if not isinstance(value, Mapping):
@@ -330,7 +331,16 @@ def _set(msg: Message, fd: FieldDescriptor, schema: Schema, value: Any, where: s
     if fd.type == F.TYPE_MESSAGE:
         _set_message(getattr(msg, name), schema, value, where)
     else:
-        setattr(msg, name, _scalar(fd, schema, value, where))
+        _put(lambda v: setattr(msg, name, v), _scalar(fd, schema, value, where), fd, where)
+
+
+def _put(put: Any, value: Any, fd: FieldDescriptor, where: str) -> None:
+    """Set a scalar, turning protobuf's refusal (a value outside ``uint32``, say) into a :class:`DataError`."""
+    try:
+        put(value)
+    except (ValueError, TypeError) as exc:
+        kind = _TYPE_NAMES.get(fd.type, "the field's type")
+        raise DataError(f"{where} is {value!r}, which the Protobuf field's type ({kind}) cannot hold ({exc})") from None
 
 
 def _set_message(target: Message, schema: Schema, value: Any, where: str) -> None:

@@ -243,3 +243,48 @@ def test_decimal_format_is_validated_and_aliases_resolve(scope: str) -> None:
     assert ALIASES["io.confluent.connect.json.JsonSchemaConverter"] == \
         "connect_runtime.converters.jsonschema.JsonSchemaConverter"
     assert load_class("io.confluent.connect.json.JsonSchemaConverter", "value.converter") is JsonSchemaConverter
+
+
+def test_an_enum_value_outside_its_symbols_names_the_field(scope: str) -> None:
+    role = (SchemaBuilder.string().parameter("io.confluent.connect.json.Enum", "")
+            .parameter("io.confluent.connect.json.Enum.admin", "admin").build())
+    schema = SchemaBuilder.struct().name("U").field("role", role).build()
+    c = converter(scope)
+    assert c.to_connect_data("u", c.from_connect_data("u", schema, Struct(schema).put("role", "admin"))).value[
+        "role"] == "admin"
+    with pytest.raises(DataError, match=r"field 'role' is 'root', not one of the enum's symbols \(admin\)"):
+        c.from_connect_data("u", schema, Struct(schema).put("role", "root"))
+
+
+@pytest.mark.parametrize(("document", "expected"), [
+    ({"title": "A", "allOf": [{"type": "string"}]}, "allOf"),
+    ({"title": "N", "type": "object", "properties": {"next": {"$ref": "#"}}}, "recursive"),
+    ({"title": "R", "type": "object", "properties": {"x": {"$ref": "other.json"}}}, "only references inside"),
+    ({"title": "V", "type": "object", "properties": {"x": {}}}, "without a type"),
+])
+def test_json_schemas_with_no_connect_schema_are_named(scope: str, document: dict[str, Any], expected: str) -> None:
+    from confluent_kafka.schema_registry import Schema as RegistrySchema
+    client = registry(scope)
+    schema_id = client.register_schema("odd-value", RegistrySchema(json.dumps(document), "JSON"))
+    with pytest.raises(DataError, match=rf"topic 'odd'.*{expected}"):
+        converter(scope).to_connect_data("odd", b"\x00" + schema_id.to_bytes(4, "big") + b"{}")
+
+
+def test_a_registry_that_cannot_be_reached_is_retriable_and_hides_the_password(scope: str) -> None:
+    from confluent_kafka.schema_registry.common._httpx_compat import httpx  # the client's own httpx
+
+    from connect_runtime.api.errors import RetriableError
+
+    class Unreachable:
+        def get_schema(self, *args: Any) -> Any:
+            raise httpx.ConnectError("refused by https://ops:hunter2@sr.internal")
+
+    c = converter(scope)
+    # the settings as a URL with a password gives them; the client refusing as a transport would
+    from connect_runtime.converters._registry import REGISTRY_CONFIG, registry_settings
+    c.settings = registry_settings(REGISTRY_CONFIG.parse({"schema.registry.url": "https://ops:hunter2@sr.internal"}))
+    c.client = Unreachable()
+    with pytest.raises(RetriableError) as err:
+        c.to_connect_data("t", b"\x00\x00\x00\x00\x01{}")
+    assert "hunter2" not in str(err.value) and "could not be reached" in str(err.value)
+    assert err.value.__cause__ is None

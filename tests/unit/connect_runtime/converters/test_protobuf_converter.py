@@ -299,3 +299,25 @@ def test_aliases_resolve() -> None:
     assert ALIASES["io.confluent.connect.protobuf.ProtobufConverter"] == \
         "connect_runtime.converters.protobuf.ProtobufConverter"
     assert load_class("ProtobufConverter", "value.converter") is ProtobufConverter
+
+
+def test_a_value_its_protobuf_type_cannot_hold_names_the_field(scope: str) -> None:
+    unsigned = SchemaBuilder.int64().parameter("io.confluent.connect.protobuf.Type", "uint32").build()
+    schema = SchemaBuilder.struct().name("U").field("n", unsigned).build()
+    c = converter(scope)
+    assert c.to_connect_data("u", c.from_connect_data("u", schema, Struct(schema).put("n", 4_000_000_000))).value[
+        "n"] == 4_000_000_000
+    with pytest.raises(DataError, match=r"topic 'u'.*field 'n' is -1, which the Protobuf field's type \(uint32\)"):
+        c.from_connect_data("u", schema, Struct(schema).put("n", -1))
+
+
+def test_a_recursive_message_type_is_named(scope: str) -> None:
+    fdp = descriptor_pb2.FileDescriptorProto(name="node.proto", syntax="proto3")
+    node = fdp.message_type.add(name="Node")
+    node.field.add(name="next", number=1, type=F.TYPE_MESSAGE, type_name=".Node", label=F.LABEL_OPTIONAL)
+    pool = DescriptorPool()
+    pool.Add(fdp)
+    cls = GetMessageClass(pool.FindMessageTypeByName("Node"))
+    data = ProtobufSerializer(cls, converter(scope).client)(cls(), ctx("nodes"))
+    with pytest.raises(DataError, match=r"topic 'nodes'.*Node is recursive"):
+        converter(scope).to_connect_data("nodes", data)
