@@ -97,7 +97,8 @@ _TYPE_NAMES = {v: k for k, v in _PROTO_TYPES.items()}
 _INT32_TYPES = {F.TYPE_INT32, F.TYPE_SINT32, F.TYPE_SFIXED32}
 _INT64_TYPES = {F.TYPE_INT64, F.TYPE_UINT32, F.TYPE_FIXED32, F.TYPE_UINT64, F.TYPE_SINT64, F.TYPE_FIXED64,
                 F.TYPE_SFIXED64}
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+_PLAIN = {t: Schema(t) for t in SchemaType if t.is_primitive}
+"""Required schemas of the primitive types, for checking a scalar's value (built once)."""
 
 
 @dataclass(frozen=True)
@@ -383,7 +384,7 @@ def _scalar(fd: FieldDescriptor, schema: Schema, value: Any, where: str) -> Any:
         if number is None and symbol is None:
             raise DataError(f"{where} is {value!r}, not a symbol of the enum {fd.enum_type.name}")
         return int(number) if number is not None else symbol.number
-    validate_value(Schema(schema.type), value, where)
+    validate_value(_PLAIN[schema.type], value, where)
     if schema.type is SchemaType.BYTES:
         return bytes(value)
     if schema.type in (SchemaType.FLOAT32, SchemaType.FLOAT64):
@@ -615,7 +616,7 @@ def _value(schema: Schema, value: Any, where: str) -> Any:
         return float(value)
     if isinstance(value, Message):  # a wrapper message read as its struct
         return _struct(schema, value, where)
-    validate_value(Schema(t), value, where)
+    validate_value(_PLAIN[t], value, where)
     return value
 
 
