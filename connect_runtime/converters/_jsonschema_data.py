@@ -28,6 +28,12 @@ Confluent's ``OneOf`` struct; ``enum`` / ``const`` become strings with the enum 
 are followed; properties are ordered by ``connect.index``; the root schema's version is the registry's
 version when it has no ``connect.version``. Not supported (a :class:`DataError` says so): ``allOf``, schemas
 without a type (Confluent's ``Variant``), recursive ``$ref``\\ s and references to other registry subjects.
+
+Where this differs from Confluent, and why: a required property missing from the JSON (or ``null``) with no
+default is a :class:`DataError` naming it (Confluent leaves the struct field unset, which fails later, far from
+the record); a number read for an integer type must be integral (Confluent truncates ``1.5`` to ``1``); an enum
+value outside its symbols is refused when written, naming the field (confluent-kafka's validator would refuse it
+too, without the field).
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ import decimal as _decimal
 import json
 from collections.abc import Mapping
 from typing import Any
+
+import msgspec
 
 from connect_runtime.api.data import (
     Date,
@@ -379,6 +387,31 @@ def _json_text(value: Any) -> str:
 
 # -- JSON value -> Connect value ---------------------------------------------------------------------------------
 
+class ExactFloat(float):
+    """A JSON number with a fraction or exponent, as a ``float`` (what JSON Schema validators expect) that keeps its
+    text, so a ``Decimal`` read from it has every digit the writer wrote."""
+
+    __slots__ = ("text",)
+    text: str
+
+    def __new__(cls, text: str) -> ExactFloat:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
+_DECODER = msgspec.json.Decoder(float_hook=ExactFloat)
+
+
+def decode_json(data: bytes | str) -> Any:
+    """JSON text as Python values, numbers with a fraction as :class:`ExactFloat`; :class:`DataError` if it is
+    not JSON."""
+    try:
+        return _DECODER.decode(data)
+    except msgspec.DecodeError as exc:
+        raise DataError(f"not valid JSON ({exc})") from exc
+
+
 _MISSING: Any = object()
 
 
@@ -506,6 +539,8 @@ def _is_integral(value: Any) -> bool:
 
 
 def _integral(value: Any, where: str, expected: str) -> int:
+    if isinstance(value, float) and value.is_integer():
+        return int(_decimal.Decimal(getattr(value, "text", None) or repr(value)))  # 1.0, 1e3: "integer" in JSON Schema
     if not _is_integral(value):
         raise DataError(f"{where} is {_kind(value)}; expected an integer ({expected})")
     return int(value)
@@ -517,7 +552,8 @@ def _read_decimal(schema: Schema, value: Any, where: str) -> _decimal.Decimal:
         return Decimal.to_logical(schema, _base64(value, where))
     if isinstance(value, bool) or not isinstance(value, (int, float, _decimal.Decimal)):
         raise DataError(f"{where} is {_kind(value)}; expected a Decimal (a number or base64 bytes)")
-    number = _decimal.Decimal(str(value)) if isinstance(value, float) else _decimal.Decimal(value)
+    number = _decimal.Decimal(getattr(value, "text", None) or repr(value)) if isinstance(value, float) else \
+        _decimal.Decimal(value)
     exact = number.quantize(_decimal.Decimal(1).scaleb(-scale), context=_decimal.Context(prec=1000))
     if exact != number:
         raise DataError(f"{where} is {value}, which does not fit the Decimal's scale {scale} without rounding")
@@ -547,4 +583,5 @@ def _kind(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-__all__ = ["connect_to_json_schema", "connect_to_json_value", "json_schema_to_connect", "json_to_connect_value"]
+__all__ = ["ExactFloat", "connect_to_json_schema", "connect_to_json_value", "decode_json", "json_schema_to_connect",
+           "json_to_connect_value"]

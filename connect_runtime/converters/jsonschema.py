@@ -16,16 +16,19 @@ false). Numbers are read exactly (a JSON number for a ``Decimal`` keeps every di
 
 from __future__ import annotations
 
-import decimal as _decimal
+import functools
 import json
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import msgspec
 from confluent_kafka.schema_registry import Schema as RegistrySchema
+from confluent_kafka.schema_registry import dual_schema_id_deserializer
 from confluent_kafka.schema_registry.common.serde import SchemaId
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
-from confluent_kafka.serialization import SerializationContext
+from confluent_kafka.serialization import SerializationContext, SerializationError
+from jsonschema.exceptions import best_match
+from jsonschema.validators import validator_for
 
 from connect_runtime.api.config import ConfigDef, Importance, Type, ValidString
 from connect_runtime.api.data import Schema
@@ -33,24 +36,42 @@ from connect_runtime.api.errors import DataError
 from connect_runtime.converters._jsonschema_data import (
     connect_to_json_schema,
     connect_to_json_value,
+    decode_json,
     json_schema_to_connect,
     json_to_connect_value,
 )
 from connect_runtime.converters._registry_converter import Reader, RegistryConverter
 
 _ENCODER = msgspec.json.Encoder(decimal_format="number")
-_DECODER = msgspec.json.Decoder(float_hook=_decimal.Decimal)
 
 
 def _encode(value: Any) -> bytes:
     return _ENCODER.encode(value)
 
 
-def _decode(data: bytes | str) -> Any:
+def _deserialize(deserializer: JSONDeserializer, document: Any, data: bytes, ctx: SerializationContext) -> Any:
+    """confluent-kafka's deserializer; when it finds the JSON breaks the writer's schema (its error names no
+    field), the JSON is validated again here to name the field."""
     try:
-        return _DECODER.decode(data)
-    except msgspec.DecodeError as exc:
-        raise DataError(f"not valid JSON ({exc})") from exc
+        return deserializer(data, ctx)
+    except SerializationError as exc:
+        where = _violation(document, data, ctx)
+        if where is None:
+            raise
+        raise DataError(f"{where} breaks the writer's JSON Schema: {exc}") from None
+
+
+def _violation(document: Any, data: bytes, ctx: SerializationContext) -> str | None:
+    """``field 'a.b[2]'`` for the first place the record's JSON breaks ``document`` (``None`` if none is found)."""
+    try:
+        payload = dual_schema_id_deserializer(data, ctx, SchemaId("JSON")).read()
+        error = best_match(validator_for(document)(document).iter_errors(decode_json(payload)))
+    except Exception:
+        return None
+    if error is None or not error.absolute_path:
+        return None
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
+    return f"field {path!r}"
 
 
 class JsonSchemaConverter(RegistryConverter):
@@ -93,14 +114,14 @@ class JsonSchemaConverter(RegistryConverter):
     def _new_reader(self, writer: RegistrySchema, schema_id: SchemaId, topic: str,
                     version: Callable[[str | None], int | None]) -> Reader:
         assert self.settings is not None
-        document = _decode(writer.schema_str or "")
+        document = decode_json(writer.schema_str or "")
         title = document.get("title") if isinstance(document, dict) else None
         schema = json_schema_to_connect(document, version(title), self.optional_for_nonrequired)
         if self._deserializer is None:
             self._deserializer = JSONDeserializer(None, schema_registry_client=self.client,
                                                   conf=self.settings.deserializer_conf(self.is_key),
-                                                  json_decode=_decode)
-        return Reader(self._deserializer, schema)
+                                                  json_decode=decode_json)
+        return Reader(functools.partial(_deserialize, self._deserializer, document), schema)
 
     def _value(self, reader: Reader, obj: Any) -> Any:
         return json_to_connect_value(reader.schema, obj)

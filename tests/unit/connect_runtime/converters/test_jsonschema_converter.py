@@ -133,6 +133,8 @@ def test_numeric_decimals_are_json_numbers_read_back_exactly(scope: str) -> None
     c = converter(scope, **{"decimal.format": "NUMERIC"})
     data = c.from_connect_data("p", schema, value)
     assert data is not None and data.endswith(b'{"price":12345678901234567890.123456789}')
+    integral = data.replace(b"12345678901234567890.123456789", b"12345678901234567890.000000000")
+    assert converter(scope).to_connect_data("p", integral).value["price"] == decimal.Decimal("12345678901234567890.000000000")
     assert converter(scope).to_connect_data("p", data).value["price"] == value["price"]
 
 
@@ -229,11 +231,12 @@ def test_json_that_breaks_its_schema_names_the_field(scope: str) -> None:
     assert good is not None
     body = json.loads(good[5:])
     for field, value, expected in (("i8", 500, "out of the range of INT8"), ("amount", "%%%", "base64"),
-                                   ("id", None, "expected INT64")):
+                                   ("id", None, "expected INT64"), ("i32", 1.5, "is not of type 'integer'"),
+                                   ("tags", ["a", 7], "7 is not of type 'string'")):
         broken = dict(body, **{field: value}) if value is not None else {k: v for k, v in body.items() if k != field}
         with pytest.raises(DataError) as err:
             c.to_connect_data("orders", good[:5] + json.dumps(broken).encode())
-        assert f"field '{field}'" in str(err.value) and expected in str(err.value)
+        assert f"field '{field}" in str(err.value) and expected in str(err.value)
 
 
 def test_decimal_format_is_validated_and_aliases_resolve(scope: str) -> None:
@@ -288,3 +291,13 @@ def test_a_registry_that_cannot_be_reached_is_retriable_and_hides_the_password(s
         c.to_connect_data("t", b"\x00\x00\x00\x00\x01{}")
     assert "hunter2" not in str(err.value) and "could not be reached" in str(err.value)
     assert err.value.__cause__ is None
+
+
+def test_an_integral_json_number_written_with_a_fraction_is_an_integer(scope: str) -> None:
+    c = converter(scope)
+    good = c.from_connect_data("orders", ORDER, order())
+    assert good is not None
+    body = dict(json.loads(good[5:]), i32=7.0, ts=1e3)
+    back = c.to_connect_data("orders", good[:5] + json.dumps(body).encode()).value
+    assert back["i32"] == 7 and type(back["i32"]) is int
+    assert back["ts"] == dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.UTC)
