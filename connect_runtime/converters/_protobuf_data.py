@@ -133,6 +133,13 @@ def connect_to_file(schema: Schema, optional_for_nullables: bool = False
     return fdp, f"{package}.{name}" if package else name
 
 
+def root_message_name(schema: Schema) -> str:
+    """The full name of the root message :func:`connect_to_file` writes for ``schema`` (without building it)."""
+    if schema.type in _WRAPPERS:
+        return f"google.protobuf.{_WRAPPERS[schema.type]}"
+    return schema.name or f"{DEFAULT_SCHEMA_NAME}1"
+
+
 def _split(full_name: str) -> tuple[str, str]:
     package, _, name = full_name.rpartition(".")
     return package, name
@@ -623,4 +630,4 @@ def _value(schema: Schema, value: Any, where: str) -> Any:
 _EXACT = _decimal.Context(prec=_decimal.MAX_PREC, Emax=_decimal.MAX_EMAX, Emin=_decimal.MIN_EMIN)
 
 __all__ = ["ProtobufDataConfig", "connect_to_file", "connect_to_message", "descriptor_to_connect", "message_class",
-           "message_to_connect"]
+           "message_to_connect", "root_message_name"]

@@ -8,8 +8,8 @@ object a Connect value (:meth:`~RegistryConverter._value`). This base class hold
 
 - ``configure``: the converter's ``ConfigDef`` (its own fields plus the registry's, see
   :mod:`connect_runtime.converters._registry`), the registry client (the shared mock of a ``mock://`` scope);
-- writing: one serializer per Connect schema (at most :data:`CACHE_SIZE`, least recently used dropped, as
-  Confluent's ``schemas.cache.size``), called with the topic and key/value in its ``SerializationContext``, so
+- writing: one serializer per Connect schema (at most ``schemas.cache.config``, default :data:`CACHE_SIZE`, least
+  recently used dropped, as Confluent's converters), called with the topic and key/value in its ``SerializationContext``, so
   confluent-kafka registers or looks up the schema under the subject and writes the wire format;
 - reading: the schema id (and Protobuf message indexes) read from the framing by confluent-kafka's own
   ``dual_schema_id_deserializer``, the writer schema fetched once per id, the reader built once per id; the
@@ -38,7 +38,7 @@ from confluent_kafka.schema_registry.common.serde import SchemaId
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext, SerializationError
 
-from connect_runtime.api.config import ConfigDef
+from connect_runtime.api.config import ConfigDef, Importance, Range, Type
 from connect_runtime.api.data import Schema, SchemaAndValue, Struct
 from connect_runtime.api.errors import ConnectError, DataError
 from connect_runtime.api.records import Headers
@@ -46,7 +46,12 @@ from connect_runtime.api.transforms import Converter
 from connect_runtime.converters._registry import REGISTRY_CONFIG, RegistrySettings, registry_settings
 
 CACHE_SIZE = 1000
-"""Serializers (one per Connect schema) and readers (one per writer schema) kept per converter."""
+"""Serializers (one per Connect schema) and readers (one per writer schema) kept per converter, by default
+(``schemas.cache.config``, Confluent's name)."""
+
+_CACHE_CONFIG = ConfigDef().define(
+    "schemas.cache.config", Type.INT, default=CACHE_SIZE, validator=Range.at_least(1), importance=Importance.LOW,
+    doc="How many schemas each direction's cache keeps (a serializer per Connect schema, a reader per writer schema).")
 
 
 class Reader:
@@ -77,14 +82,16 @@ class RegistryConverter(Converter):
         self._serializers: OrderedDict[Schema, Any] = OrderedDict()
         self._readers: OrderedDict[tuple[Any, ...], Reader] = OrderedDict()
         self._lock = threading.Lock()
+        self._cache_size = CACHE_SIZE
 
     def config_def(self) -> ConfigDef:
-        return self.FORMAT_CONFIG.merge(REGISTRY_CONFIG)
+        return self.FORMAT_CONFIG.merge(_CACHE_CONFIG).merge(REGISTRY_CONFIG)
 
     def configure(self, configs: Mapping[str, Any], is_key: bool) -> None:
         values = self.config_def().parse(configs)
         self.settings = registry_settings(values)
         self.is_key = is_key
+        self._cache_size = values["schemas.cache.config"]
         self._configure_format(values)
         self.client = self.settings.client()
 
@@ -95,6 +102,10 @@ class RegistryConverter(Converter):
     @abc.abstractmethod
     def _new_serializer(self, schema: Schema) -> Callable[[Any, SerializationContext], bytes | None]:
         """confluent-kafka's serializer for values of ``schema`` (called once per schema, then cached)."""
+
+    def _record_name(self, schema: Schema) -> str | None:
+        """The full name the subject name strategies see for ``schema`` (the JSON Schema's title: its name)."""
+        return schema.name
 
     @abc.abstractmethod
     def _payload(self, schema: Schema, value: Any, serializer: Any) -> Any:
@@ -134,6 +145,9 @@ class RegistryConverter(Converter):
             raise DataError(f"{what}: the {self._kind} has no schema (a {type(value).__name__}); a Schema Registry "
                             "converter writes only values with a Connect schema")
         assert self.settings is not None, "configure() first"
+        subject = self.settings.subject(topic, self.is_key, self._record_name(schema))
+        if subject is not None:
+            what += f" under subject {subject!r}"
         try:
             serializer = self._serializer(schema)
             data: bytes | None = serializer(self._payload(schema, value, serializer), self._ctx(topic))
@@ -184,7 +198,7 @@ class RegistryConverter(Converter):
         made = self._new_serializer(schema)
         with self._lock:
             self._serializers[schema] = made
-            while len(self._serializers) > CACHE_SIZE:
+            while len(self._serializers) > self._cache_size:
                 self._serializers.popitem(last=False)
         return made
 
@@ -213,7 +227,7 @@ class RegistryConverter(Converter):
         made = self._new_reader(writer, schema_id, topic, version)
         with self._lock:
             self._readers[key] = made
-            while len(self._readers) > CACHE_SIZE:
+            while len(self._readers) > self._cache_size:
                 self._readers.popitem(last=False)
         return made
 

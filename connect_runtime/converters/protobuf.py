@@ -45,6 +45,7 @@ from connect_runtime.converters._protobuf_data import (
     descriptor_to_connect,
     message_class,
     message_to_connect,
+    root_message_name,
 )
 from connect_runtime.converters._registry_converter import Reader, RegistryConverter
 
@@ -101,6 +102,10 @@ class ProtobufConverter(RegistryConverter):
     def message_class(self, schema: Schema) -> type[Message]:
         """The message class written for ``schema`` (built at run time; cached with its serializer)."""
         return message_class(*connect_to_file(schema, self.data_config.optional_for_nullables))
+
+    def _record_name(self, schema: Schema) -> str | None:
+        """The root message's full name (``ConnectDefault1`` for an unnamed struct, the wrapper for a primitive)."""
+        return root_message_name(schema)
 
     def _new_serializer(self, schema: Schema) -> Callable[[Any, SerializationContext], bytes | None]:
         assert self.settings is not None
