@@ -59,6 +59,7 @@ from connect_runtime.api.data import (
     validate_value,
 )
 from connect_runtime.api.errors import DataError
+from connect_runtime.converters._paths import field_path, item_path
 
 NAMESPACE = "io.confluent.connect.json"
 CONNECT_TYPE = "connect.type"
@@ -191,13 +192,13 @@ def connect_to_json_value(schema: Schema, value: Any, where: str = "the value", 
                 if member is not None:
                     return connect_to_json_value(f.schema, member, where, numeric)
             return connect_to_json_value(schema, None, where, numeric)
-        return {f.name: connect_to_json_value(f.schema, value.get(f.name), _sub(where, f.name), numeric)
+        return {f.name: connect_to_json_value(f.schema, value.get(f.name), field_path(where, f.name), numeric)
                 for f in schema.fields}
     if t is SchemaType.ARRAY:
         if not isinstance(value, (list, tuple)):
             raise DataError(f"{where} is a {type(value).__name__}; expected ARRAY (a list)")
         assert schema.value_schema is not None
-        return [connect_to_json_value(schema.value_schema, v, f"{where}[{i}]", numeric) for i, v in enumerate(value)]
+        return [connect_to_json_value(schema.value_schema, v, item_path(where, i), numeric) for i, v in enumerate(value)]
     if t is SchemaType.MAP:
         if not isinstance(value, Mapping):
             raise DataError(f"{where} is a {type(value).__name__}; expected MAP (a dict)")
@@ -208,10 +209,10 @@ def connect_to_json_value(schema: Schema, value: Any, where: str = "the value", 
             for k, v in value.items():
                 if not isinstance(k, str):
                     raise DataError(f"a key of {where} is a {type(k).__name__}; expected STRING")
-                out[k] = connect_to_json_value(vs, v, f"{where}[{k!r}]", numeric)
+                out[k] = connect_to_json_value(vs, v, item_path(where, repr(k)), numeric)
             return out
         return [{KEY_FIELD: connect_to_json_value(ks, k, f"a key of {where}", numeric),
-                 VALUE_FIELD: connect_to_json_value(vs, v, f"{where}[{k!r}]", numeric)} for k, v in value.items()]
+                 VALUE_FIELD: connect_to_json_value(vs, v, item_path(where, repr(k)), numeric)} for k, v in value.items()]
     if t is SchemaType.BYTES:
         if not isinstance(value, (bytes, bytearray, memoryview)):
             raise DataError(f"{where} is a {type(value).__name__}; expected BYTES")
@@ -224,11 +225,6 @@ def connect_to_json_value(schema: Schema, value: Any, where: str = "the value", 
             raise DataError(f"{where} is {value!r}, not one of the enum's symbols ({', '.join(symbols)})")
     return float(value) if t in _FLOAT_NAMES else value
 
-
-def _sub(where: str, name: str) -> str:
-    if where.startswith("field '"):
-        return f"field '{where[7:-1]}.{name}'"
-    return f"field {name!r}"
 
 
 # -- JSON Schema -> Connect schema -------------------------------------------------------------------------------
@@ -458,7 +454,7 @@ def json_to_connect_value(schema: Schema, value: Any, where: str = "the value") 
         if not isinstance(value, list):
             raise DataError(f"{where} is {_kind(value)}; expected ARRAY (a JSON array)")
         assert schema.value_schema is not None
-        return [json_to_connect_value(schema.value_schema, v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [json_to_connect_value(schema.value_schema, v, item_path(where, i)) for i, v in enumerate(value)]
     if t is SchemaType.MAP:
         return _read_map(schema, value, where)
     return _read_struct(schema, value, where)
@@ -470,15 +466,15 @@ def _read_map(schema: Schema, value: Any, where: str) -> dict[Any, Any]:
     if ks.type is SchemaType.STRING and not ks.optional:
         if not isinstance(value, dict):
             raise DataError(f"{where} is {_kind(value)}; expected a map with string keys (a JSON object)")
-        return {k: json_to_connect_value(vs, v, f"{where}[{k!r}]") for k, v in value.items()}
+        return {k: json_to_connect_value(vs, v, item_path(where, repr(k))) for k, v in value.items()}
     if not isinstance(value, list):
         raise DataError(f"{where} is {_kind(value)}; expected a map (a JSON array of key/value objects)")
     out: dict[Any, Any] = {}
     for i, entry in enumerate(value):
         if not isinstance(entry, dict) or len(entry) != 2 or KEY_FIELD not in entry or VALUE_FIELD not in entry:
-            raise DataError(f"{where}[{i}] is not a map entry (expected an object of 'key' and 'value')")
+            raise DataError(f"{item_path(where, i)} is not a map entry (expected an object of 'key' and 'value')")
         key = json_to_connect_value(ks, entry[KEY_FIELD], f"a key of {where}")
-        out[key] = json_to_connect_value(vs, entry[VALUE_FIELD], f"{where}[{key!r}]")
+        out[key] = json_to_connect_value(vs, entry[VALUE_FIELD], item_path(where, repr(key)))
     return out
 
 
@@ -499,7 +495,7 @@ def _read_struct(schema: Schema, value: Any, where: str) -> Struct:
         raise DataError(f"{where} is {_kind(value)}; expected a struct (a JSON object)")
     struct = Struct(schema)
     for f in schema.fields:
-        v = json_to_connect_value(f.schema, value.get(f.name, _MISSING), _sub(where, f.name))
+        v = json_to_connect_value(f.schema, value.get(f.name, _MISSING), field_path(where, f.name))
         if v is not None:
             struct.put(f.name, v)
     return struct

@@ -62,6 +62,7 @@ from connect_runtime.api.data import (
     validate_value,
 )
 from connect_runtime.api.errors import DataError
+from connect_runtime.converters._paths import field_path, item_path
 
 NAMESPACE = "io.confluent.connect.protobuf"
 DEFAULT_SCHEMA_NAME = "ConnectDefault"
@@ -302,9 +303,9 @@ def _fill(msg: Message, schema: Schema, value: Any, where: str) -> None:
             member = next((m for m in fs.fields if v.get(m.name) is not None), None)
             if member is not None:
                 _set(msg, msg.DESCRIPTOR.fields_by_name[member.name], member.schema, v.get(member.name),
-                     _sub(where, f.name))
+                     field_path(where, f.name))
             continue
-        _set(msg, msg.DESCRIPTOR.fields_by_name[f.name], fs, v, _sub(where, f.name))
+        _set(msg, msg.DESCRIPTOR.fields_by_name[f.name], fs, v, field_path(where, f.name))
 
 
 def _set(msg: Message, fd: FieldDescriptor, schema: Schema, value: Any, where: str) -> None:
@@ -316,12 +317,12 @@ def _set(msg: Message, fd: FieldDescriptor, schema: Schema, value: Any, where: s
         target = getattr(msg, name)
         for i, item in enumerate(value):
             if item is None:
-                raise DataError(f"{where}[{i}] is null; a repeated Protobuf field cannot hold a null")
+                raise DataError(f"{item_path(where, i)} is null; a repeated Protobuf field cannot hold a null")
             if fd.type == F.TYPE_MESSAGE:
-                _set_message(target.add(), schema.value_schema, item, f"{where}[{i}]")
+                _set_message(target.add(), schema.value_schema, item, item_path(where, i))
             else:
-                _put(lambda v: target.append(v), _scalar(fd, schema.value_schema, item, f"{where}[{i}]"), fd,
-                     f"{where}[{i}]")
+                _put(lambda v: target.append(v), _scalar(fd, schema.value_schema, item, item_path(where, i)), fd,
+                     item_path(where, i))
         return
     if schema.type is SchemaType.MAP:
         if not isinstance(value, Mapping):
@@ -334,7 +335,7 @@ def _set(msg: Message, fd: FieldDescriptor, schema: Schema, value: Any, where: s
             if k is not None:
                 _set(entry, entry_desc.fields_by_name["key"], schema.key_schema, k, f"a key of {where}")
             if v is not None:
-                _set(entry, entry_desc.fields_by_name["value"], schema.value_schema, v, f"{where}[{k!r}]")
+                _set(entry, entry_desc.fields_by_name["value"], schema.value_schema, v, item_path(where, repr(k)))
         return
     if fd.type == F.TYPE_MESSAGE:
         _set_message(getattr(msg, name), schema, value, where)
@@ -398,11 +399,6 @@ def _scalar(fd: FieldDescriptor, schema: Schema, value: Any, where: str) -> Any:
         return float(value)
     return value
 
-
-def _sub(where: str, name: str) -> str:
-    if where.startswith("field '"):
-        return f"field '{where[7:-1]}.{name}'"
-    return f"field {name!r}"
 
 
 # -- protobuf descriptor -> Connect schema -----------------------------------------------------------------------
@@ -568,7 +564,7 @@ def _struct(schema: Schema, msg: Message, where: str) -> Struct:
         member = union_field.schema.field(set_name)
         assert member is not None
         union = Struct(union_field.schema)
-        union.put(set_name, _value(member.schema, getattr(msg, set_name), _sub(where, set_name)))
+        union.put(set_name, _value(member.schema, getattr(msg, set_name), field_path(where, set_name)))
         struct.put(union_field.name, union)
     for fd in descriptor.fields:
         if _real_oneof(fd) is not None:
@@ -576,7 +572,7 @@ def _struct(schema: Schema, msg: Message, where: str) -> Struct:
         field = schema.field(fd.name)
         assert field is not None
         if ((fd.is_repeated or fd.type != F.TYPE_MESSAGE) and not _proto3_optional(fd)) or msg.HasField(fd.name):
-            value = _value(field.schema, getattr(msg, fd.name), _sub(where, fd.name))
+            value = _value(field.schema, getattr(msg, fd.name), field_path(where, fd.name))
             if value is not None:
                 struct.put(fd.name, value)
     return struct
@@ -604,12 +600,12 @@ def _value(schema: Schema, value: Any, where: str) -> Any:
         raise DataError(f"{where} is not a valid {(name or '').rsplit('.', 1)[-1]} ({exc})") from exc
     if t is SchemaType.ARRAY:
         assert schema.value_schema is not None
-        return [_value(schema.value_schema, v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [_value(schema.value_schema, v, item_path(where, i)) for i, v in enumerate(value)]
     if t is SchemaType.MAP:
         assert schema.key_schema is not None and schema.value_schema is not None
         # a protobuf map field is a Mapping; Confluent's maps are repeated key/value messages
         items = list(value.items()) if isinstance(value, Mapping) else [(e.key, e.value) for e in value]
-        return {_value(schema.key_schema, k, f"a key of {where}"): _value(schema.value_schema, v, f"{where}[{k!r}]")
+        return {_value(schema.key_schema, k, f"a key of {where}"): _value(schema.value_schema, v, item_path(where, repr(k)))
                 for k, v in items}
     if t is SchemaType.STRUCT:
         return _struct(schema, value, where)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
-import itertools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -21,13 +20,12 @@ from connect_runtime.converters import ALIASES
 from connect_runtime.converters._registry import drop_mock_scope
 from connect_runtime.converters.jsonschema import JsonSchemaConverter
 from connect_runtime.runtime.plugins import load_class
-
-_scopes = itertools.count()
+from tests.support.connect_samples import ITEM, ORDER, mock_scope, order
 
 
 @pytest.fixture
 def scope() -> Iterator[str]:
-    name = f"jsonschema-{next(_scopes)}"
+    name = mock_scope("jsonschema")
     yield name
     drop_mock_scope(name)
 
@@ -44,40 +42,6 @@ def registry(scope: str) -> Any:
 
 def ctx(topic: str, is_key: bool = False) -> SerializationContext:
     return SerializationContext(topic, MessageField.KEY if is_key else MessageField.VALUE)
-
-
-def optional(schema: Schema) -> Schema:
-    return Schema(schema.type, True, schema.default, schema.name, schema.version, schema.doc, schema.parameters,
-                  schema.fields, schema.key_schema, schema.value_schema)
-
-
-ITEM = SchemaBuilder.struct().name("shop.Item").field("sku", Schema.STRING_SCHEMA).field(
-    "qty", Schema.INT32_SCHEMA).build()
-ORDER = (SchemaBuilder.struct().name("shop.Order").version(3).doc("an order")
-         .field("id", Schema.INT64_SCHEMA)
-         .field("i8", Schema.INT8_SCHEMA).field("i16", Schema.INT16_SCHEMA).field("i32", Schema.INT32_SCHEMA)
-         .field("f32", Schema.FLOAT32_SCHEMA).field("f64", Schema.FLOAT64_SCHEMA).field("ok", Schema.BOOLEAN_SCHEMA)
-         .field("note", Schema.OPTIONAL_STRING_SCHEMA).field("blob", Schema.BYTES_SCHEMA)
-         .field("amount", Decimal.schema(2)).field("day", Date.schema()).field("at", Time.schema())
-         .field("ts", Timestamp.schema()).field("maybe_ts", Timestamp.builder().optional().build())
-         .field("tags", SchemaBuilder.array(Schema.STRING_SCHEMA).build())
-         .field("items", SchemaBuilder.array(ITEM).build())
-         .field("counts", SchemaBuilder.map(Schema.STRING_SCHEMA, Schema.INT64_SCHEMA).build())
-         .field("by_id", SchemaBuilder.map(Schema.INT32_SCHEMA, Schema.STRING_SCHEMA).optional().build())
-         .field("first", optional(ITEM))
-         .field("currency", SchemaBuilder.string().default_value("EUR").parameter("iso", "4217").build())
-         .build())
-
-
-def order() -> Struct:
-    return (Struct(ORDER).put("id", 1 << 40).put("i8", -128).put("i16", 32767).put("i32", -(1 << 31))
-            .put("f32", 1.5).put("f64", -2.25e-300).put("ok", True).put("blob", b"\x00\xff\x10")
-            .put("amount", decimal.Decimal("-12345678901234567890.99")).put("day", dt.date(1969, 12, 31))
-            .put("at", dt.time(23, 59, 59, 999000)).put("ts", dt.datetime(2024, 2, 29, 12, 0, 0, 1000, tzinfo=dt.UTC))
-            .put("tags", ["a", "ü"]).put("items", [Struct(ITEM).put("sku", "x").put("qty", 2)])
-            .put("counts", {"a": 1, "b": -1}).put("by_id", {1: "one", -2: "minus two"})
-            .put("first", Struct(optional(ITEM)).put("sku", "y").put("qty", 0))
-            .put("currency", "USD"))
 
 
 def test_a_struct_of_every_type_and_logical_type_round_trips(scope: str) -> None:
@@ -173,8 +137,8 @@ def test_confluent_kafkas_deserializer_reads_ours(scope: str) -> None:
     plain = JSONDeserializer(None, schema_registry_client=registry(scope))(data, ctx("orders"))
     # a Decimal is the base64 text of its unscaled value, big-endian two's complement (BigInteger.toByteArray)
     assert base64.b64decode(plain["amount"]) == (-1234567890123456789099).to_bytes(9, "big", signed=True)
-    assert plain["day"] == -1 and plain["at"] == 86399999 and plain["ts"] == 1709208000001
-    assert plain["by_id"] == [{"key": 1, "value": "one"}, {"key": -2, "value": "minus two"}]
+    assert plain["day"] == -1 and plain["at"] == 86399999 and plain["ts"] == -1
+    assert plain["by_id"] == [{"key": 7, "value": {"sku": "s", "qty": 3}}, {"key": -2, "value": {"sku": "t", "qty": 1}}]
     assert plain["note"] is None and plain["blob"] == "AP8Q" and plain["counts"] == {"a": 1, "b": -1}
 
 
@@ -301,3 +265,16 @@ def test_an_integral_json_number_written_with_a_fraction_is_an_integer(scope: st
     back = c.to_connect_data("orders", good[:5] + json.dumps(body).encode()).value
     assert back["i32"] == 7 and type(back["i32"]) is int
     assert back["ts"] == dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.UTC)
+
+
+def test_a_nested_error_names_the_path_through_arrays(scope: str) -> None:
+    c = converter(scope)
+    good = c.from_connect_data("orders", ORDER, order())
+    assert good is not None
+    body = dict(json.loads(good[5:]), items=[{"sku": "x", "qty": 2}, {"sku": "y", "qty": "two"}])
+    with pytest.raises(DataError, match=r"field 'items\[1\]\.qty' breaks the writer's JSON Schema: 'two' is not of"):
+        c.to_connect_data("orders", good[:5] + json.dumps(body).encode())
+    bad = order()
+    bad["items"][0]._values[1] = 2**40  # qty, an INT32, bypassing put()'s own check
+    with pytest.raises(DataError, match=r"field 'items\[0\]\.qty' is 1099511627776, out of the range of INT32"):
+        c.from_connect_data("orders", ORDER, bad)

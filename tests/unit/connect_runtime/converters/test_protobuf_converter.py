@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -35,15 +34,15 @@ from connect_runtime.converters import ALIASES
 from connect_runtime.converters._registry import drop_mock_scope
 from connect_runtime.converters.protobuf import ProtobufConverter
 from connect_runtime.runtime.plugins import load_class
+from tests.support.connect_samples import ORDER, mock_scope, order
 
 F = descriptor_pb2.FieldDescriptorProto
 TAG = "io.confluent.connect.protobuf.Tag"
-_scopes = itertools.count()
 
 
 @pytest.fixture
 def scope() -> Iterator[str]:
-    name = f"protobuf-{next(_scopes)}"
+    name = mock_scope("protobuf")
     yield name
     drop_mock_scope(name)
 
@@ -56,38 +55,6 @@ def converter(scope: str, is_key: bool = False, **props: Any) -> ProtobufConvert
 
 def ctx(topic: str) -> SerializationContext:
     return SerializationContext(topic, MessageField.VALUE)
-
-
-def optional(schema: Schema) -> Schema:
-    return Schema(schema.type, True, schema.default, schema.name, schema.version, schema.doc, schema.parameters,
-                  schema.fields, schema.key_schema, schema.value_schema)
-
-
-ITEM = SchemaBuilder.struct().name("shop.Item").field("sku", Schema.STRING_SCHEMA).field(
-    "qty", Schema.INT32_SCHEMA).build()
-ORDER = (SchemaBuilder.struct().name("shop.Order")
-         .field("id", Schema.INT64_SCHEMA)
-         .field("i8", Schema.INT8_SCHEMA).field("i16", Schema.INT16_SCHEMA).field("i32", Schema.INT32_SCHEMA)
-         .field("f32", Schema.FLOAT32_SCHEMA).field("f64", Schema.FLOAT64_SCHEMA).field("ok", Schema.BOOLEAN_SCHEMA)
-         .field("note", Schema.OPTIONAL_STRING_SCHEMA).field("blob", Schema.BYTES_SCHEMA)
-         .field("amount", Decimal.schema(2)).field("day", Date.schema()).field("at", Time.schema())
-         .field("ts", Timestamp.schema()).field("maybe_ts", Timestamp.builder().optional().build())
-         .field("tags", SchemaBuilder.array(Schema.STRING_SCHEMA).build())
-         .field("items", SchemaBuilder.array(ITEM).build())
-         .field("counts", SchemaBuilder.map(Schema.STRING_SCHEMA, Schema.INT64_SCHEMA).build())
-         .field("by_id", SchemaBuilder.map(Schema.INT32_SCHEMA, ITEM).optional().build())
-         .field("first", optional(ITEM))
-         .build())
-
-
-def order() -> Struct:
-    return (Struct(ORDER).put("id", 1 << 40).put("i8", -128).put("i16", 32767).put("i32", -(1 << 31))
-            .put("f32", 1.5).put("f64", -2.25e-300).put("ok", True).put("blob", b"\x00\xff\x10")
-            .put("amount", decimal.Decimal("-12345678901234567890.99")).put("day", dt.date(1969, 12, 31))
-            .put("at", dt.time(23, 59, 59, 999000)).put("ts", dt.datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=dt.UTC))
-            .put("tags", ["a", "ü"]).put("items", [Struct(ITEM).put("sku", "x").put("qty", 2)])
-            .put("counts", {"a": 1, "b": -1}).put("by_id", {7: Struct(ITEM).put("sku", "s").put("qty", 3)})
-            .put("first", Struct(optional(ITEM)).put("sku", "y").put("qty", 0)))
 
 
 def test_a_struct_of_every_type_and_logical_type_round_trips(scope: str) -> None:
@@ -107,7 +74,7 @@ def test_a_struct_of_every_type_and_logical_type_round_trips(scope: str) -> None
     assert kinds["ts"][1] == Timestamp.LOGICAL_NAME and kinds["counts"][0] is SchemaType.MAP
     # as Confluent reads any message: every field optional, its tag in a parameter
     assert all(f.schema.optional for f in schema.fields)
-    assert [(f.schema.parameters or {})[TAG] for f in schema.fields] == [str(i) for i in range(1, 20)]
+    assert [(f.schema.parameters or {})[TAG] for f in schema.fields] == [str(i) for i in range(1, len(ORDER.fields) + 1)]
 
 
 def test_optional_for_nullables_keeps_nulls_and_required_fields(scope: str) -> None:
@@ -238,7 +205,7 @@ def test_confluent_kafkas_deserializer_reads_ours(scope: str) -> None:
     assert (msg.ts.seconds, msg.ts.nanos) == (-1, 999_000_000)
     assert not msg.HasField("maybe_ts") and list(msg.tags) == ["a", "ü"]
     assert [(e.key, e.value) for e in msg.counts] == [("a", 1), ("b", -1)]
-    assert [(e.key, e.value.sku) for e in msg.by_id] == [(7, "s")]
+    assert [(e.key, e.value.sku) for e in msg.by_id] == [(7, "s"), (-2, "t")] and msg.currency == "USD"
 
 
 def test_a_value_of_the_wrong_type_names_topic_value_field_and_expected(scope: str) -> None:
@@ -321,3 +288,10 @@ def test_a_recursive_message_type_is_named(scope: str) -> None:
     data = ProtobufSerializer(cls, converter(scope).client)(cls(), ctx("nodes"))
     with pytest.raises(DataError, match=r"topic 'nodes'.*Node is recursive"):
         converter(scope).to_connect_data("nodes", data)
+
+
+def test_a_nested_error_names_the_path_through_arrays_and_maps(scope: str) -> None:
+    bad = order()
+    bad["by_id"][-2]._values[1] = "three"  # qty of the map value under key -2, bypassing put()'s own check
+    with pytest.raises(DataError, match=r"field 'by_id\[-2\]\.qty' is a str; expected INT32"):
+        converter(scope).from_connect_data("orders", ORDER, bad)
