@@ -619,8 +619,13 @@ def _value(schema: Schema, value: Any, where: str) -> Any:
         return float(value)
     if isinstance(value, Message):  # a wrapper message read as its struct
         return _struct(schema, value, where)
-    validate_value(_PLAIN[t], value, where)
+    if t in _NARROWED:  # protobuf's own types hold the rest exactly (an int32 in INT32, a str in STRING, ...)
+        validate_value(_PLAIN[t], value, where)
     return value
+
+
+_NARROWED = frozenset({SchemaType.INT8, SchemaType.INT16, SchemaType.INT64})
+"""Connect types a protobuf value may not fit: int8/int16 (an int32 with ``connect.type``), int64 (a uint64)."""
 
 
 _EXACT = _decimal.Context(prec=_decimal.MAX_PREC, Emax=_decimal.MAX_EMAX, Emin=_decimal.MIN_EMIN)

@@ -295,3 +295,17 @@ def test_a_nested_error_names_the_path_through_arrays_and_maps(scope: str) -> No
     bad["by_id"][-2]._values[1] = "three"  # qty of the map value under key -2, bypassing put()'s own check
     with pytest.raises(DataError, match=r"field 'by_id\[-2\]\.qty' is a str; expected INT32"):
         converter(scope).from_connect_data("orders", ORDER, bad)
+
+
+def test_an_int8_field_holding_more_than_a_byte_names_the_field(scope: str) -> None:
+    schema = SchemaBuilder.struct().name("B").field("small", Schema.INT8_SCHEMA).build()
+    c = converter(scope)
+    c.from_connect_data("b", schema, Struct(schema).put("small", 1))
+    registered = c.client.get_latest_version("b-value").schema
+    pool = DescriptorPool()
+    _init_pool(pool)
+    pool.Add(_str_to_proto("b.proto", registered.schema_str))
+    cls = GetMessageClass(pool.FindMessageTypeByName("B"))  # int32 with connect.type int8: protobuf takes 500
+    theirs = ProtobufSerializer(cls, c.client, {"auto.register.schemas": False, "use.latest.version": True})
+    with pytest.raises(DataError, match=r"topic 'b'.*field 'small' is 500, out of the range of INT8"):
+        c.to_connect_data("b", theirs(cls(small=500), ctx("b")))
