@@ -11,8 +11,8 @@ object a Connect value (:meth:`~RegistryConverter._value`). This base class hold
 - writing: one serializer per Connect schema (at most ``schemas.cache.config``, default :data:`CACHE_SIZE`, least
   recently used dropped, as Confluent's converters), called with the topic and key/value in its ``SerializationContext``, so
   confluent-kafka registers or looks up the schema under the subject and writes the wire format;
-- reading: the schema id (and Protobuf message indexes) read from the framing by confluent-kafka's own
-  ``dual_schema_id_deserializer``, the writer schema fetched once per id, the reader built once per id; the
+- reading: the schema id (and Protobuf message indexes) read from the framing, or from the record's
+  ``__value_schema_id`` / ``__key_schema_id`` header, by confluent-kafka's own ``dual_schema_id_deserializer``, the writer schema fetched once per id, the reader built once per id; the
   Connect schema's root version is the version of the writer schema under the record's subject (Confluent's
   converters ask the registry the same), when the registry has it there;
 - errors: a value that cannot be written or bytes that cannot be read give one :class:`DataError` naming the
@@ -126,8 +126,11 @@ class RegistryConverter(Converter):
     def _kind(self) -> str:
         return "key" if self.is_key else "value"
 
-    def _ctx(self, topic: str) -> SerializationContext:
-        return SerializationContext(topic, MessageField.KEY if self.is_key else MessageField.VALUE)
+    def _ctx(self, topic: str, headers: Headers | None = None) -> SerializationContext:
+        """confluent-kafka's context: the topic, key or value, and the record's headers (where a writer may have put
+        the schema id, ``__value_schema_id`` / ``__key_schema_id``, instead of the payload's prefix)."""
+        return SerializationContext(topic, MessageField.KEY if self.is_key else MessageField.VALUE,
+                                    headers if isinstance(headers, list) else None)
 
     def from_connect(self, topic: str, value: Any, headers: Headers | None = None) -> bytes | None:
         """A struct carries its schema; any other value needs :meth:`from_connect_data` with one."""
@@ -164,7 +167,7 @@ class RegistryConverter(Converter):
             return SchemaAndValue(None, None)
         what = f"{self.NAME} cannot read the {self._kind} of a record from topic {topic!r}"
         assert self.settings is not None, "configure() first"
-        ctx = self._ctx(topic)
+        ctx = self._ctx(topic, headers)
         try:
             schema_id = SchemaId(self.SCHEMA_TYPE)
             dual_schema_id_deserializer(data, ctx, schema_id)

@@ -278,3 +278,15 @@ def test_a_nested_error_names_the_path_through_arrays(scope: str) -> None:
     bad["items"][0]._values[1] = 2**40  # qty, an INT32, bypassing put()'s own check
     with pytest.raises(DataError, match=r"field 'items\[0\]\.qty' is 1099511627776, out of the range of INT32"):
         c.from_connect_data("orders", ORDER, bad)
+
+
+def test_a_schema_id_in_a_header_is_read(scope: str) -> None:
+    from confluent_kafka.schema_registry import header_schema_id_serializer
+
+    schema = {"title": "H", "type": "object", "properties": {"n": {"type": "integer"}}}
+    headers: list[tuple[str, Any]] = []
+    theirs = JSONSerializer(json.dumps(schema), registry(scope),
+                            conf={"schema.id.serializer": header_schema_id_serializer})
+    data = theirs({"n": 5}, SerializationContext("h", MessageField.VALUE, headers))
+    assert data == b'{"n":5}' and [k for k, _ in headers] == ["__value_schema_id"]
+    assert converter(scope).to_connect_data("h", data, headers).value["n"] == 5

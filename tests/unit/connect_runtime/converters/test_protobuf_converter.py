@@ -309,3 +309,14 @@ def test_an_int8_field_holding_more_than_a_byte_names_the_field(scope: str) -> N
     theirs = ProtobufSerializer(cls, c.client, {"auto.register.schemas": False, "use.latest.version": True})
     with pytest.raises(DataError, match=r"topic 'b'.*field 'small' is 500, out of the range of INT8"):
         c.to_connect_data("b", theirs(cls(small=500), ctx("b")))
+
+
+def test_a_schema_id_in_a_header_is_read(scope: str) -> None:
+    from confluent_kafka.schema_registry import header_schema_id_serializer
+
+    cls = _their_class()
+    headers: list[tuple[str, Any]] = []
+    theirs = ProtobufSerializer(cls, converter(scope).client, {"schema.id.serializer": header_schema_id_serializer})
+    data = theirs(cls(name="Ada"), SerializationContext("people", MessageField.VALUE, headers))
+    assert [k for k, _ in headers] == ["__value_schema_id"]
+    assert converter(scope).to_connect_data("people", data, headers).value["name"] == "Ada"
