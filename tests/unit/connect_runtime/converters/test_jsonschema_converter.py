@@ -290,3 +290,11 @@ def test_a_schema_id_in_a_header_is_read(scope: str) -> None:
     data = theirs({"n": 5}, SerializationContext("h", MessageField.VALUE, headers))
     assert data == b'{"n":5}' and [k for k, _ in headers] == ["__value_schema_id"]
     assert converter(scope).to_connect_data("h", data, headers).value["n"] == 5
+
+
+def test_a_key_converter_registers_under_the_key_subject(scope: str) -> None:
+    key = SchemaBuilder.struct().name("shop.OrderKey").field("id", Schema.INT64_SCHEMA).build()
+    c = converter(scope, is_key=True)
+    data = c.from_connect_data("orders", key, Struct(key).put("id", 9))
+    assert c.client.get_subjects() == ["orders-key"]
+    assert converter(scope, is_key=True).to_connect_data("orders", data).value["id"] == 9
