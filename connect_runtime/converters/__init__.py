@@ -3,8 +3,16 @@
 - :mod:`.simple`: :class:`JsonConverter` (the default), :class:`StringConverter` (the default header converter),
   :class:`ByteArrayConverter`.
 - :mod:`.avro`: ``AvroConverter`` (Confluent's, over a Schema Registry; :mod:`._avro_data` maps Connect schemas to
-  Avro, :mod:`._registry` holds the Schema Registry settings the registry converters share). Not imported here:
-  confluent-kafka loads only when a config names a registry converter (by its dotted path or alias).
+  Avro).
+- :mod:`.jsonschema`: ``JsonSchemaConverter`` (Connect data as JSON with a JSON Schema in a Schema Registry,
+  Confluent's ``JsonSchemaData`` mapping in :mod:`._jsonschema_data`).
+- :mod:`.protobuf`: ``ProtobufConverter`` (Connect data as Protobuf messages built at run time, Confluent's
+  ``ProtobufData`` mapping in :mod:`._protobuf_data`).
+- :mod:`._registry` (the Schema Registry settings the registry converters share) and :mod:`._registry_converter`
+  (what the JSON Schema and Protobuf converters share: serializer and reader caches, the writer schema, errors).
+
+The registry converters are not imported here: confluent-kafka (and protobuf, jsonschema, fastavro) load only when a
+config names one (by its dotted path or alias).
 
 Every converter here is importable from this package (``connect_runtime.converters.JsonConverter``, the path the
 runtime's defaults name). :data:`ALIASES` maps the Kafka Connect class names (and the short class names) to their
@@ -26,10 +34,10 @@ for _path, _kafka_name in (
     ("JsonConverter", "org.apache.kafka.connect.json.JsonConverter"),
     ("StringConverter", "org.apache.kafka.connect.storage.StringConverter"),
     ("ByteArrayConverter", "org.apache.kafka.connect.converters.ByteArrayConverter"),
+    ("avro.AvroConverter", "io.confluent.connect.avro.AvroConverter"),
+    ("jsonschema.JsonSchemaConverter", "io.confluent.connect.json.JsonSchemaConverter"),
+    ("protobuf.ProtobufConverter", "io.confluent.connect.protobuf.ProtobufConverter"),
 ):
-    ALIASES.setdefault(_kafka_name, f"{__name__}.{_path}")
-    ALIASES.setdefault(_path.rsplit(".", 1)[-1], f"{__name__}.{_path}")
-for _path, _kafka_name in (("avro.AvroConverter", "io.confluent.connect.avro.AvroConverter"),):
     ALIASES.setdefault(_kafka_name, f"{__name__}.{_path}")
     ALIASES.setdefault(_path.rsplit(".", 1)[-1], f"{__name__}.{_path}")
 
