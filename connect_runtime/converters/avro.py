@@ -227,7 +227,8 @@ class AvroConverter(RegistryConverter):
             registry_version = None if isinstance(writer_json, dict) and "connect.version" in writer_json \
                 else version(name)
         try:
-            schema = self._data.to_connect_schema(reader_json, None, registry_version)
+            schema = self._data.to_connect_schema(
+                reader_json, (json.dumps(reader_json, sort_keys=True), registry_version), registry_version)
             value_reader = self._data.reader(schema, reader_json)
             fast = not (writer.references or writer.rule_set or reader_registered.references
                         or reader_registered.rule_set)
