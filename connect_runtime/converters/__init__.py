@@ -11,7 +11,7 @@
 - :mod:`.protobuf`: ``ProtobufConverter`` (Connect data as Protobuf messages built at run time, Confluent's
   ``ProtobufData`` mapping in :mod:`._protobuf_data`).
 - :mod:`._registry` (the Schema Registry settings the registry converters share) and :mod:`._registry_converter`
-  (what the JSON Schema and Protobuf converters share: serializer and reader caches, the writer schema, errors).
+  (what the Avro, JSON Schema and Protobuf converters share: serializer and reader caches, the writer schema, errors).
 
 The registry converters are not imported with the package: confluent-kafka (and protobuf, jsonschema, fastavro) load
 only when a config names one (by its dotted path or alias) or code reads ``connect_runtime.converters.AvroConverter``

@@ -535,11 +535,14 @@ class AvroData:
             found = self._writers.put(schema, _writer(schema))
         return found  # type: ignore[no-any-return]
 
-    def reader(self, schema: Schema) -> Convert:
-        """What fastavro read (see the module docstring) -> the Connect value of ``schema``; cached."""
-        found = self._readers.get(schema)
+    def reader(self, schema: Schema, avro: AvroSchema = None) -> Convert:
+        """What fastavro read with the Avro schema ``avro`` (JSON form; see the module docstring) -> the Connect
+        value of ``schema``, its :meth:`to_connect_schema`; cached. Without ``avro`` every INT32 / INT64 / STRING
+        value is checked for a datetime, time or UUID fastavro may have made of it."""
+        key = (schema, None if avro is None else json.dumps(avro, sort_keys=True))
+        found = self._readers.get(key)
         if found is None:
-            found = self._readers.put(schema, _reader(schema))
+            found = self._readers.put(key, _reader(schema, avro, None if avro is None else _Nodes(avro)))
         return found  # type: ignore[no-any-return]
 
 
@@ -638,15 +641,90 @@ def _union_writer(s: Schema) -> Convert:
     return write
 
 
-def _reader(s: Schema) -> Convert:
+_TIME_LOGICALS = frozenset({"timestamp-micros", "local-timestamp-millis", "local-timestamp-micros", "time-micros"})
+"""Logical types fastavro turns into datetimes or times that Connect has no logical type for (INT64 / INT32)."""
+
+
+def _named_types(node: AvroSchema, ns: str | None, out: dict[str, tuple[Any, str | None]]) -> None:
+    """Every named type defined in ``node`` by full name, with the namespace its own references resolve in."""
+    if isinstance(node, list):
+        for branch in node:
+            _named_types(branch, ns, out)
+        return
+    if not isinstance(node, dict):
+        return
+    t = node.get("type")
+    if t in ("record", "enum", "fixed") and isinstance(node.get("name"), str):
+        name = node["name"]
+        space = name.rpartition(".")[0] if "." in name else (node.get("namespace", ns) or None)
+        full = name if "." in name else (f"{space}.{name}" if space else name)
+        out[full] = (node, space)
+        for f in node.get("fields", []) if t == "record" else []:
+            _named_types(f["type"], space, out)
+        return
+    if isinstance(t, (dict, list)):
+        _named_types(t, ns, out)
+    elif t == "array":
+        _named_types(node.get("items"), ns, out)
+    elif t == "map":
+        _named_types(node.get("values"), ns, out)
+
+
+class _Nodes:
+    """Resolves the Avro node (JSON form) under a Connect schema while the reader is built alongside it."""
+
+    def __init__(self, avro: AvroSchema) -> None:
+        self.names: dict[str, tuple[Any, str | None]] = {}
+        _named_types(avro, None, self.names)
+
+    def resolve(self, node: AvroSchema, ns: str | None) -> tuple[Any, str | None]:
+        while True:
+            if isinstance(node, list):
+                others = [b for b in node if b != "null"]
+                if len(others) == 1 and len(node) == 2:
+                    node = others[0]
+                    continue
+                return node, ns
+            if isinstance(node, str):
+                if node in _PRIMITIVE_CONNECT or node == "null":
+                    return {"type": node}, ns
+                full = node if "." in node or ns is None else f"{ns}.{node}"
+                found = self.names.get(full) or self.names.get(node)
+                if found is None:
+                    return None, ns
+                node, ns = found
+                continue
+            if isinstance(node, dict) and not isinstance(node.get("type"), str):
+                node = node.get("type")
+                continue
+            if isinstance(node, dict) and node.get("type") not in _COMPLEX_AVRO and node.get("type") not in \
+                    _PRIMITIVE_CONNECT:
+                node = node.get("type")  # {"type": "shop.Order"}: a reference
+                continue
+            if isinstance(node, dict) and node.get("type") in ("record", "enum", "fixed"):
+                name = node["name"]
+                ns = name.rpartition(".")[0] if "." in name else (node.get("namespace", ns) or None)
+            return node, ns
+
+
+_COMPLEX_AVRO = frozenset({"record", "enum", "fixed", "array", "map"})
+
+
+def _reader(s: Schema, node: AvroSchema, nodes: _Nodes | None, ns: str | None = None) -> Convert:
+    """The converter from what fastavro read for ``node`` to the Connect value of ``s`` (``nodes`` None: the Avro
+    schema is unknown, and every INT64 / STRING is checked for what fastavro may have turned it into)."""
+    if nodes is not None:
+        node, ns = nodes.resolve(node, ns)
     t = s.type
     name = s.name
     if t is SchemaType.STRUCT:
         if name == UNION_NAME:
-            return _union_reader(s)
+            return _union_reader(s, node if isinstance(node, list) else None, nodes, ns)
         fields = s.fields
+        avro_fields = {f["name"]: f["type"] for f in node.get("fields", [])} if isinstance(node, dict) else {}
         getter = itemgetter(*(f.name for f in fields)) if fields else (lambda d: ())
-        converters = tuple(_reader(f.schema) for f in fields)
+        converters = tuple(_reader(f.schema, avro_fields.get(f.name), nodes if f.name in avro_fields else None, ns)
+                           for f in fields)
         if all(c is _identity for c in converters):
             if len(fields) == 1:
                 return lambda d: None if d is None else _struct_from(s, [getter(d)])
@@ -658,22 +736,35 @@ def _reader(s: Schema) -> Convert:
                                                                                         strict=True)])
     if t is SchemaType.ARRAY:
         assert s.value_schema is not None
-        item = _reader(s.value_schema)
+        is_entries = isinstance(node, dict) and node.get("type") == "array"
+        item = _reader(s.value_schema, node["items"] if is_entries else None, nodes if is_entries else None, ns)
         if item is _identity:
             return _identity
         return lambda v: None if v is None else [item(x) for x in v]
     if t is SchemaType.MAP:
         assert s.key_schema is not None and s.value_schema is not None
-        value = _reader(s.value_schema)
-        if s.key_schema.type is SchemaType.STRING and not s.key_schema.optional:
+        if s.key_schema.type is SchemaType.STRING and not s.key_schema.optional and \
+                not (isinstance(node, dict) and node.get("type") == "array"):
+            known = isinstance(node, dict) and node.get("type") == "map"
+            value = _reader(s.value_schema, node["values"] if known else None, nodes if known else None, ns)
             if value is _identity:
                 return _identity
             return lambda v: None if v is None else {k: value(x) for k, x in v.items()}
-        key = _reader(s.key_schema)
+        entry = nodes.resolve(node["items"], ns)[0] if nodes is not None and isinstance(node, dict) and \
+            node.get("type") == "array" else None
+        entry_fields = {f["name"]: f["type"] for f in entry.get("fields", [])} if isinstance(entry, dict) else {}
+        key = _reader(s.key_schema, entry_fields.get("key"), nodes if entry_fields else None, ns)
+        value = _reader(s.value_schema, entry_fields.get("value"), nodes if entry_fields else None, ns)
         return lambda v: None if v is None else {key(e["key"]): value(e["value"]) for e in v}
-    if t is SchemaType.INT64 and name is None:
+    if name is not None:
+        return _identity
+    logical = node.get("logicalType") if isinstance(node, dict) else None
+    if nodes is None:  # unknown Avro: check every value
+        return _int_of_time if t in (SchemaType.INT64, SchemaType.INT32) else _str_of if t is SchemaType.STRING \
+            else _identity
+    if logical in _TIME_LOGICALS:
         return _int_of_time
-    if t is SchemaType.STRING and name is None:
+    if logical == "uuid":
         return _str_of
     return _identity
 
@@ -703,11 +794,13 @@ _PY_FOR_BRANCH: dict[SchemaType, tuple[type, ...]] = {
 }
 
 
-def _union_reader(s: Schema) -> Convert:
+def _union_reader(s: Schema, branches_json: list[Any] | None, nodes: _Nodes | None, ns: str | None) -> Convert:
     by_name: dict[str, tuple[Field, Convert]] = {}
     order: list[tuple[Field, Convert, tuple[type, ...]]] = []
-    for f in s.fields:
-        conv = _reader(f.schema)
+    others = [b for b in branches_json if b != "null"] if branches_json is not None else []
+    for i, f in enumerate(s.fields):
+        branch = others[i] if len(others) == len(s.fields) else None
+        conv = _reader(f.schema, branch, nodes if branch is not None else None, ns)
         full = f.schema.name or ""
         by_name[full] = by_name[f.name] = (f, conv)
         types = _logical_python(f.schema) or _PY_FOR_BRANCH[f.schema.type]
