@@ -8,7 +8,10 @@ them. :func:`read_kafka_avro`:
 1. reads the range with :func:`connect_runtime.spark.read_kafka_range` (``read_committed``, exact spans);
 2. scans the 5-byte headers once (one Spark job over the range: the distinct schema ids, the first record of each):
    a value not in the wire format is one :class:`DataError` naming its topic, partition and offset; a null value (a
-   tombstone) gives a row whose value columns are all null;
+   tombstone) gives a row whose value columns are all null. ``schema_ids="subject"`` takes the ids of every version
+   of the value subject instead: no pass over the data before the query (measured: the scan costs up to half the
+   read, ``bench/bench_spark_avro.py``), for topics whose records are all registered under that subject; a record
+   under another id fails the query itself, naming it;
 3. fetches each writer schema by id from the registry (on the driver, in Python: the registry client never reaches
    the JVM, so ``mock://`` registries work too) and the reader schema: the latest version of the subject
    (``TopicNameStrategy``: ``<topic>-value``) unless given;
@@ -16,16 +19,21 @@ them. :func:`read_kafka_avro`:
    ``from_avro(body, writer, {"avroSchema": reader})``, one ``CASE`` branch per schema id), so records written under
    several schema versions in one range come out with one set of columns, the reader's.
 
+:func:`avro_values` does steps 2 to 4 on any frame with ``topic, partition, offset, value`` columns: the SQLite
+backend's records through the ``pyconnect`` data source with ``value.converter=bytes`` decode the same way.
+
 The columns are the reader schema's fields (``from_avro``'s types: decimal, date, timestamp, long, string, ...;
-an optional field, a union with null, is nullable) after the chosen metadata columns of the Kafka source. Spark
+an optional field, a union with null, is nullable; Spark reports the others nullable too, since a tombstone's row
+is all nulls) after the chosen metadata columns of the Kafka source. Spark
 reads an Avro decimal of precision above 38 (Confluent's AvroData writes 64 when a Connect Decimal states none) as
 ``decimal(38, scale)``: the reader schema's precision is capped at 38, and a value needing more digits fails the
 read. Avro ``time-millis`` / ``time-micros`` come out as ``int`` / ``long`` (Spark's ``from_avro`` maps no time
 type), ``int8`` / ``int16`` (``connect.type``) as ``int``.
 
-Not supported, refused with a :class:`DataError` naming the schema id: schemas with references (named types
-registered under other subjects), a schema id that is not Avro, and the schema id in a record header (confluent-kafka
-2.16's ``header_schema_id_serializer``) instead of the value's prefix. Keys stay the Kafka source's ``binary`` column.
+Not supported: schemas with references (named types registered under other subjects) and schemas that are not
+Avro, each a :class:`DataError` naming the schema id; the schema id in a record header (confluent-kafka 2.16's
+``header_schema_id_serializer``) instead of the value's prefix: such a value is not in the wire format above, and
+the error names the record. Keys stay the Kafka source's ``binary`` column.
 """
 
 from __future__ import annotations
@@ -80,7 +88,11 @@ def registry_client(registry: str | Mapping[str, Any] | RegistryClient) -> Regis
     conf = {"url": registry} if isinstance(registry, str) else dict(registry)
     if "schema.registry.url" in conf:
         conf.setdefault("url", conf.pop("schema.registry.url"))
-    return SchemaRegistryClient.new_client(conf)
+    try:
+        return SchemaRegistryClient.new_client(conf)
+    except (ValueError, TypeError) as exc:  # its messages quote the URL: masked
+        raise DataError(f"the Schema Registry client for {_registry_text(registry)}: "
+                        f"{_registry_error(exc, registry)}") from None
 
 
 def spark_reader_schema(avro_schema: str | Mapping[str, Any]) -> str:

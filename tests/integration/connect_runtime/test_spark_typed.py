@@ -412,6 +412,9 @@ def test_registry_credentials_never_reach_an_error(spark: Any) -> None:
         with pytest.raises(DataError, match="subject 'secret-orders-value' in http://") as caught:
             read_kafka_avro(spark, "kafka://127.0.0.1:9", ranges, registry)
         assert "pa55word" not in str(caught.value)
+    with pytest.raises(DataError, match="Invalid url") as caught:  # confluent-kafka's message quotes the URL
+        read_kafka_avro(spark, "kafka://127.0.0.1:9", ranges, "ftp://alice:pa55word@127.0.0.1:9")
+    assert "pa55word" not in str(caught.value)
 
 
 def test_the_sqlite_backend_reads_avro_values_as_typed_columns_through_the_python_data_source(
