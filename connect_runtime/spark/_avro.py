@@ -46,7 +46,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from connect_runtime.api.errors import DataError
-from connect_runtime.secrets import mask_urls, scrub
+from connect_runtime.secrets import looks_secret, mask_urls, scrub
 from connect_runtime.spark._types import MAX_PRECISION
 from connect_runtime.spark_kafka import range_topics
 
@@ -80,7 +80,8 @@ def value_subject(topic: str) -> str:
 def registry_client(registry: str | Mapping[str, Any] | RegistryClient) -> RegistryClient:
     """A registry client: ``registry`` itself when it is one, else confluent-kafka's client for a URL or its config
     (``{"url": ..., "basic.auth.user.info": ...}``; Kafka Connect's ``schema.registry.url`` is taken for ``url``).
-    A ``mock://`` URL gives a new, empty mock registry: pass the client a producer used to share one."""
+    A ``mock://`` URL gives a new, empty mock registry: to read what a producer registered in a mock, pass the
+    producer's client object."""
     if not isinstance(registry, str | Mapping):
         return registry
     from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -126,7 +127,7 @@ def _registry_text(registry: Any) -> str:
 def _registry_error(exc: Exception, registry: Any) -> str:
     secrets = []
     if isinstance(registry, Mapping):
-        secrets = [str(v) for k, v in registry.items() if "user.info" in k or "secret" in k or "password" in k]
+        secrets = [str(v) for k, v in registry.items() if "user.info" in k or looks_secret(k)]
     return scrub(mask_urls(str(exc)), secrets)
 
 

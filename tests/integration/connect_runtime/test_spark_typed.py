@@ -110,6 +110,26 @@ def test_every_connect_type_maps_to_its_spark_type_and_optional_to_nullable() ->
         spark_schema(too_fine)
 
 
+def test_the_reader_schema_caps_every_decimal_precision_at_38_and_keeps_the_rest() -> None:
+    from connect_runtime.spark import spark_reader_schema
+
+    def dec(p: int) -> dict[str, Any]:
+        return {"type": "bytes", "logicalType": "decimal", "precision": p, "scale": 2}
+
+    schema = {"type": "record", "name": "R", "connect.name": "R", "fields": [
+        {"name": "a", "type": dec(64), "doc": "precision 64"},
+        {"name": "b", "type": ["null", dec(50)], "default": None},
+        {"name": "c", "type": {"type": "array", "items": dec(39)}},
+        {"name": "d", "type": {"type": "map", "values": {"type": "record", "name": "In", "fields": [
+            {"name": "e", "type": dec(12)}]}}}]}
+    capped = json.loads(spark_reader_schema(json.dumps(schema)))
+    fields = {f["name"]: f for f in capped["fields"]}
+    assert fields["a"] == {"name": "a", "type": dec(38), "doc": "precision 64"}
+    assert fields["b"]["type"] == ["null", dec(38)] and fields["c"]["type"]["items"] == dec(38)
+    assert fields["d"]["type"]["values"]["fields"][0]["type"] == dec(12)
+    assert capped["connect.name"] == "R" and spark_reader_schema(schema) == spark_reader_schema(json.dumps(schema))
+
+
 # ----------------------------------------------------------------------------------------- read_kafka_avro
 
 V1: dict[str, Any] = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
