@@ -80,7 +80,7 @@ def main() -> None:
     ours.configure({"schema.registry.url": "mock://bench-avro"}, False)
     dicts = [plain(i) for i in range(n)]
     structs = [Struct(SCHEMA, d) for d in dicts]
-    client = ours._client
+    client = ours.client
     avro_schema = json.dumps(ours._data.from_connect_schema(SCHEMA))
     ser = AvroSerializer(client, avro_schema)  # type: ignore[arg-type]
     de = AvroDeserializer(client)  # type: ignore[arg-type]

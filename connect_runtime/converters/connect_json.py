@@ -154,6 +154,8 @@ def json_string(s: str) -> str:
     """A JSON string as Jackson writes it: UTF-8, the short escapes ``\\b \\t \\n \\f \\r \\" \\\\``, other
     control characters as ``\\u00XX`` and characters beyond U+FFFF as their UTF-16 surrogate pair
     (``\\uD83D\\uDE00``), hex in upper case."""
+    if s.isascii() and s.isprintable() and '"' not in s and "\\" not in s:
+        return f'"{s}"'  # nothing to escape (the common case)
     out = json.dumps(s, ensure_ascii=False)
     if "\\u00" in out:
         out = _CONTROL_ESCAPE.sub(_upper, out)
@@ -244,6 +246,7 @@ class ConnectJson:
         self.numeric = decimal_format.upper() == NUMERIC
         self.replace_null = replace_null_with_default
         self._to_json_cache = _LRU(cache_size)
+        self._writers = _LRU(cache_size)
         self._to_connect_cache = _LRU(cache_size)
         self.fixed_schema = self.parse_schema(schema_content) if schema_content else None
         """``schema.content`` (KIP-1054): with ``schemas.enable=true``, every message read is a payload alone of
@@ -298,7 +301,7 @@ class ConnectJson:
         if schema is None and isinstance(value, Struct):
             schema = value.schema  # Kafka Connect raises "Mismatching schema"; the struct names its own
         try:
-            payload = dumps(self._to_json(schema, value))
+            payload = self._writer(schema)(value) if schema is not None else dumps(self._schemaless(value))
         except _PathError as exc:
             raise DataError(f"JsonConverter cannot write the {self.kind} of a record for topic {topic!r}: "
                             f"{exc.where()} {exc.message}") from None
@@ -311,87 +314,161 @@ class ConnectJson:
         return f'{{"schema":{head},"payload":{payload}}}'.encode()
 
     def _to_json(self, schema: Schema | None, value: Any) -> Any:
-        if value is None:
-            if schema is None:
-                return None
-            if schema.default is not None and self.replace_null:
-                return self._to_json(schema, schema.default)
-            if schema.optional:
-                return None
-            raise _PathError(f"is null but its schema is required and has no default "
-                             f"(expected {schema.type.name})")
+        """``value`` as a JSON tree node (schemaless) or raw JSON text (with a schema: its compiled writer)."""
         if schema is None:
-            return self._schemaless(value)
+            return None if value is None else self._schemaless(value)
+        return _Raw(self._writer(schema)(value))
+
+    def _writer(self, schema: Schema) -> Callable[[Any], str]:
+        """The function writing a value of ``schema`` as JSON text (``convertToJson``), made once per schema and
+        kept while the schema is cached. Raises ``_PathError`` for a value that does not fit."""
+        cached = self._writers.get(schema)
+        if cached is None:
+            cached = self._with_nulls(schema, self._compile(schema))
+            self._writers.put(schema, cached)
+        return cached  # type: ignore[no-any-return]
+
+    def _with_nulls(self, schema: Schema, write: Callable[[Any], str]) -> Callable[[Any], str]:
+        if schema.default is not None and self.replace_null:
+            default_text = write(schema.default)
+
+            def null_is_default(value: Any) -> str:
+                return default_text if value is None else write(value)
+            return null_is_default
+        if schema.optional:
+            def null_is_null(value: Any) -> str:
+                return "null" if value is None else write(value)
+            return null_is_null
+        why = (f"is null, its schema is required, and replace.null.with.default=false keeps its default out "
+               f"(expected {schema.type.name})" if schema.default is not None else
+               f"is null but its schema is required and has no default (expected {schema.type.name})")
+
+        def null_is_an_error(value: Any) -> str:
+            if value is None:
+                raise _PathError(why)
+            return write(value)
+        return null_is_an_error
+
+    def _compile(self, schema: Schema) -> Callable[[Any], str]:
         t = schema.type
         name = schema.name
-        if name is not None and name.startswith("org.apache.kafka.connect.data."):
-            logical = _TO_WIRE.get(name)
-            if logical is not None:
-                return logical(self, schema, value)
+        logical = _TO_WIRE.get(name) if name is not None else None
+        if logical is not None:
+            conv = self
+
+            def write_logical(value: Any) -> str:
+                return logical(conv, schema, value)
+            return write_logical
         if t is SchemaType.STRING:
-            if type(value) is not str:
-                raise _expected(value, "a str (STRING)")
-            return value
+            def write_string(value: Any) -> str:
+                if type(value) is not str:
+                    raise _expected(value, "a str (STRING)")
+                return json_string(value)
+            return write_string
         if t in _INTS:
-            if type(value) is not int:
-                if not isinstance(value, int) or isinstance(value, bool):
-                    raise _expected(value, f"an int ({t.name})")
-                value = int(value)
             low, high = _INTS[t]
-            if not low <= value <= high:
-                raise _PathError(f"is {value}, out of the range of {t.name} ({low} to {high})")
-            return value
+
+            def write_int(value: Any) -> str:
+                if type(value) is not int:
+                    if not isinstance(value, int) or isinstance(value, bool):
+                        raise _expected(value, f"an int ({t.name})")
+                    value = int(value)
+                if not low <= value <= high:
+                    raise _PathError(f"is {value}, out of the range of {t.name} ({low} to {high})")
+                return str(value)
+            return write_int
         if t is SchemaType.FLOAT64 or t is SchemaType.FLOAT32:
-            if not isinstance(value, (float, int)) or isinstance(value, bool):
-                raise _expected(value, f"a float ({t.name})")
-            f = float(value)
-            if not math.isfinite(f):
-                raise _PathError(f"is {f}: JSON has no NaN or infinity")
-            if t is SchemaType.FLOAT64:
-                return _Raw(java_double(f))
-            try:
-                return _Raw(java_float(f))
-            except OverflowError:
-                raise _PathError(f"is {f}, out of the range of FLOAT32") from None
+            text = java_double if t is SchemaType.FLOAT64 else java_float
+
+            def write_float(value: Any) -> str:
+                if not isinstance(value, (float, int)) or isinstance(value, bool):
+                    raise _expected(value, f"a float ({t.name})")
+                f = float(value)
+                if not math.isfinite(f):
+                    raise _PathError(f"is {f}: JSON has no NaN or infinity")
+                try:
+                    return text(f)
+                except OverflowError:
+                    raise _PathError(f"is {f}, out of the range of FLOAT32") from None
+            return write_float
         if t is SchemaType.BOOLEAN:
-            if type(value) is not bool:
-                raise _expected(value, "a bool (BOOLEAN)")
-            return value
+            def write_bool(value: Any) -> str:
+                if type(value) is not bool:
+                    raise _expected(value, "a bool (BOOLEAN)")
+                return "true" if value else "false"
+            return write_bool
         if t is SchemaType.BYTES:
-            if not isinstance(value, (bytes, bytearray, memoryview)):
-                raise _expected(value, "bytes (BYTES)")
-            return base64.b64encode(value).decode("ascii")
+            def write_bytes(value: Any) -> str:
+                if not isinstance(value, (bytes, bytearray, memoryview)):
+                    raise _expected(value, "bytes (BYTES)")
+                return f'"{base64.b64encode(value).decode("ascii")}"'
+            return write_bytes
         if t is SchemaType.STRUCT:
-            if not isinstance(value, Struct):
-                raise _expected(value, f"a Struct of schema {schema.name or repr(schema)}")
-            if value.schema != schema:
-                raise _PathError(f"is a Struct of another schema ({value.schema!r}; expected {schema!r})")
-            out: dict[str, Any] = {}
-            for fld in schema.fields:
-                try:
-                    out[fld.name] = self._to_json(fld.schema, value.get_without_default(fld.name))
-                except _PathError as exc:
-                    exc.path.append(fld.name)
-                    raise
-            return out
+            return self._compile_struct(schema)
         if t is SchemaType.ARRAY:
-            if not isinstance(value, (list, tuple)):
-                raise _expected(value, "a list (ARRAY)")
-            items = schema.value_schema
-            arr = []
-            for i, item in enumerate(value):
+            assert schema.value_schema is not None
+            item = self._writer(schema.value_schema)
+
+            def write_array(value: Any) -> str:
+                if not isinstance(value, (list, tuple)):
+                    raise _expected(value, "a list (ARRAY)")
+                i = 0
                 try:
-                    arr.append(self._to_json(items, item))
+                    parts = []
+                    for i, x in enumerate(value):  # noqa: B007 - i names the element on error
+                        parts.append(item(x))
                 except _PathError as exc:
                     exc.path.append(f"[{i}]")
                     raise
-            return arr
-        # MAP
-        if not isinstance(value, Mapping):
-            raise _expected(value, "a dict (MAP)")
+                return f"[{','.join(parts)}]"
+            return write_array
+        return self._compile_map(schema)
+
+    def _compile_struct(self, schema: Schema) -> Callable[[Any], str]:
+        fields = [(f.name, f'{json_string(f.name)}:', self._writer(f.schema)) for f in schema.fields]
+
+        def write_struct(value: Any) -> str:
+            if not isinstance(value, Struct):
+                raise _expected(value, f"a Struct of schema {schema.name or repr(schema)}")
+            if value.schema is not schema and value.schema != schema:
+                raise _PathError(f"is a Struct of another schema ({value.schema!r}; expected {schema!r})")
+            parts = []
+            for (name, prefix, write), item in zip(fields, value._values, strict=True):  # without defaults
+                try:
+                    parts.append(prefix + write(item))
+                except _PathError as exc:
+                    exc.path.append(name)
+                    raise
+            return f"{{{','.join(parts)}}}"
+        return write_struct
+
+    def _compile_map(self, schema: Schema) -> Callable[[Any], str]:
         ks, vs = schema.key_schema, schema.value_schema
-        assert ks is not None
-        return self._map(value, ks, vs, ks.type is SchemaType.STRING)
+        assert ks is not None and vs is not None
+        write_key, write_value = self._writer(ks), self._writer(vs)
+        object_mode = ks.type is SchemaType.STRING
+
+        def write_map(value: Any) -> str:
+            if not isinstance(value, Mapping):
+                raise _expected(value, "a dict (MAP)")
+            parts = []
+            for k, v in value.items():
+                try:
+                    jk = write_key(k)
+                except _PathError as exc:
+                    exc.path.append(f"[key {k}]")
+                    raise
+                try:
+                    jv = write_value(v)
+                except _PathError as exc:
+                    exc.path.append(str(k) if object_mode else f"[{k}]")
+                    raise
+                if object_mode:
+                    parts.append(f'{jk if jk != "null" else chr(34) + "null" + chr(34)}:{jv}')
+                else:
+                    parts.append(f"[{jk},{jv}]")
+            return f"{{{','.join(parts)}}}" if object_mode else f"[{','.join(parts)}]"
+        return write_map
 
     def _map(self, value: Mapping[Any, Any], ks: Schema | None, vs: Schema | None, object_mode: bool) -> Any:
         pairs = []
@@ -407,8 +484,8 @@ class ConnectJson:
                 exc.path.append(str(k) if object_mode else f"[{k}]")
                 raise
             pairs.append((jk, jv))
-        if object_mode:
-            return {(k if type(k) is str else dumps(k)): v for k, v in pairs}
+        if object_mode:  # schemaless with string keys only
+            return dict(pairs)
         return [[k, v] for k, v in pairs]
 
     def _schemaless(self, value: Any) -> Any:
@@ -691,7 +768,7 @@ def _expected(value: Any, expected: str) -> _PathError:
 
 # -- the logical types ----------------------------------------------------------------------------------------
 
-def _decimal_to_wire(conv: ConnectJson, schema: Schema, value: Any) -> Any:
+def _decimal_to_wire(conv: ConnectJson, schema: Schema, value: Any) -> str:
     if not isinstance(value, _decimal.Decimal):
         raise _expected(value, f"a decimal.Decimal (Decimal, scale {Decimal.scale(schema)})")
     try:
@@ -699,29 +776,29 @@ def _decimal_to_wire(conv: ConnectJson, schema: Schema, value: Any) -> Any:
     except DataError as exc:
         raise _PathError(str(exc)) from None
     if conv.numeric:
-        return _Raw(str(Decimal.to_logical(schema, raw)))  # BigDecimal.toString of the unscaled value and scale
-    return base64.b64encode(raw).decode("ascii")
+        return str(Decimal.to_logical(schema, raw))  # BigDecimal.toString of the unscaled value and scale
+    return '"' + base64.b64encode(raw).decode("ascii") + '"'
 
 
-def _date_to_wire(conv: ConnectJson, schema: Schema, value: Any) -> Any:
+def _date_to_wire(conv: ConnectJson, schema: Schema, value: Any) -> str:
     if not isinstance(value, _dt.date) or isinstance(value, _dt.datetime):
         raise _expected(value, "a datetime.date (Date)")
-    return Date.from_logical(schema, value)
+    return str(Date.from_logical(schema, value))
 
 
-def _time_to_wire(conv: ConnectJson, schema: Schema, value: Any) -> Any:
+def _time_to_wire(conv: ConnectJson, schema: Schema, value: Any) -> str:
     if not isinstance(value, _dt.time):
         raise _expected(value, "a datetime.time (Time)")
-    return Time.from_logical(schema, value)
+    return str(Time.from_logical(schema, value))
 
 
-def _timestamp_to_wire(conv: ConnectJson, schema: Schema, value: Any) -> Any:
+def _timestamp_to_wire(conv: ConnectJson, schema: Schema, value: Any) -> str:
     if not isinstance(value, _dt.datetime):
         raise _expected(value, "a datetime.datetime (Timestamp)")
-    return Timestamp.from_logical(schema, value)
+    return str(Timestamp.from_logical(schema, value))
 
 
-_TO_WIRE: dict[str, Callable[[ConnectJson, Schema, Any], Any]] = {
+_TO_WIRE: dict[str, Callable[[ConnectJson, Schema, Any], str]] = {
     Decimal.LOGICAL_NAME: _decimal_to_wire, Date.LOGICAL_NAME: _date_to_wire,
     Time.LOGICAL_NAME: _time_to_wire, Timestamp.LOGICAL_NAME: _timestamp_to_wire,
 }

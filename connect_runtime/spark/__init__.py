@@ -138,7 +138,13 @@ except ImportError as _exc:  # pragma: no cover - exercised only without pyspark
     ) from _exc
 
 from connect_runtime.api.data import Schema
-from connect_runtime.spark._avro import read_kafka_avro, registry_client, spark_reader_schema, value_subject
+from connect_runtime.spark._avro import (
+    avro_values,
+    read_kafka_avro,
+    registry_client,
+    spark_reader_schema,
+    value_subject,
+)
 from connect_runtime.spark._lake import lake_files, read_lake
 from connect_runtime.spark._plan import (
     DEFAULT_MAX_RECORDS_PER_PARTITION,
@@ -245,6 +251,7 @@ __all__ = [
     "PyConnectDataSource",
     "PyConnectReader",
     "PyConnectStreamReader",
+    "avro_values",
     "kafka_jars",
     "kafka_read_options",
     "lake_files",

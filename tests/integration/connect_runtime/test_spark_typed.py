@@ -110,6 +110,26 @@ def test_every_connect_type_maps_to_its_spark_type_and_optional_to_nullable() ->
         spark_schema(too_fine)
 
 
+def test_the_reader_schema_caps_every_decimal_precision_at_38_and_keeps_the_rest() -> None:
+    from connect_runtime.spark import spark_reader_schema
+
+    def dec(p: int) -> dict[str, Any]:
+        return {"type": "bytes", "logicalType": "decimal", "precision": p, "scale": 2}
+
+    schema = {"type": "record", "name": "R", "connect.name": "R", "fields": [
+        {"name": "a", "type": dec(64), "doc": "precision 64"},
+        {"name": "b", "type": ["null", dec(50)], "default": None},
+        {"name": "c", "type": {"type": "array", "items": dec(39)}},
+        {"name": "d", "type": {"type": "map", "values": {"type": "record", "name": "In", "fields": [
+            {"name": "e", "type": dec(12)}]}}}]}
+    capped = json.loads(spark_reader_schema(json.dumps(schema)))
+    fields = {f["name"]: f for f in capped["fields"]}
+    assert fields["a"] == {"name": "a", "type": dec(38), "doc": "precision 64"}
+    assert fields["b"]["type"] == ["null", dec(38)] and fields["c"]["type"]["items"] == dec(38)
+    assert fields["d"]["type"]["values"]["fields"][0]["type"] == dec(12)
+    assert capped["connect.name"] == "R" and spark_reader_schema(schema) == spark_reader_schema(json.dumps(schema))
+
+
 # ----------------------------------------------------------------------------------------- read_kafka_avro
 
 V1: dict[str, Any] = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
@@ -220,6 +240,7 @@ def test_an_avro_topic_over_two_schema_versions_reads_as_typed_columns_with_exac
     assert [types[f] for f in fields] == [T.LongType(), T.StringType(), T.DecimalType(12, 2), T.DateType(),
                                           T.TimestampType(), T.StringType(), T.LongType()]
     assert df.schema["note"].nullable and df.schema["items"].nullable
+    assert df.schema["id"].nullable  # a tombstone's row is all nulls: Spark marks every value column nullable
     # the same columns a Connect schema of the records gives (what AvroData makes of V2)
     assert [(f.name, f.dataType) for f in spark_schema(CONNECT_V2).fields] == [(f, types[f]) for f in fields]
 
@@ -232,6 +253,11 @@ def test_an_avro_topic_over_two_schema_versions_reads_as_typed_columns_with_exac
     total = df.agg({"amount": "sum"}).collect()[0][0]
     assert total == sum((w["amount"] for _, _, w in expected if w), decimal.Decimal("0.00"))
     assert df.where("day >= date'2026-11-25' and at < timestamp'2026-11-26 09:30:08'").count() == 3
+
+    # the ids of the subject's versions instead of a scan of the range: the same rows
+    by_subject = read_kafka_avro(spark, kafka_url, ranges, registry, schema_ids="subject")
+    assert by_subject.schema == df.schema
+    assert sorted(by_subject.collect(), key=lambda r: (r["partition"], r["offset"])) == rows
 
     # a reader schema given: version 1's columns (items dropped), version 2's records resolved to it
     only_v1 = read_kafka_avro(spark, kafka_url, ranges, registry, reader_schema=json.dumps(V1),
@@ -251,6 +277,10 @@ def test_values_not_in_the_wire_format_and_unknown_ids_are_named(spark: Any, kaf
                                         "wire format"):
         read_kafka_avro(spark, kafka_url, ranges, registry)
 
+    with pytest.raises(Exception, match=rf"topic {topic}, partition 0, offset 1: the value is not in Confluent's "
+                                        "wire format"):  # found by the query itself (no scan)
+        read_kafka_avro(spark, kafka_url, ranges, registry, schema_ids="subject").collect()
+
     unknown = b"\x00\x00\x00\x7f\xff" + good[5:]
     topic2 = _topic("avro-unknown-id")
     ranges2 = _produce(kafka_url, topic2, {0: [unknown]})
@@ -260,6 +290,13 @@ def test_values_not_in_the_wire_format_and_unknown_ids_are_named(spark: Any, kaf
     with pytest.raises(DataError, match=rf"schema id 32767 \(topic '{topic2}', first at partition 0, offset 0\): "
                                         "not found in"):
         read_kafka_avro(spark, kafka_url, ranges2, registry, reader_schema=V1)
+    topic3 = _topic("avro-other-subject")
+    elsewhere = _serializer(registry, V2)(_order(4, v2=True), _ctx(_topic("elsewhere")))  # V2 is not under topic3
+    ranges3 = _produce(kafka_url, topic3, {0: [_serializer(registry, V1)(_order(3, v2=False), _ctx(topic3)),
+                                               elsewhere]})
+    with pytest.raises(Exception, match=rf"topic {topic3}, partition 0, offset 1: schema id \d+ is not a version of "
+                                        f"subject '{topic3}-value'"):
+        read_kafka_avro(spark, kafka_url, ranges3, registry, schema_ids="subject").collect()
     with pytest.raises(DataError, match=r"value fields \['offset'\] clash with metadata columns"):
         read_kafka_avro(spark, kafka_url, ranges, registry, reader_schema={**V1, "fields": [
             {"name": "offset", "type": "long"}, *V1["fields"]]})
@@ -292,7 +329,7 @@ def test_confluent_default_decimal_precision_64_reads_as_38_and_a_wider_value_fa
 def test_read_lake_keeps_the_parquet_types_of_the_files(spark: Any, tmp_path: Path) -> None:
     from pyspark.sql import types as T
 
-    from connect_runtime.backends import TopicPartition
+    from connect_runtime.api import TopicPartition
     from connect_runtime.connectors.lake.store import encode_file, file_name
     from connect_runtime.spark import read_lake, spark_schema
 
@@ -396,3 +433,34 @@ def test_registry_credentials_never_reach_an_error(spark: Any) -> None:
         with pytest.raises(DataError, match="subject 'secret-orders-value' in http://") as caught:
             read_kafka_avro(spark, "kafka://127.0.0.1:9", ranges, registry)
         assert "pa55word" not in str(caught.value)
+    with pytest.raises(DataError, match="Invalid url") as caught:  # confluent-kafka's message quotes the URL
+        read_kafka_avro(spark, "kafka://127.0.0.1:9", ranges, "ftp://alice:pa55word@127.0.0.1:9")
+    assert "pa55word" not in str(caught.value)
+
+
+def test_the_sqlite_backend_reads_avro_values_as_typed_columns_through_the_python_data_source(
+        spark: Any, sqlite_url: str, registry: Any) -> None:
+    """The pyconnect data source hands the values over as bytes (value.converter=bytes); avro_values decodes them
+    in the JVM with from_avro, as on Kafka: two schema versions, exact values."""
+    from connect_runtime.spark import avro_values, read_ranges
+
+    topic = _topic("avro-sqlite")
+    ser1, ser2, ctx = _serializer(registry, V1), _serializer(registry, V2), _ctx(topic)
+    orders = [(_order(i, v2=i % 2 == 1), i % 2 == 1) for i in range(6)]
+    with open_backend(sqlite_url) as backend:
+        backend.create_topics({topic: 1})
+        producer = backend.producer()
+        producer.send([ProducerRecord(topic, 0, None, (ser2 if v2 else ser1)(o, ctx)) for o, v2 in orders])
+        producer.flush(30)
+        producer.close()
+    raw = read_ranges(spark, sqlite_url, {topic: {"0": [0, 6]}}, value_converter="bytes",
+                      metadata_columns="topic,partition,offset,value,timestamp")
+    df = avro_values(raw, registry, topic=topic, metadata_columns=["offset"])
+    fields = [f["name"] for f in V2["fields"]]
+    assert df.columns == ["offset", *fields]
+    assert df.schema["amount"].dataType.simpleString() == "decimal(12,2)"
+    assert df.schema["day"].dataType.simpleString() == "date"
+    rows = sorted(df.collect(), key=lambda r: r["offset"])
+    assert [_plain(r, fields) for r in rows] == [{**o, "items": o.get("items")} for o, _ in orders]
+    with pytest.raises(DataError, match=r"the frame has no column\(s\) \['partition'\]"):
+        avro_values(raw.drop("partition"), registry, topic=topic)

@@ -129,7 +129,7 @@ public class Harness {
         c.put("primitives", new SchemaAndValue(prims, new Struct(prims)
             .put("i8", (byte) -128).put("i16", (short) 32767).put("i32", Integer.MIN_VALUE).put("i64", Long.MAX_VALUE)
             .put("f32", 0.1f).put("f64", 1.0e-5).put("flag", true)
-            .put("text", "caf\u00e9 \u2603 \"q\" \\ \n\t\u0001\u001f \ud83d\ude00 </>")
+            .put("text", "caf\u00e9 \u2603 \"q\" \\ \n\t\u0001\u001f \ud83d\ude00 </> \u007f\u2028\b\f\r")
             .put("raw", new byte[] {0, 1, 2, (byte) 0xff, (byte) 0xfe}).put("maybe", null)));
         Schema logical = SchemaBuilder.struct().name("compat.Logical")
             .field("price", Decimal.schema(2)).field("big", Decimal.schema(0)).field("tiny", Decimal.schema(10))

@@ -67,6 +67,13 @@ def test_the_builder_sets_everything_once_and_builds_an_immutable_schema() -> No
         SchemaBuilder.int8().default_value(300).build()
     with pytest.raises(DataError, match="ARRAY schema needs"):
         Schema(SchemaType.ARRAY)
+    # a struct default is a Struct of the schema without its default (it cannot hold itself)
+    inner = SchemaBuilder.struct().field("x", Schema.INT8_SCHEMA).build()
+    with_default = SchemaBuilder.type_of(inner).default_value(Struct(inner, {"x": 1})).build()
+    assert with_default.default == Struct(inner, {"x": 1})
+    other = SchemaBuilder.struct().field("y", Schema.INT8_SCHEMA).build()
+    with pytest.raises(DataError, match="the default value is a Struct of another schema"):
+        SchemaBuilder.type_of(inner).default_value(Struct(other, {"y": 1})).build()
 
 
 def test_type_of_copies_a_schema_and_remove_field_renumbers() -> None:
