@@ -7,7 +7,10 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import socket
 import struct
+import subprocess
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -174,3 +177,23 @@ def test_a_registry_that_does_not_start_fails_naming_what_was_awaited_and_showin
     assert str(registry.log_path) in message
     assert "Invalid or corrupt jarfile" in message, message  # the log's end, as the JVM wrote it
     assert registry.proc is None
+
+
+@pytest.mark.schema_registry
+def test_a_registry_answers_on_loopback_only_and_stop_ends_its_jvm(tmp_path: Path) -> None:
+    java, runner = registry_support._java_and_runner()
+    registry = ApicurioRegistry(tmp_path, java, runner).start()
+    proc = registry.proc
+    try:
+        assert proc is not None
+        with urllib.request.urlopen(f"{registry.url}/subjects", timeout=5) as response:
+            assert (response.status, json.loads(response.read())) == (200, [])  # its own, empty, storage
+        listening = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+        ours = [line.split()[3] for line in listening.splitlines() if f"pid={proc.pid}," in line]
+        # one listening socket, its port, on loopback (127.0.0.1 or its IPv4-mapped form)
+        assert ours in ([f"127.0.0.1:{registry.port}"], [f"[::ffff:127.0.0.1]:{registry.port}"]), ours
+    finally:
+        registry.stop()
+    assert proc.poll() is not None, "the JVM outlived stop()"
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", registry.port), timeout=1).close()
