@@ -406,6 +406,15 @@ class Decimal:
             raise DataError(f"invalid Decimal schema: the parameter {Decimal.SCALE_FIELD!r} is missing")
         return int(raw)
 
+    PRECISION_PARAMETER = "connect.decimal.precision"
+    """The parameter Confluent's converters give a Decimal's precision in (from an Avro ``decimal``)."""
+
+    @staticmethod
+    def precision(schema: Schema) -> int | None:
+        """The precision ``connect.decimal.precision`` gives, if any (Kafka Connect's own Decimal has none)."""
+        raw = (schema.parameters or {}).get(Decimal.PRECISION_PARAMETER)
+        return int(raw) if raw and raw.isdigit() and int(raw) > 0 else None
+
     @staticmethod
     def from_logical(schema: Schema, value: _decimal.Decimal) -> bytes:
         scale = Decimal.scale(schema)

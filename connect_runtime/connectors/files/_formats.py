@@ -3,19 +3,22 @@ splitting CSV records, and encoding a FileSink batch as lines.
 
 A FileSink line of JSON is byte for byte what ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))``
 writes; a batch is encoded with one orjson call (:func:`encode_lines`), values whose orjson bytes could differ
-by json."""
+by json. Connect data (a :class:`~connect_runtime.api.data.Struct` value of a schema-aware converter, its
+decimals, dates, times and timestamps) is written as plain JSON in the forms of
+:data:`connect_runtime.api.jsoncodec.JSON_FORMS` (a decimal as its exact string, the rest ISO 8601); bytes stay
+what FileSink always wrote for them, their UTF-8 text."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from connect_runtime.api.errors import ConfigError, DataError
-from connect_runtime.api.jsoncodec import json_batch, json_default
+from connect_runtime.api.jsoncodec import JSON_FORMS, json_batch, typed_json_default
 from connect_runtime.api.records import SinkRecord
 
 VERSION = "0.1.0"
@@ -65,7 +68,8 @@ def csv_row(raw: bytes) -> list[str]:
 def _json_default(obj: Any) -> Any:
     if isinstance(obj, (bytes, bytearray, memoryview)):
         return bytes(obj).decode("utf-8")
-    return json_default(obj)  # Enum, UUID: as orjson writes them natively, so both give the same bytes
+    # a Struct, Decimal, datetime, date, time: their plain JSON forms; Enum, UUID: as orjson writes them natively
+    return typed_json_default(obj)
 
 
 encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_json_default).encode
@@ -103,11 +107,12 @@ def text_line(r: SinkRecord) -> bytes:
 def _csv_cell(v: Any) -> Any:
     if v is None:
         return ""
-    if isinstance(v, (dict, list)):
+    if isinstance(v, (Mapping, list)):
         return encode(v)
     if isinstance(v, (bytes, bytearray)):
         return bytes(v).decode("utf-8")
-    return v
+    conv = JSON_FORMS.get(type(v))
+    return v if conv is None else conv(v)
 
 
 def csv_line(values: Iterable[Any]) -> bytes:

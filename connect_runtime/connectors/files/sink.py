@@ -13,7 +13,9 @@ from typing import Any
 
 from connect_runtime.api.config import ConfigDef, Importance, Range, Type, ValidString, non_empty_string
 from connect_runtime.api.connector import DestinationOffsets, SinkConnector
+from connect_runtime.api.data import Struct
 from connect_runtime.api.errors import ConfigError, ConnectError, DataError
+from connect_runtime.api.jsoncodec import typed_json_default
 from connect_runtime.api.records import SinkRecord, TopicPartition
 from connect_runtime.api.sink import SinkTask
 from connect_runtime.connectors.files._formats import VERSION, csv_line, encode, encode_lines, text_line
@@ -236,18 +238,20 @@ class FileSinkTask(SinkTask):
         meta = [f for f in self._fields if f != "value"]
         if w.columns is None:
             first = recs[0].value
-            value_cols = self._csv_columns or (list(first) if isinstance(first, dict) else ["value"])
+            value_cols = self._csv_columns or (list(first) if isinstance(first, Mapping) else ["value"])
             w.columns = meta + value_cols
         header = csv_line(w.columns) if w.size == 0 else b""  # every file starts with the header
         value_cols = w.columns[len(meta):]
 
         def row_of(r: SinkRecord) -> bytes:
             v = r.value
-            if value_cols == ["value"] and not isinstance(v, dict):
+            if value_cols == ["value"] and not isinstance(v, Mapping):
                 vals: list[Any] = [v]
             else:
-                if not isinstance(v, dict):
+                if not isinstance(v, Mapping):  # a dict, or a Struct of a schema-aware converter
                     raise DataError(f"csv needs a dict value, got {type(v).__name__}")
+                if isinstance(v, Struct):
+                    v = typed_json_default(v)  # its fields, BYTES ones in base64 (as in jsonl)
                 extra = [k for k in v if k not in value_cols]
                 if extra:
                     raise DataError(f"value has fields {extra} not among the CSV columns {value_cols}")

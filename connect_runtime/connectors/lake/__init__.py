@@ -2,7 +2,8 @@
 (``file://``, ``s3://``, ``memory://``...), exactly once, following Kafka Connect's S3 sink conventions.
 
 Where things are: ``_config`` (the keys, ``storage.options`` as a secret), ``_partitioner`` (default, field and
-time partitioners, timestamp extractors), ``_rows`` (record values into Arrow rows, column types), ``store`` (names,
+time partitioners, timestamp extractors), ``_rows`` (record values into Arrow rows, column types), ``_typed`` (the Arrow schema of a Connect schema,
+Struct values into columns; a value schema change rotates the file), ``store`` (names,
 footers, atomic publication, recovery from the files), ``_writer`` (one partition's commit groups and fence),
 ``sink`` (the connector and its task), ``reader`` (which files hold a committed range: :func:`files_for`).
 

@@ -1,5 +1,7 @@
 """Records into Arrow tables: each record value (a JSON object, a mapping, a dataclass, or JSON-object bytes from
-``ByteArrayConverter``) is one row and its fields are columns.
+``ByteArrayConverter``) is one row and its fields are columns. Records with a value schema (a schema-aware
+converter's Structs) take their column types from it (:mod:`._typed`); the rest of this docstring is about
+schemaless records.
 
 Column types come from ``parquet.schema`` first, then from the files already written for the partition (their
 Parquet schema), then from the first records that carry the field (inferred by pyarrow). A field that appears
@@ -18,10 +20,12 @@ from typing import Any
 
 import pyarrow as pa
 
+from connect_runtime.api.data import Schema
 from connect_runtime.api.errors import DataError
 from connect_runtime.api.jsoncodec import json_default, json_loads_exact
 from connect_runtime.api.records import SinkRecord
 from connect_runtime.api.sink import ErrantRecordReporter
+from connect_runtime.connectors.lake._typed import TypedTables
 
 _DECLARED: dict[str, pa.DataType] = {
     "string": pa.string(), "int64": pa.int64(), "int32": pa.int32(), "double": pa.float64(),
@@ -60,6 +64,7 @@ class Columns:
         self.json_fields = {k for k, t in declared.items() if t == "json"}
         self.types: dict[str, pa.DataType] = {k: _DECLARED[t] for k, t in declared.items()}
         self.origin: dict[str, str] = {k: "parquet.schema" for k in declared}
+        self.typed = TypedTables(dict(self.types), self.json_fields)
 
     def adopt(self, schema: pa.Schema, where: str) -> None:
         """Take the column types of a file already written (fields ``parquet.schema`` does not declare)."""
@@ -72,7 +77,11 @@ class Columns:
         return pa.schema([pa.field(k, t) for k, t in self.types.items() if k in present])
 
     def table(self, records: list[SinkRecord], reporter: ErrantRecordReporter | None) -> pa.Table | None:
-        """The rows of ``records`` (``None``: every record was reported as errant)."""
+        """The rows of ``records`` (``None``: every record was reported as errant). Records of a value schema
+        (all of one: the writer rotates files where it changes) go through :class:`TypedTables`."""
+        schema = records[0].value_schema
+        if schema is not None:
+            return self._typed_table(records, schema, reporter)
         values = [r.value for r in records]
         try:  # the common case, every value a dict (JsonConverter), checked in one pass over the types
             return self._table(records, values if set(map(type, values)) == {dict} else
@@ -92,6 +101,25 @@ class Columns:
             rows.append(row)
             kept.append(r)
         return self._table(kept, rows) if kept else None
+
+    def _typed_table(self, records: list[SinkRecord], schema: Schema,
+                     reporter: ErrantRecordReporter | None) -> pa.Table | None:
+        try:
+            return self.typed.table(records, schema)
+        except DataError:
+            if reporter is None and len(records) == 1:
+                raise
+        kept = []
+        for r in records:  # slow path: find the bad records, report them or fail naming the first
+            try:
+                self.typed.table([r], schema)
+            except DataError as err:
+                if reporter is None:
+                    raise
+                reporter.report(r, err)
+                continue
+            kept.append(r)
+        return self.typed.table(kept, schema) if kept else None
 
     def _table(self, records: list[SinkRecord], rows: list[dict[str, Any]]) -> pa.Table:
         present: set[str] = set().union(*rows)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from connect_runtime.api.data import Schema
 from connect_runtime.api.errors import ConnectError, DataError, ProducerFencedError
 from connect_runtime.api.records import SinkRecord, TopicPartition
 from connect_runtime.api.sink import ErrantRecordReporter
@@ -33,6 +34,7 @@ class Group:
     records: int = 0
     first_ts: int | None = None
     opened_at: float = field(default_factory=time.monotonic)
+    schema: Schema | None = None  # the value schema of its records (None: schemaless)
 
 
 @contextlib.contextmanager
@@ -100,7 +102,7 @@ class PartitionWriter:
             g = self.open
             if g is None:
                 g = self.open = Group(self.position if self.position is not None else records[0].offset)
-            take = min(len(records), flush_size - g.records)
+            take = self._same_schema(g, records, min(len(records), flush_size - g.records))
             if interval >= 0 and self.ts is not None and self.cfg.timestamp_extractor != "Wallclock":
                 take = self._before_rotation(g, records, take, interval)
             if take == 0:
@@ -113,6 +115,19 @@ class PartitionWriter:
             if g.records >= flush_size:
                 self._cut(self.position)
         return bool(self.ready)
+
+    @staticmethod
+    def _same_schema(g: Group, records: list[SinkRecord], take: int) -> int:
+        """How many of the first ``take`` records share the group's value schema: a schema change rotates to a
+        new file (Kafka Connect S3's ``schema.compatibility=NONE``), so each file has one schema."""
+        if not g.records:
+            g.schema = records[0].value_schema
+        schema = g.schema
+        for i in range(take):
+            s = records[i].value_schema
+            if s is not schema and s != schema:
+                return i
+        return take
 
     def _before_rotation(self, g: Group, records: list[SinkRecord], take: int, interval: int) -> int:
         assert self.ts is not None

@@ -5,7 +5,8 @@ tested. SQLAlchemy and psycopg are imported when a connector starts, never when 
 Where things are: ``_common`` (connections, URLs, the JSON value forms), ``_source`` (SqlSource and its task),
 ``_reader`` (table discovery, one table's queries and position); ``sink`` (SqlSink), ``_config`` (its fields),
 ``_task`` (SqlSinkTask's loop), ``_buffer`` (records into rows), ``_writer`` (statements, COPY, the slow path),
-``_tables`` (auto.create / auto.evolve), ``_coerce`` (value coercion, type mapping), ``_fence`` (the offsets
+``_tables`` (auto.create / auto.evolve), ``_typed`` (column types from a Connect schema, Struct values into
+rows), ``_coerce`` (value coercion, type mapping), ``_fence`` (the offsets
 table: claims, generation check, read/alter offsets), ``_errors`` (transient or data failures, messages).
 
 Connection (both): ``connection.url`` (a SQLAlchemy URL; ``postgresql://`` means psycopg 3),
@@ -103,8 +104,15 @@ SqlSink
   ``auto.evolve``) fail the run at once (a :class:`ConfigError`, never retried) naming the table and field.
 - **Empty and null values**: a null value (a tombstone) deletes the key's row with ``delete.enabled`` and
   is otherwise skipped; an empty object ``{}`` is a row of column defaults in ``insert`` mode.
-- **auto.create / auto.evolve types**, while records carry no schema (typed schemas, when they come,
-  supersede this rule): a column's type comes from the non-null values of the batch that creates it,
+- **auto.create / auto.evolve with a schema**: records carrying a value schema (a schema-aware converter's
+  Struct values) get each column's type, nullability and default from it, Kafka Connect JDBC's PostgreSQL
+  mapping (INT8/INT16 SMALLINT, INT32 INTEGER, INT64 BIGINT, FLOAT32 REAL, FLOAT64 DOUBLE PRECISION, BOOLEAN,
+  STRING TEXT, BYTES BYTEA, Decimal NUMERIC(precision, scale), Date DATE, Time TIME, Timestamp TIMESTAMPTZ,
+  ARRAY/MAP/STRUCT JSONB; optional or defaulted fields nullable, defaults as DEFAULT); auto.evolve refuses a
+  new required field without a default (the run fails naming it). The values are bound with their types.
+  ``_typed`` holds the rule; docs/schemas.md the tables and where they differ from JDBC.
+- **auto.create / auto.evolve types without a schema**: a column's type comes from the non-null values of the
+  batch that creates it,
   PostgreSQL's type first (other dialects in brackets), then SQLite's:
 
   * all ``true``/``false``: ``BOOLEAN``; all integers: ``BIGINT`` (beyond 64 bits: PostgreSQL ``NUMERIC``);

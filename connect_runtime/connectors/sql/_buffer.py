@@ -1,7 +1,8 @@
 """SqlSink's buffer between ``put`` and the writer: records become rows (keys by ``pk.mode``, tombstones as
 deletes) in runs of one table and one kind, in offset order; it keeps the next offset per partition after what
 was buffered, skipping records delivered again before a rewind took effect. A record that cannot be a row is
-reported (dead letter queue) after what came before it was written."""
+reported (dead letter queue) after what came before it was written. A Struct value or key (a schema-aware
+converter's) is taken as the row of its fields (:class:`connect_runtime.connectors.sql._typed.StructRows`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from collections.abc import Callable, Mapping
 from operator import attrgetter
 from typing import Any
 
+from connect_runtime.api.data import Struct
 from connect_runtime.api.errors import DataError
 from connect_runtime.api.records import SinkRecord, TopicPartition
 from connect_runtime.connectors.sql._errors import short, where
+from connect_runtime.connectors.sql._typed import StructRows
 
 
 class Run:
@@ -48,6 +51,7 @@ class Buffer:
         self.buffered = 0  # records in the buffer
         self.written: dict[TopicPartition, int] = {}  # next offset after what the buffer and the transaction hold
         self.table_names: dict[str, str] = {}  # topic -> table
+        self.structs = StructRows()  # Struct values (a schema-aware converter's) into rows
 
     def take(self) -> list[Run]:
         """The runs buffered, in order; the buffer is empty after."""
@@ -129,7 +133,10 @@ class Buffer:
         if nxt is not None and first.offset < nxt:
             return False  # some were written already (delivered again before the rewind took effect)
         values = list(map(_VALUE, records))
-        if set(map(type, values)) != {dict}:
+        kinds = set(map(type, values))
+        if kinds == {Struct}:
+            values = self.structs.rows(values)
+        elif kinds != {dict}:
             return False
         table = self.table_names.get(topic)
         if table is None:
@@ -145,7 +152,7 @@ class Buffer:
 
     def key(self, r: SinkRecord) -> dict[str, Any]:
         if self.pk_mode == "record_key":
-            k = r.key
+            k = self.structs.plain(r.key)
             if isinstance(k, dict):
                 fields = self.pk_fields or list(k)
                 missing = [f for f in fields if f not in k]
@@ -158,7 +165,7 @@ class Buffer:
                 raise DataError(f"SqlSink: record {where(r)} has a primitive key {k!r}; pk.fields must name exactly "
                                 f"one column for it, got {self.pk_fields}")
             return {self.pk_fields[0]: k}
-        v = r.value
+        v = self.structs.plain(r.value)
         if not isinstance(v, dict):
             raise DataError(f"SqlSink: record {where(r)} has a {type(v).__name__} value {short(v)}; expected a "
                             "JSON object (pk.mode=record_value takes the key from its fields)")
@@ -169,7 +176,7 @@ class Buffer:
         return {f: v[f] for f in fields}
 
     def row(self, r: SinkRecord, key: dict[str, Any] | None) -> dict[str, Any]:
-        v = r.value
+        v = self.structs.plain(r.value)
         if not isinstance(v, dict):
             raise DataError(f"SqlSink: record {where(r)} has a {type(v).__name__} value {short(v)}; expected a "
                             "JSON object (one field per column)")

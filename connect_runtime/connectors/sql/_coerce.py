@@ -15,6 +15,7 @@ from decimal import Decimal, InvalidOperation
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+from connect_runtime.api.jsoncodec import JSON_FORMS
 from connect_runtime.connectors.sql._errors import short
 
 if TYPE_CHECKING:
@@ -81,7 +82,13 @@ def coercer(col_type: Any, copy_json: bool) -> Callable[[Any], Any] | None:
 
 
 def _text(v: Any) -> Any:
-    return json.dumps(v) if isinstance(v, (dict, list)) else v
+    if isinstance(v, (dict, list)):
+        return json.dumps(v)
+    conv = _TYPED_TEXT.get(type(v))  # a typed value (a Struct field) into a text column: its plain JSON form
+    return v if conv is None else conv(v)
+
+
+_TYPED_TEXT = {t: c for t, c in JSON_FORMS.items() if t not in (bytes, bytearray, memoryview)}
 
 
 # A column of values converted at once: ``(values, text_ok) -> values``. ``text_ok``: the values go into a
@@ -91,6 +98,7 @@ def _text(v: Any) -> Any:
 ColumnCoercer = Callable[[Sequence[Any], bool], Sequence[Any]]
 
 _STR, _STR_NONE = frozenset({str}), frozenset({str, type(None)})
+_DECIMAL_NONE = frozenset({Decimal, type(None)})
 # plain decimal numbers, joined by ",": each is one Decimal and PostgreSQL both read as the same number
 _DECIMAL_TEXT = re.compile(r"(?:[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?(?:,|$))+")
 _ISO_TEXT = {
@@ -120,6 +128,8 @@ def column_coercer(col_type: Any, copy_json: bool) -> ColumnCoercer | None:
     if conv is _decimal:
         def decimal(values: Sequence[Any], text_ok: bool) -> Sequence[Any]:
             kinds = set(map(type, values))
+            if kinds <= _DECIMAL_NONE:
+                return values  # decimal.Decimal (typed records): bound as they are
             if kinds == _STR:
                 if text_ok and _DECIMAL_TEXT.fullmatch(",".join(values)):
                     return values
@@ -134,8 +144,13 @@ def column_coercer(col_type: Any, copy_json: bool) -> ColumnCoercer | None:
         return each
     parse, form = kind.fromisoformat, _ISO_TEXT[kind]
 
+    native = frozenset({kind, type(None)})
+
     def iso(values: Sequence[Any], text_ok: bool) -> Sequence[Any]:
-        if set(map(type, values)) == _STR:
+        kinds = set(map(type, values))
+        if kinds <= native:
+            return values  # date, time or datetime values (typed records): bound as they are
+        if kinds == _STR:
             try:
                 parsed = list(map(parse, values))
             except ValueError:

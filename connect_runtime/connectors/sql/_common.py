@@ -6,7 +6,6 @@ the provider and DAG files may import ``connect_runtime.connectors`` names at pa
 
 from __future__ import annotations
 
-import base64
 import logging
 import math
 import time
@@ -20,6 +19,7 @@ from uuid import UUID
 
 from connect_runtime.api.config import ConfigDef, Importance, Password, Range, Type, non_empty_string
 from connect_runtime.api.errors import ConfigError, ConnectError
+from connect_runtime.api.jsoncodec import JSON_FORMS
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL, Connection, Engine
@@ -170,12 +170,6 @@ def connect(engine: Engine, cfg: Mapping[str, Any], what: str, attempts: int | N
 # Value forms (documented in the package docstring): how a column value becomes JSON, and back
 
 
-def _iso_datetime(v: datetime) -> str:
-    if v.tzinfo is not None:
-        v = v.astimezone(UTC)
-    return v.isoformat()
-
-
 def _float(v: float) -> float | str:
     if math.isfinite(v):
         return v
@@ -192,23 +186,13 @@ def _duration(v: timedelta) -> str:
     return f"{sign}P{days}DT{secs.normalize():f}S"
 
 
-def _bytes(v: Any) -> str:
-    return base64.b64encode(bytes(v)).decode("ascii")
-
-
 def _list(v: list[Any] | tuple[Any, ...]) -> list[Any]:
     return [to_json(x) for x in v]
 
 
 _TO_JSON: dict[type, Callable[[Any], Any]] = {
-    Decimal: lambda v: str(v),
-    datetime: _iso_datetime,
-    date: lambda v: v.isoformat(),
-    dtime: lambda v: v.isoformat(),
+    **JSON_FORMS,  # Decimal, datetime, date, time, bytes: the forms Connect's typed values take in JSON too
     timedelta: _duration,
-    bytes: _bytes,
-    bytearray: _bytes,
-    memoryview: _bytes,
     UUID: str,
     float: _float,
     list: _list,

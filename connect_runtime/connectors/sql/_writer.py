@@ -83,7 +83,7 @@ class Writer:
         first_key = keys[0] if keys else None
         pk = list(first_key) if first_key is not None else list(self.pk_fields)
         shaped = columns_of(rows)
-        table = self.tables.get(conn, name, rows, pk if self.pk_mode != "none" else [], records[0],
+        table = self.tables.get(conn, name, rows, pk if self.pk_mode != "none" else [], records,
                                 None if shaped is None else shaped[0])
         coerce, column_coercers = self.tables.coercers[table.fullname], self.tables.column_coercers[table.fullname]
         copy = self.copy and self.mode == "insert" and not is_delete
