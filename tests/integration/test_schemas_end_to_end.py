@@ -4,9 +4,10 @@ their schema in a real Schema Registry (Apicurio Registry, tests/support/schema_
 them with the AvroConverter into PostgreSQL, creating the table from the value schema (typed columns, checked in
 ``information_schema``); Spark reads the same committed range with typed columns from the registry.
 
-Then the schema evolves: a BACKWARD-compatible change (an optional field) registers version 2, flows on and adds a
-nullable column and Spark reads both versions' records with the latest one's columns; an incompatible one (a required
-field with no default) is refused by the registry, the source run fails naming the subject, the rule and the field, and nothing of it is committed.
+Then the schema evolves: a BACKWARD-compatible change (an optional field) registers version 2, flows on, adds a
+nullable column, and Spark reads both versions' records with the latest one's columns; an incompatible change (a
+required field with no default) is refused by the registry, the source run fails naming the subject, the rule and
+the field, and nothing of it is committed.
 
 About 40 s on 2 cores, half of it the SparkSession's start (local[1]; Spark's Kafka source and Avro functions from
 ``scripts/fetch_spark_kafka.sh``).
