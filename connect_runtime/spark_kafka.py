@@ -90,9 +90,9 @@ def bootstrap_servers(backend: str) -> str:
     """``host:port[,host:port]`` from a ``kafka://`` backend URL (the backend's own parser) or as given."""
     if "://" not in backend:
         return backend
-    from connect_runtime.backends.kafka._client import _parse_bootstrap  # the one parser of kafka:// URLs
+    from connect_runtime.backends import kafka_bootstrap_servers  # the one parser of kafka:// URLs, no client
 
-    return _parse_bootstrap(backend)
+    return kafka_bootstrap_servers(backend)
 
 
 def _read_spans(value: Any) -> ranges_mod.SpanMap:

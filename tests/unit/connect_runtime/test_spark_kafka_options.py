@@ -73,6 +73,15 @@ def test_malformed_ranges_are_named() -> None:
         bootstrap_servers("kafka://")
 
 
+@pytest.mark.parametrize("url", ["kafka://a:9092", "kafka://a:9092, b:9093/", "kafka://[::1]:9092?x=1"])
+def test_bootstrap_servers_is_the_backends_public_parser(url: str) -> None:
+    import connect_runtime.backends as backends
+
+    assert "kafka_bootstrap_servers" in backends.__all__
+    assert bootstrap_servers(url) == backends.kafka_bootstrap_servers(url)
+    assert bootstrap_servers("a:1,b:2") == "a:1,b:2"  # bootstrap servers as given
+
+
 def test_jars_come_from_the_cache_and_a_missing_cache_names_the_fetch_script(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(HOME_ENV, str(tmp_path))
