@@ -115,6 +115,9 @@ class PartitionWriter:
             take = min(len(records), flush_size - g.records)
             if interval >= 0 and self.ts is not None and self.cfg.timestamp_extractor != "Wallclock":
                 take = self._before_rotation(g, records, take, interval)
+            elif interval >= 0 and g.records and self.cfg.timestamp_extractor == "Wallclock" \
+                    and (time.monotonic() - g.opened_at) * 1000 >= interval:
+                take = 0  # Wallclock: records arriving this long after the group's first go to the next group
             finish = self._finish_at(g)
             if finish is not None:  # completing a dead run's group: exactly its range, whatever the sizes
                 take = sum(1 for r in records if r.offset < finish)
