@@ -92,6 +92,9 @@ class PartitionWriter:
             if unfinished is not None:  # completed, never removed: its writer may still be publishing it
                 self.unfinished = (*unfinished, rec.incomplete)
                 rec.next_offset = unfinished[0]
+                log.info("ParquetSink %r: completing the commit group [%d, %d) of %s-%d (%d of its %d files exist: "
+                         "a run died or is still publishing it)", self.cfg.name, *unfinished, self.tp.topic,
+                         self.tp.partition, len(rec.incomplete), rec.incomplete[0].group_size)
             else:
                 self._remove(rec.incomplete)
                 rec.known.difference_update(f.path for f in rec.incomplete)
