@@ -18,6 +18,11 @@ The rules that make the read exact:
   instead of silently returning less.
 - A partition with several spans (another writer committed between them) cannot be one Kafka read:
   :func:`kafka_read_options` returns one option set per round of spans, which ``read_kafka_range`` unions.
+- ``kafka.group.id`` defaults to ``pyconnect-spark-<hash of the kafka.* options>``: Spark keys its executors'
+  pool of Kafka consumers by group id (and refuses one group id with other consumer settings), and makes a
+  fresh group id per query by default, so every query would connect new consumers. The read never joins the
+  group (``assign``) nor commits to it; set ``kafka.group.id`` (or ``groupIdPrefix``) where ACLs decide
+  which groups a client may use.
 
 Jars: ``scripts/fetch_spark_kafka.sh`` fetches the Kafka source matching the installed pyspark with Maven
 into ``$PYCONNECT_SPARK_KAFKA_HOME`` (default ``~/.cache/airflow-pyconnect/spark-kafka-<pyspark version>``),
@@ -27,6 +32,7 @@ into ``$PYCONNECT_SPARK_KAFKA_HOME`` (default ``~/.cache/airflow-pyconnect/spark
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -147,9 +153,19 @@ def kafka_read_options(ranges: Any, bootstrap: str, *, fail_on_data_loss: bool =
         read["startingOffsets"] = json.dumps(starting, separators=(",", ":"))
         read["endingOffsets"] = json.dumps(ending, separators=(",", ":"))
         read.update({str(k): str(v) for k, v in (options or {}).items()})
+        if "kafka.group.id" not in read and "groupIdPrefix" not in read:
+            read["kafka.group.id"] = consumer_group_id(read)
         reads.append(read)
     return reads
 
 
-__all__ = ["EARLIEST", "FETCH_COMMAND", "HOME_ENV", "bootstrap_servers", "kafka_jars", "kafka_read_options",
-           "pyspark_versions", "spark_kafka_home"]
+def consumer_group_id(options: Mapping[str, str]) -> str:
+    """``pyconnect-spark-<hash>``: one group id per set of consumer settings (the ``kafka.*`` options), so Spark
+    reuses its pooled consumers across queries with the same settings and never mixes settings under one id."""
+    kafka = sorted((k, v) for k, v in options.items() if k.startswith("kafka.") and k != "kafka.group.id")
+    digest = hashlib.sha256(json.dumps(kafka).encode()).hexdigest()[:16]
+    return f"pyconnect-spark-{digest}"
+
+
+__all__ = ["EARLIEST", "FETCH_COMMAND", "HOME_ENV", "bootstrap_servers", "consumer_group_id", "kafka_jars",
+           "kafka_read_options", "pyspark_versions", "spark_kafka_home"]
