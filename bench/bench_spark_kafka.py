@@ -88,6 +88,8 @@ def _readers(spark: Any, url: str, ranges: dict[str, Any], path: Path) -> dict[s
         # the read alone, no parse: `amount` is the value's length (its sum differs; not compared)
         "raw: read only": lambda: read_kafka_range(spark, url, ranges).select(
             F.length("value").cast("double").alias("amount")),
+        "raw: read only, tuned": lambda: read_kafka_range(spark, url, ranges, **TUNED).select(
+            F.length("value").cast("double").alias("amount")),
     }
 
 
