@@ -53,6 +53,7 @@ def config(root: str, options: str = "{}", **extra: str) -> dict[str, str]:
 
 def read_ids(root: str, p: int, options: dict[str, Any]) -> list[int]:
     out: list[int] = []
+    fsspec.core.url_to_fs(root, **options)[0].invalidate_cache()  # the process's filesystem object is shared
     for url in committed_files(root, TOPIC, p, storage_options=options):
         with fsspec.open(url, "rb", **options) as fh:
             out.extend(pq.read_table(fh, columns=["i"]).column("i").to_pylist())

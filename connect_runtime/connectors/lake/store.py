@@ -154,6 +154,10 @@ class Lake:
                     self.fs.rm(p)
 
     def footer(self, path: str) -> Footer:
+        # not from a cached listing of its directory: fsspec shares one filesystem object per process, and a
+        # listing another task's find() stored while a file was being published lacks that file (s3fs: the
+        # open would raise FileNotFoundError for a file the fresh listing just returned)
+        self.fs.invalidate_cache(path)
         try:
             with self.fs.open(path, "rb") as fh:
                 pf = pq.ParquetFile(fh)
