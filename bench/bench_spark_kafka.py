@@ -90,6 +90,8 @@ def _readers(spark: Any, url: str, ranges: dict[str, Any], path: Path) -> dict[s
             F.length("value").cast("double").alias("amount")),
         "raw: read only, tuned": lambda: read_kafka_range(spark, url, ranges, **TUNED).select(
             F.length("value").cast("double").alias("amount")),
+        "raw: read only, minP 4": lambda: read_kafka_range(spark, url, ranges, minPartitions=4).select(
+            F.length("value").cast("double").alias("amount")),
     }
 
 
