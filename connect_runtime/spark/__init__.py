@@ -195,7 +195,7 @@ def read_kafka_range(spark: SparkSession, backend_url: str, ranges: Any, *, sche
 
     With ``schema`` (a DDL string or a :class:`StructType`) the JSON values come back parsed, as that
     schema's columns only: ``spark.read.schema(schema).json(<the values as strings>)``, Spark's JSON reader
-    over the records (1.5x to 2x ``from_json`` of the same values, bench/bench_spark_kafka.py); give the
+    over the records (about 1.4x ``from_json`` of the same values, bench/bench_spark_kafka.py); give the
     columns the job uses. Without it, parse with ``F.from_json(F.col("value").cast("string"), schema)``.
 
     ``options`` are more source options (``kafka.security.protocol``, ...), under their own names;
