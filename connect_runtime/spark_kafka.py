@@ -24,10 +24,11 @@ The rules that make the read exact:
   group (``assign``) nor commits to it; set ``kafka.group.id`` (or ``groupIdPrefix``) where ACLs decide
   which groups a client may use.
 
-Jars: ``scripts/fetch_spark_kafka.sh`` fetches the Kafka source matching the installed pyspark with Maven
-into ``$PYCONNECT_SPARK_KAFKA_HOME`` (default ``~/.cache/airflow-pyconnect/spark-kafka-<pyspark version>``),
-``jars/`` in it, keeping only what pyspark does not ship itself (the source, its token provider,
-``kafka-clients``, ``commons-pool2``). :func:`kafka_jars` lists them for ``spark.jars`` / ``--jars``.
+Jars: ``scripts/fetch_spark_kafka.sh`` fetches the Kafka source and Spark's Avro functions (``spark-avro``, for
+``from_avro``) matching the installed pyspark with Maven into ``$PYCONNECT_SPARK_KAFKA_HOME`` (default
+``~/.cache/airflow-pyconnect/spark-kafka-<pyspark version>``), ``jars/`` in it, keeping only what pyspark does not
+ship itself (the source, its token provider, ``kafka-clients``, ``commons-pool2``, ``spark-avro``).
+:func:`kafka_jars` lists them for ``spark.jars`` / ``--jars``.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,8 @@ from connect_runtime import ranges as ranges_mod
 HOME_ENV = "PYCONNECT_SPARK_KAFKA_HOME"
 FETCH_COMMAND = "bash scripts/fetch_spark_kafka.sh"
 SOURCE_ARTIFACT = "spark-sql-kafka-0-10"
+AVRO_ARTIFACT = "spark-avro"
+"""Spark's Avro functions (``from_avro``), fetched with the Kafka source."""
 EARLIEST = -2
 """Spark's per-partition ``startingOffsets`` value for the earliest offset."""
 
@@ -78,17 +81,22 @@ def spark_kafka_home() -> Path:
     return Path.home() / ".cache" / "airflow-pyconnect" / f"spark-kafka-{importlib.metadata.version('pyspark')}"
 
 
-def kafka_jars(home: Path | str | None = None) -> list[str]:
-    """Absolute paths of the jars Spark's Kafka source needs beyond pyspark's own (for ``spark.jars``,
-    comma-joined, or ``spark-submit --jars``).
+def kafka_jars(home: Path | str | None = None, *, avro: bool = False) -> list[str]:
+    """Absolute paths of the jars Spark's Kafka source (and Spark's Avro functions, fetched with it) need beyond
+    pyspark's own (for ``spark.jars``, comma-joined, or ``spark-submit --jars``).
 
+    :param avro: also require ``spark-avro`` (``from_avro``: :func:`connect_runtime.spark.read_kafka_avro`).
     :raises FileNotFoundError: naming the fetch command, when they were not fetched.
     """
     jars_dir = (Path(home).expanduser() if home is not None else spark_kafka_home()) / "jars"
     jars = sorted(str(p.resolve()) for p in jars_dir.glob("*.jar")) if jars_dir.is_dir() else []
-    if not any(Path(j).name.startswith(SOURCE_ARTIFACT) for j in jars):
-        raise FileNotFoundError(f"Spark's Kafka source ({SOURCE_ARTIFACT}) is not in {jars_dir}: fetch it with "
-                                f"`{FETCH_COMMAND}` (set {HOME_ENV} to use another place)")
+    needed = {SOURCE_ARTIFACT: "Spark's Kafka source"}
+    if avro:
+        needed[AVRO_ARTIFACT] = "Spark's Avro functions"
+    for artifact, what in needed.items():
+        if not any(Path(j).name.startswith(artifact + "_") for j in jars):
+            raise FileNotFoundError(f"the jar of {what} ({artifact}) is not in {jars_dir}: fetch it with `{FETCH_COMMAND}` "
+                                    f"(set {HOME_ENV} to use another place)")
     return jars
 
 
@@ -115,8 +123,14 @@ def _read_spans(value: Any) -> ranges_mod.SpanMap:
     return spans
 
 
+def range_topics(ranges: Any) -> list[str]:
+    """The topics ``ranges`` (any shape :func:`kafka_read_options` takes) name, sorted."""
+    return sorted(_read_spans(ranges))
+
+
 def kafka_read_options(ranges: Any, bootstrap: str, *, fail_on_data_loss: bool = True,
-                       options: Mapping[str, Any] | None = None) -> list[dict[str, str]]:
+                       options: Mapping[str, Any] | None = None,
+                       topics: Collection[str] | None = None) -> list[dict[str, str]]:
     """Options of ``spark.read.format("kafka")`` that read exactly the committed records of ``ranges``.
 
     :param ranges: a source run's committed ranges (``{topic: {"<p>": [from, to]}}``, span lists, a whole
@@ -125,11 +139,14 @@ def kafka_read_options(ranges: Any, bootstrap: str, *, fail_on_data_loss: bool =
     :param bootstrap: ``host:port[,host:port]`` or the ``kafka://`` backend URL.
     :param fail_on_data_loss: Spark's ``failOnDataLoss``: fail when records of the range are gone (retention).
     :param options: more options, over these (``kafka.security.protocol``, ``kafka.sasl.jaas.config``, ...).
+    :param topics: read only these topics of ``ranges`` (default: all).
     :return: one option set per read: one when every partition has one span; when another writer's records
         sit between spans of a partition, one per round of spans (the i-th span of each partition), to union.
         Empty when the ranges hold nothing.
     """
     spans = _read_spans(ranges)
+    if topics is not None:
+        spans = {t: parts for t, parts in spans.items() if t in set(topics)}
     rounds = max((len(s) for parts in spans.values() for s in parts.values()), default=0)
     base = {
         "kafka.bootstrap.servers": bootstrap_servers(bootstrap),
@@ -167,5 +184,5 @@ def consumer_group_id(options: Mapping[str, str]) -> str:
     return f"pyconnect-spark-{digest}"
 
 
-__all__ = ["EARLIEST", "FETCH_COMMAND", "HOME_ENV", "bootstrap_servers", "consumer_group_id", "kafka_jars",
-           "kafka_read_options", "pyspark_versions", "spark_kafka_home"]
+__all__ = ["AVRO_ARTIFACT", "EARLIEST", "FETCH_COMMAND", "HOME_ENV", "bootstrap_servers", "consumer_group_id",
+           "kafka_jars", "kafka_read_options", "pyspark_versions", "range_topics", "spark_kafka_home"]

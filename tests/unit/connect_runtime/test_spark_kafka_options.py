@@ -17,6 +17,7 @@ from connect_runtime.spark_kafka import (
     kafka_jars,
     kafka_read_options,
     pyspark_versions,
+    range_topics,
     spark_kafka_home,
 )
 
@@ -107,6 +108,28 @@ def test_jars_come_from_the_cache_and_a_missing_cache_names_the_fetch_script(
         (tmp_path / "jars" / name).write_bytes(b"")
     assert [Path(j).name for j in kafka_jars()] == ["kafka-clients-3.9.2.jar", "spark-sql-kafka-0-10_2.13-4.2.0.jar"]
     assert all(Path(j).is_absolute() for j in kafka_jars())
+
+
+def test_avro_jobs_also_need_spark_avro_among_the_jars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(HOME_ENV, str(tmp_path))
+    (tmp_path / "jars").mkdir()
+    (tmp_path / "jars" / "spark-sql-kafka-0-10_2.13-4.2.0.jar").write_bytes(b"")
+    assert len(kafka_jars()) == 1
+    with pytest.raises(FileNotFoundError, match=r"Spark's Avro functions \(spark-avro\) is not in .*fetch_spark_kafka\.sh"):
+        kafka_jars(avro=True)
+    (tmp_path / "jars" / "spark-avro_2.13-4.2.0.jar").write_bytes(b"")
+    assert [Path(j).name for j in kafka_jars(avro=True)] == ["spark-avro_2.13-4.2.0.jar",
+                                                             "spark-sql-kafka-0-10_2.13-4.2.0.jar"]
+
+
+def test_a_read_of_some_topics_of_the_ranges() -> None:
+    ranges = {"orders": {"0": [0, 5]}, "payments": {"0": [3, 9], "1": [0, 2]}}
+    assert range_topics(ranges) == ["orders", "payments"]
+    assert range_topics(json.dumps({"connector": "c", "ranges": ranges})) == ["orders", "payments"]
+    [read] = kafka_read_options(ranges, "h:1", topics=["payments"])
+    assert json.loads(read["assign"]) == {"payments": [0, 1]}
+    assert json.loads(read["startingOffsets"]) == {"payments": {"0": 3, "1": 0}}
+    assert kafka_read_options(ranges, "h:1", topics=["elsewhere"]) == []
 
 
 def test_versions_of_the_installed_pyspark_without_importing_it() -> None:
