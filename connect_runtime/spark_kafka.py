@@ -18,6 +18,11 @@ The rules that make the read exact:
   instead of silently returning less.
 - A partition with several spans (another writer committed between them) cannot be one Kafka read:
   :func:`kafka_read_options` returns one option set per round of spans, which ``read_kafka_range`` unions.
+- ``kafka.group.id`` defaults to ``pyconnect-spark-<hash of the kafka.* options>``: Spark keys its executors'
+  pool of Kafka consumers by group id (and refuses one group id with other consumer settings), and makes a
+  fresh group id per query by default, so every query would connect new consumers. The read never joins the
+  group (``assign``) nor commits to it; set ``kafka.group.id`` (or ``groupIdPrefix``) where ACLs decide
+  which groups a client may use.
 
 Jars: ``scripts/fetch_spark_kafka.sh`` fetches the Kafka source and Spark's Avro functions (``spark-avro``, for
 ``from_avro``) matching the installed pyspark with Maven into ``$PYCONNECT_SPARK_KAFKA_HOME`` (default
@@ -28,6 +33,7 @@ ship itself (the source, its token provider, ``kafka-clients``, ``commons-pool2`
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -98,9 +104,9 @@ def bootstrap_servers(backend: str) -> str:
     """``host:port[,host:port]`` from a ``kafka://`` backend URL (the backend's own parser) or as given."""
     if "://" not in backend:
         return backend
-    from connect_runtime.backends.kafka._client import _parse_bootstrap  # the one parser of kafka:// URLs
+    from connect_runtime.backends import kafka_bootstrap_servers  # the one parser of kafka:// URLs, no client
 
-    return _parse_bootstrap(backend)
+    return kafka_bootstrap_servers(backend)
 
 
 def _read_spans(value: Any) -> ranges_mod.SpanMap:
@@ -164,9 +170,19 @@ def kafka_read_options(ranges: Any, bootstrap: str, *, fail_on_data_loss: bool =
         read["startingOffsets"] = json.dumps(starting, separators=(",", ":"))
         read["endingOffsets"] = json.dumps(ending, separators=(",", ":"))
         read.update({str(k): str(v) for k, v in (options or {}).items()})
+        if "kafka.group.id" not in read and "groupIdPrefix" not in read:
+            read["kafka.group.id"] = consumer_group_id(read)
         reads.append(read)
     return reads
 
 
-__all__ = ["AVRO_ARTIFACT", "EARLIEST", "FETCH_COMMAND", "HOME_ENV", "bootstrap_servers", "kafka_jars",
-           "kafka_read_options", "pyspark_versions", "range_topics", "spark_kafka_home"]
+def consumer_group_id(options: Mapping[str, str]) -> str:
+    """``pyconnect-spark-<hash>``: one group id per set of consumer settings (the ``kafka.*`` options), so Spark
+    reuses its pooled consumers across queries with the same settings and never mixes settings under one id."""
+    kafka = sorted((k, v) for k, v in options.items() if k.startswith("kafka.") and k != "kafka.group.id")
+    digest = hashlib.sha256(json.dumps(kafka).encode()).hexdigest()[:16]
+    return f"pyconnect-spark-{digest}"
+
+
+__all__ = ["AVRO_ARTIFACT", "EARLIEST", "FETCH_COMMAND", "HOME_ENV", "bootstrap_servers", "consumer_group_id",
+           "kafka_jars", "kafka_read_options", "pyspark_versions", "range_topics", "spark_kafka_home"]

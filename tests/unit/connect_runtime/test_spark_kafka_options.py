@@ -13,6 +13,7 @@ from connect_runtime.ranges import RangesFormatError
 from connect_runtime.spark_kafka import (
     HOME_ENV,
     bootstrap_servers,
+    consumer_group_id,
     kafka_jars,
     kafka_read_options,
     pyspark_versions,
@@ -72,6 +73,28 @@ def test_malformed_ranges_are_named() -> None:
         kafka_read_options({"t": {"0": "x"}}, "h:1")
     with pytest.raises(Exception, match="kafka://host:port"):
         bootstrap_servers("kafka://")
+
+
+def test_a_group_id_per_consumer_setting_so_spark_reuses_its_consumers() -> None:
+    """Spark pools its executors' consumers by group id and refuses one id with other settings: reads with the
+    same kafka.* settings share one id (whatever the offsets), other settings get another, the user's wins."""
+    [a] = kafka_read_options({"t": {"0": [0, 5]}}, "h:1")
+    [b] = kafka_read_options({"t": {"0": [7, 9]}, "u": {"1": [0, 1]}}, "kafka://h:1", options={"minPartitions": 4})
+    [c] = kafka_read_options({"t": {"0": [0, 5]}}, "h:1", options={"kafka.fetch.max.wait.ms": 10})
+    assert a["kafka.group.id"] == b["kafka.group.id"] == consumer_group_id(a)
+    assert a["kafka.group.id"].startswith("pyconnect-spark-") and c["kafka.group.id"] != a["kafka.group.id"]
+    [d] = kafka_read_options({"t": {"0": [0, 5]}}, "h:1", options={"kafka.group.id": "mine"})
+    [e] = kafka_read_options({"t": {"0": [0, 5]}}, "h:1", options={"groupIdPrefix": "acl-ok"})
+    assert d["kafka.group.id"] == "mine" and "kafka.group.id" not in e
+
+
+@pytest.mark.parametrize("url", ["kafka://a:9092", "kafka://a:9092, b:9093/", "kafka://[::1]:9092?x=1"])
+def test_bootstrap_servers_is_the_backends_public_parser(url: str) -> None:
+    import connect_runtime.backends as backends
+
+    assert "kafka_bootstrap_servers" in backends.__all__
+    assert bootstrap_servers(url) == backends.kafka_bootstrap_servers(url)
+    assert bootstrap_servers("a:1,b:2") == "a:1,b:2"  # bootstrap servers as given
 
 
 def test_jars_come_from_the_cache_and_a_missing_cache_names_the_fetch_script(
