@@ -21,9 +21,10 @@ Four pieces:
 
   :func:`committed_ranges_arg` / :func:`backend_arg` are the two Jinja strings on their own; they
   also take a plain source run result (its ``ranges``).
-- :func:`spark_kafka_jars`: on the Kafka backend, the ``--jars`` of Spark's own Kafka source
-  (``spark_submit_kwargs(..., kafka=True)`` passes them), so the job reads its range natively with
-  :func:`connect_runtime.spark.read_kafka_range` instead of the Python data source.
+- :func:`spark_kafka_jars`: on the Kafka backend, the ``--jars`` of Spark's own Kafka source and Avro functions
+  (``spark_submit_kwargs(..., kafka=True)`` passes them; ``avro=True`` also requires ``spark-avro``), so the job
+  reads its range natively with :func:`connect_runtime.spark.read_kafka_range` instead of the Python data source,
+  or an Avro topic as typed columns with :func:`connect_runtime.spark.read_kafka_avro`.
 - :func:`spark_env`: ``PYSPARK_PYTHON`` = this interpreter and ``PATH`` starting with its ``bin``
   directory, so ``spark-submit`` of the virtualenv is found and Spark's Python workers run the
   same Python (with ``connect_runtime`` importable) without the user exporting anything.
@@ -103,16 +104,18 @@ def spark_conf(extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     return conf
 
 
-def spark_kafka_jars() -> str:
+def spark_kafka_jars(*, avro: bool = False) -> str:
     """The ``--jars`` value (comma-separated absolute paths; also good as ``spark.jars``) that gives a Spark job
-    Spark's own Kafka source, matching the installed pyspark, for
-    :func:`connect_runtime.spark.read_kafka_range` on the Kafka backend. Cheap (lists one directory).
+    Spark's own Kafka source and Avro functions (fetched together), matching the installed pyspark, for
+    :func:`connect_runtime.spark.read_kafka_range` and :func:`connect_runtime.spark.read_kafka_avro` on the Kafka
+    backend. Cheap (lists one directory).
 
+    :param avro: also require Spark's Avro functions (``spark-avro``, for ``read_kafka_avro``).
     :raises FileNotFoundError: naming ``scripts/fetch_spark_kafka.sh``, when the jars were not fetched.
     """
     from connect_runtime.spark_kafka import kafka_jars
 
-    return ",".join(kafka_jars())
+    return ",".join(kafka_jars(avro=avro))
 
 
 def spark_submit_kwargs(
@@ -124,6 +127,7 @@ def spark_submit_kwargs(
     conf: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
     kafka: bool = False,
+    avro: bool = False,
 ) -> dict[str, Any]:
     """Keyword arguments for ``SparkSubmitOperator`` that hand the job its committed ranges.
 
@@ -138,6 +142,8 @@ def spark_submit_kwargs(
     :param env: more environment variables (merged over :func:`spark_env`).
     :param kafka: also pass ``jars`` (:func:`spark_kafka_jars`), so a job on the Kafka backend reads its range
         with Spark's own Kafka source (:func:`connect_runtime.spark.read_kafka_range`).
+    :param avro: as ``kafka``, and require Spark's Avro functions among the jars, for a job reading Avro values
+        as typed columns (:func:`connect_runtime.spark.read_kafka_avro`).
     :return: ``{"application_args": [...], "conf": {...}, "env_vars": {...}}`` (and ``"jars"`` with ``kafka``).
     """
     kwargs: dict[str, Any] = {
@@ -149,8 +155,8 @@ def spark_submit_kwargs(
         "conf": spark_conf(conf),
         "env_vars": spark_env(env),
     }
-    if kafka:
-        kwargs["jars"] = spark_kafka_jars()
+    if kafka or avro:
+        kwargs["jars"] = spark_kafka_jars(avro=avro)
     return kwargs
 
 

@@ -6,7 +6,8 @@ A field is secret when
   it ``Type.PASSWORD``, whatever it is called (``signing.key``, ``api.key``);
 - its value is a :class:`~connect_runtime.api.config.Password`;
 - its name looks secret (``*password*``, ``*secret*``, ``*token*``, ``*credential*``,
-  ``sasl.jaas.config``, ``ssl.key*``), the runtime's own name rule;
+  ``sasl.jaas.config``, ``ssl.key*``, ``*user.info``: the registry converters' ``basic.auth.user.info``), the
+  runtime's own name rule;
 - or a caller's extra name rule says so (the Airflow provider passes Airflow's
   ``should_hide_value_for_key``, so its ``[core] sensitive_var_conn_names`` apply too).
 
@@ -42,7 +43,7 @@ from connect_runtime.api.config import HIDDEN, ConfigDef, Password
 
 NameRule = Callable[[str], bool]
 
-_SECRET_NAME = re.compile(r"(password|secret|sasl\.jaas\.config|ssl\.key|token|credential)", re.I)
+_SECRET_NAME = re.compile(r"(password|secret|sasl\.jaas\.config|ssl\.key|token|credential|user\.info)", re.I)
 _CONVERTERS = ("key.converter", "value.converter", "header.converter")
 
 

@@ -18,20 +18,27 @@ The rules that make the read exact:
   instead of silently returning less.
 - A partition with several spans (another writer committed between them) cannot be one Kafka read:
   :func:`kafka_read_options` returns one option set per round of spans, which ``read_kafka_range`` unions.
+- ``kafka.group.id`` defaults to ``pyconnect-spark-<hash of the kafka.* options>``: Spark keys its executors'
+  pool of Kafka consumers by group id (and refuses one group id with other consumer settings), and makes a
+  fresh group id per query by default, so every query would connect new consumers. The read never joins the
+  group (``assign``) nor commits to it; set ``kafka.group.id`` (or ``groupIdPrefix``) where ACLs decide
+  which groups a client may use.
 
-Jars: ``scripts/fetch_spark_kafka.sh`` fetches the Kafka source matching the installed pyspark with Maven
-into ``$PYCONNECT_SPARK_KAFKA_HOME`` (default ``~/.cache/airflow-pyconnect/spark-kafka-<pyspark version>``),
-``jars/`` in it, keeping only what pyspark does not ship itself (the source, its token provider,
-``kafka-clients``, ``commons-pool2``). :func:`kafka_jars` lists them for ``spark.jars`` / ``--jars``.
+Jars: ``scripts/fetch_spark_kafka.sh`` fetches the Kafka source and Spark's Avro functions (``spark-avro``, for
+``from_avro``) matching the installed pyspark with Maven into ``$PYCONNECT_SPARK_KAFKA_HOME`` (default
+``~/.cache/airflow-pyconnect/spark-kafka-<pyspark version>``), ``jars/`` in it, keeping only what pyspark does not
+ship itself (the source, its token provider, ``kafka-clients``, ``commons-pool2``, ``spark-avro``).
+:func:`kafka_jars` lists them for ``spark.jars`` / ``--jars``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import importlib.util
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +47,8 @@ from connect_runtime import ranges as ranges_mod
 HOME_ENV = "PYCONNECT_SPARK_KAFKA_HOME"
 FETCH_COMMAND = "bash scripts/fetch_spark_kafka.sh"
 SOURCE_ARTIFACT = "spark-sql-kafka-0-10"
+AVRO_ARTIFACT = "spark-avro"
+"""Spark's Avro functions (``from_avro``), fetched with the Kafka source."""
 EARLIEST = -2
 """Spark's per-partition ``startingOffsets`` value for the earliest offset."""
 
@@ -72,17 +81,22 @@ def spark_kafka_home() -> Path:
     return Path.home() / ".cache" / "airflow-pyconnect" / f"spark-kafka-{importlib.metadata.version('pyspark')}"
 
 
-def kafka_jars(home: Path | str | None = None) -> list[str]:
-    """Absolute paths of the jars Spark's Kafka source needs beyond pyspark's own (for ``spark.jars``,
-    comma-joined, or ``spark-submit --jars``).
+def kafka_jars(home: Path | str | None = None, *, avro: bool = False) -> list[str]:
+    """Absolute paths of the jars Spark's Kafka source (and Spark's Avro functions, fetched with it) need beyond
+    pyspark's own (for ``spark.jars``, comma-joined, or ``spark-submit --jars``).
 
+    :param avro: also require ``spark-avro`` (``from_avro``: :func:`connect_runtime.spark.read_kafka_avro`).
     :raises FileNotFoundError: naming the fetch command, when they were not fetched.
     """
     jars_dir = (Path(home).expanduser() if home is not None else spark_kafka_home()) / "jars"
     jars = sorted(str(p.resolve()) for p in jars_dir.glob("*.jar")) if jars_dir.is_dir() else []
-    if not any(Path(j).name.startswith(SOURCE_ARTIFACT) for j in jars):
-        raise FileNotFoundError(f"Spark's Kafka source ({SOURCE_ARTIFACT}) is not in {jars_dir}: fetch it with "
-                                f"`{FETCH_COMMAND}` (set {HOME_ENV} to use another place)")
+    needed = {SOURCE_ARTIFACT: "Spark's Kafka source"}
+    if avro:
+        needed[AVRO_ARTIFACT] = "Spark's Avro functions"
+    for artifact, what in needed.items():
+        if not any(Path(j).name.startswith(artifact + "_") for j in jars):
+            raise FileNotFoundError(f"the jar of {what} ({artifact}) is not in {jars_dir}: fetch it with `{FETCH_COMMAND}` "
+                                    f"(set {HOME_ENV} to use another place)")
     return jars
 
 
@@ -90,9 +104,9 @@ def bootstrap_servers(backend: str) -> str:
     """``host:port[,host:port]`` from a ``kafka://`` backend URL (the backend's own parser) or as given."""
     if "://" not in backend:
         return backend
-    from connect_runtime.backends.kafka._client import _parse_bootstrap  # the one parser of kafka:// URLs
+    from connect_runtime.backends import kafka_bootstrap_servers  # the one parser of kafka:// URLs, no client
 
-    return _parse_bootstrap(backend)
+    return kafka_bootstrap_servers(backend)
 
 
 def _read_spans(value: Any) -> ranges_mod.SpanMap:
@@ -109,8 +123,14 @@ def _read_spans(value: Any) -> ranges_mod.SpanMap:
     return spans
 
 
+def range_topics(ranges: Any) -> list[str]:
+    """The topics ``ranges`` (any shape :func:`kafka_read_options` takes) name, sorted."""
+    return sorted(_read_spans(ranges))
+
+
 def kafka_read_options(ranges: Any, bootstrap: str, *, fail_on_data_loss: bool = True,
-                       options: Mapping[str, Any] | None = None) -> list[dict[str, str]]:
+                       options: Mapping[str, Any] | None = None,
+                       topics: Collection[str] | None = None) -> list[dict[str, str]]:
     """Options of ``spark.read.format("kafka")`` that read exactly the committed records of ``ranges``.
 
     :param ranges: a source run's committed ranges (``{topic: {"<p>": [from, to]}}``, span lists, a whole
@@ -119,11 +139,14 @@ def kafka_read_options(ranges: Any, bootstrap: str, *, fail_on_data_loss: bool =
     :param bootstrap: ``host:port[,host:port]`` or the ``kafka://`` backend URL.
     :param fail_on_data_loss: Spark's ``failOnDataLoss``: fail when records of the range are gone (retention).
     :param options: more options, over these (``kafka.security.protocol``, ``kafka.sasl.jaas.config``, ...).
+    :param topics: read only these topics of ``ranges`` (default: all).
     :return: one option set per read: one when every partition has one span; when another writer's records
         sit between spans of a partition, one per round of spans (the i-th span of each partition), to union.
         Empty when the ranges hold nothing.
     """
     spans = _read_spans(ranges)
+    if topics is not None:
+        spans = {t: parts for t, parts in spans.items() if t in set(topics)}
     rounds = max((len(s) for parts in spans.values() for s in parts.values()), default=0)
     base = {
         "kafka.bootstrap.servers": bootstrap_servers(bootstrap),
@@ -147,9 +170,19 @@ def kafka_read_options(ranges: Any, bootstrap: str, *, fail_on_data_loss: bool =
         read["startingOffsets"] = json.dumps(starting, separators=(",", ":"))
         read["endingOffsets"] = json.dumps(ending, separators=(",", ":"))
         read.update({str(k): str(v) for k, v in (options or {}).items()})
+        if "kafka.group.id" not in read and "groupIdPrefix" not in read:
+            read["kafka.group.id"] = consumer_group_id(read)
         reads.append(read)
     return reads
 
 
-__all__ = ["EARLIEST", "FETCH_COMMAND", "HOME_ENV", "bootstrap_servers", "kafka_jars", "kafka_read_options",
-           "pyspark_versions", "spark_kafka_home"]
+def consumer_group_id(options: Mapping[str, str]) -> str:
+    """``pyconnect-spark-<hash>``: one group id per set of consumer settings (the ``kafka.*`` options), so Spark
+    reuses its pooled consumers across queries with the same settings and never mixes settings under one id."""
+    kafka = sorted((k, v) for k, v in options.items() if k.startswith("kafka.") and k != "kafka.group.id")
+    digest = hashlib.sha256(json.dumps(kafka).encode()).hexdigest()[:16]
+    return f"pyconnect-spark-{digest}"
+
+
+__all__ = ["AVRO_ARTIFACT", "EARLIEST", "FETCH_COMMAND", "HOME_ENV", "bootstrap_servers", "consumer_group_id",
+           "kafka_jars", "kafka_read_options", "pyspark_versions", "range_topics", "spark_kafka_home"]

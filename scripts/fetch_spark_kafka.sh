@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Fetch Spark's own Kafka source (org.apache.spark:spark-sql-kafka-0-10_<scala>:<version>, matching the installed
-# pyspark) and its runtime dependencies from Maven Central with the ordinary Maven client, into a cache outside the
+# pyspark), Spark's Avro functions (org.apache.spark:spark-avro_<scala>:<version>: from_avro) and their runtime
+# dependencies from Maven Central with the ordinary Maven client, into a cache outside the
 # work tree: ${PYCONNECT_SPARK_KAFKA_HOME:-~/.cache/airflow-pyconnect/spark-kafka-<version>}/jars. The Kafka
 # backend's Spark handoff (connect_runtime.spark.read_kafka_range, airflow_pyconnect.spark.spark_kafka_jars) passes
-# these jars to Spark. Jars pyspark already ships (Scala, Hadoop, slf4j, snappy, ...) are left out, so only the
-# source, its token provider, kafka-clients and commons-pool2 remain. The pom is scripts/spark_kafka/pom.xml.
+# these jars to Spark. Jars pyspark already ships (Scala, Hadoop, Avro, slf4j, snappy, ...) are left out, so only the
+# source, its token provider, kafka-clients, commons-pool2 and spark-avro remain. The pom is scripts/spark_kafka/pom.xml.
 # Idempotent. Needs the project's Python with pyspark (.venv, or $PYTHON), Maven (mvn) and Java 17+.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,8 +25,10 @@ SOURCE_JAR="spark-sql-kafka-0-10_${SCALA_VERSION}-${SPARK_VERSION}.jar"
 # the pom's content and the versions name what is in jars/: a change fetches again
 STAMP="$HOME_DIR/.pom-$( (cat "$POM"; echo "$SPARK_VERSION $SCALA_VERSION") | sha256sum | cut -c1-16)"
 
-if [ -e "$STAMP" ] && [ -f "$JARS/$SOURCE_JAR" ]; then
-  echo "fetch_spark_kafka: Spark's Kafka source $SPARK_VERSION (Scala $SCALA_VERSION) is in $JARS ($(ls "$JARS" | wc -l) jars)"
+AVRO_JAR="spark-avro_${SCALA_VERSION}-${SPARK_VERSION}.jar"
+
+if [ -e "$STAMP" ] && [ -f "$JARS/$SOURCE_JAR" ] && [ -f "$JARS/$AVRO_JAR" ]; then
+  echo "fetch_spark_kafka: Spark's Kafka source and spark-avro $SPARK_VERSION (Scala $SCALA_VERSION) are in $JARS ($(ls "$JARS" | wc -l) jars)"
   exit 0
 fi
 if ! command -v mvn >/dev/null 2>&1; then
@@ -52,7 +55,8 @@ for jar in "$TMP"/jars/*.jar; do
     rm -f "$jar"
   fi
 done
-for jar in "$SOURCE_JAR" "spark-token-provider-kafka-0-10_${SCALA_VERSION}-${SPARK_VERSION}.jar"; do
+for jar in "$SOURCE_JAR" "spark-token-provider-kafka-0-10_${SCALA_VERSION}-${SPARK_VERSION}.jar" \
+           "$AVRO_JAR"; do
   if [ ! -f "$TMP/jars/$jar" ]; then
     echo "fetch_spark_kafka: $jar is missing after mvn dependency:copy-dependencies (see $POM)" >&2
     exit 1
@@ -61,5 +65,5 @@ done
 rm -rf "$JARS" "$HOME_DIR"/.pom-*
 mv "$TMP/jars" "$JARS"
 touch "$STAMP"
-echo "fetch_spark_kafka: Spark's Kafka source $SPARK_VERSION (Scala $SCALA_VERSION) fetched into $JARS" \
+echo "fetch_spark_kafka: Spark's Kafka source and spark-avro $SPARK_VERSION (Scala $SCALA_VERSION) fetched into $JARS" \
      "($(ls "$JARS" | tr '\n' ' ')) in $((SECONDS - started)) s"

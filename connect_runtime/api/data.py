@@ -149,6 +149,7 @@ class Schema:
             raise DataError("an ARRAY schema needs the schema of its elements (value_schema)")
         if type is SchemaType.MAP and (key_schema is None or value_schema is None):
             raise DataError("a MAP schema needs key_schema and value_schema")
+        set_(self, "default", None)  # a STRUCT default is checked against this schema without its default
         if default is not None:
             validate_value(self, default, "the default value")
         set_(self, "default", default)

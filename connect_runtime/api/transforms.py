@@ -49,7 +49,8 @@ class Converter(abc.ABC):
 
     SCHEMA_AWARE: ClassVar[bool] = False
     """True for a converter whose :meth:`from_connect_data` / :meth:`to_connect_data` use schemas: the pipeline
-    then calls those and carries ``key_schema`` / ``value_schema`` on the records."""
+    then calls those and carries ``key_schema`` / ``value_schema`` on the records. A class flag, or set on the
+    instance in :meth:`configure` (JsonConverter: ``schemas.enable``); the pipeline reads it after configure."""
 
     def config_def(self) -> ConfigDef:
         return ConfigDef()

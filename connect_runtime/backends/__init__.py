@@ -9,6 +9,7 @@ for the SQLite backend.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,6 +51,21 @@ def open_backend(url: str | Backend, settings: Mapping[str, Any] | None = None, 
     )
 
 
+def kafka_bootstrap_servers(url: str) -> str:
+    """``host:port[,host:port]`` of a ``kafka://host:port[,host:port]`` backend URL: the one parser of such URLs
+    (the Kafka backend's, and Spark's Kafka source options). Imports no Kafka client.
+
+    :raises ConfigError: naming ``backend``, when the URL names no ``host:port``.
+    """
+    rest = url.split("://", 1)[1] if "://" in url else ""
+    rest = rest.split("?", 1)[0].strip("/")
+    servers = [s.strip() for s in rest.split(",") if s.strip()]
+    bad = [s for s in servers if not re.fullmatch(r"(\[[0-9a-fA-F:.]+\]|[^:/\s\[\]]+):\d{1,5}", s)]
+    if not servers or bad:
+        raise ConfigError(errors={"backend": f"expected a URL kafka://host:port[,host:port], got {url!r}"})
+    return ",".join(servers)
+
+
 __all__ = [
     "Backend",
     "ConsumedRecord",
@@ -59,5 +75,6 @@ __all__ = [
     "ProducerRecord",
     "TransactionalProducer",
     "Written",
+    "kafka_bootstrap_servers",
     "open_backend",
 ]

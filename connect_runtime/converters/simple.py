@@ -3,6 +3,8 @@
 - :class:`JsonConverter` (default): dict, list, str, int, float, bool, None <-> compact UTF-8 JSON;
   alias ``org.apache.kafka.connect.json.JsonConverter``. Encoded with orjson, byte for byte what
   :func:`json.dumps` writes (``separators=(",", ":")``, ``ensure_ascii=False``, ``allow_nan=False``).
+  With ``schemas.enable=true``, Kafka Connect's envelope ``{"schema":...,"payload":...}``
+  (:mod:`.connect_json`).
 - :class:`StringConverter` (default header converter): str <-> text in ``converter.encoding`` (UTF-8);
   alias ``org.apache.kafka.connect.storage.StringConverter``.
 - :class:`ByteArrayConverter`: bytes <-> the same bytes;
@@ -20,8 +22,8 @@ Latin-1, cp1252); ByteArrayConverter checks the batch's types once.
 and the offending type; the library's own exception is chained.
 
 Converter settings come from the connector config with the prefix removed: ``value.converter.
-schemas.enable=false`` reaches the value converter as ``schemas.enable``. Only schemaless JSON is
-supported, so ``schemas.enable`` must be false (the default here, unlike Kafka Connect).
+schemas.enable=true`` reaches the value converter as ``schemas.enable``. ``schemas.enable`` defaults to
+false here (plain JSON, the fast path); Kafka Connect's default is true.
 
 The package's :data:`~connect_runtime.converters.ALIASES` maps the Kafka Connect class names to these classes.
 """
@@ -34,20 +36,22 @@ import json.scanner
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from connect_runtime.api.config import ConfigDef, Importance, Type
+from connect_runtime.api.config import ConfigDef, Importance, Range, Type, ValidString
+from connect_runtime.api.data import Schema, SchemaAndValue
 from connect_runtime.api.errors import DataError
 from connect_runtime.api.jsoncodec import json_batch, json_default, json_loads_exact
 from connect_runtime.api.records import Headers
 from connect_runtime.api.transforms import Converter
+from connect_runtime.converters.connect_json import BASE64, NUMERIC, ConnectJson
 
 
 def _kind(is_key: bool) -> str:
     return "key" if is_key else "value"
 
 
-def _schemas_disabled(name: str, value: Any) -> None:
+def _connect_schema_json(name: str, value: Any) -> None:
     if value:
-        raise ValueError("false (only schemaless JSON is supported; schemas.enable=true is not)")
+        ConnectJson(is_key=False, schemas_enable=True).parse_schema(value)
 
 
 def _valid_encoding(name: str, value: Any) -> None:
@@ -58,7 +62,17 @@ def _valid_encoding(name: str, value: Any) -> None:
 
 
 class JsonConverter(Converter):
-    """Schemaless JSON (``schemas.enable=false``), written compactly (``{"a":1}``) in UTF-8.
+    """JSON, written compactly (``{"a":1}``) in UTF-8; Kafka Connect's ``JsonConverter``.
+
+    ``schemas.enable=true``: every key or value is Kafka Connect's envelope ``{"schema":<the Connect schema as
+    JSON>,"payload":<the value>}``, byte for byte what Kafka Connect's ``JsonConverter`` writes, and reading gives
+    the Connect schema and value (:mod:`.connect_json`; ``decimal.format``, ``schemas.cache.size`` and
+    ``replace.null.with.default`` as in Kafka Connect). The converter is then :attr:`SCHEMA_AWARE` and the
+    pipeline calls :meth:`from_connect_data` / :meth:`to_connect_data` record by record.
+
+    ``schemas.enable=false`` (the default here; Kafka Connect's default is true): plain JSON. A record that
+    carries a schema is written as Kafka Connect writes it then, the payload alone (:meth:`from_connect_data`);
+    a schemaless one as below, on the batch fast path.
 
     A value must be JSON-serialisable: dict (string keys), list, str, int, float (finite), bool or
     None. Tuples are written as lists; dict keys that are not strings become strings, as in
@@ -76,10 +90,25 @@ class JsonConverter(Converter):
     per-value calls that allocate more than 512 bytes about 10x slower in some processes.
     """
 
-    CONFIG = ConfigDef().define(
-        "schemas.enable", Type.BOOLEAN, default=False, validator=_schemas_disabled,
-        importance=Importance.HIGH, doc="Must be false: values are plain JSON without a schema envelope.",
+    CONFIG = (
+        ConfigDef()
+        .define("schemas.enable", Type.BOOLEAN, default=False, importance=Importance.HIGH,
+                doc="Write and read Kafka Connect's envelope {\"schema\":...,\"payload\":...}. Default false "
+                    "here (plain JSON); Kafka Connect's default is true.")
+        .define("schemas.cache.size", Type.INT, default=1000, validator=Range.at_least(1),
+                doc="How many schemas each direction keeps converted (least recently used dropped first).")
+        .define("decimal.format", Type.STRING, default=BASE64, validator=ValidString.in_(BASE64, NUMERIC),
+                doc="How Decimal values are written: BASE64 (the unscaled bytes, Kafka Connect's default) or "
+                    "NUMERIC (a JSON number). Both are read whatever the setting.")
+        .define("replace.null.with.default", Type.BOOLEAN, default=True,
+                doc="A null value whose schema has a default is written and read as that default.")
+        .define("schema.content", Type.STRING, default=None, validator=_connect_schema_json,
+                doc="With schemas.enable=true: the schema (as Kafka Connect's schema JSON) of every message read, "
+                    "which is then the payload alone, without the envelope (KIP-1054). Writing is unchanged.")
     )
+
+    SCHEMA_AWARE = False
+    """Per instance after :meth:`configure`: ``schemas.enable``."""
 
     def __init__(self) -> None:
         self.is_key = False
@@ -95,18 +124,43 @@ class JsonConverter(Converter):
         """``(text, 0) -> (value, end)``: the decoder's scanner itself (the C one where available).
         A value is the whole text only when ``end == len(text)``; otherwise (or on StopIteration,
         e.g. for leading blanks) :attr:`decode` gives the answer or the error."""
+        self.connect_json = ConnectJson(is_key=False, schemas_enable=False)
+        """Kafka Connect's conversions with this converter's settings (:mod:`.connect_json`)."""
 
     def config_def(self) -> ConfigDef:
         return self.CONFIG
 
     def configure(self, configs: Mapping[str, Any], is_key: bool) -> None:
-        self.CONFIG.parse(configs)
+        settings = self.CONFIG.parse(configs)
         self.is_key = is_key
+        self.SCHEMA_AWARE = bool(settings["schemas.enable"])  # type: ignore[misc]
+        self.connect_json = ConnectJson(
+            is_key=is_key, schemas_enable=self.SCHEMA_AWARE, decimal_format=settings["decimal.format"],
+            cache_size=settings["schemas.cache.size"],
+            replace_null_with_default=settings["replace.null.with.default"],
+            schema_content=settings["schema.content"])
+
+    def from_connect_data(self, topic: str, schema: Schema | None, value: Any,
+                          headers: Headers | None = None) -> bytes | None:
+        """Kafka Connect's ``fromConnectData``: the envelope (``schemas.enable=true``), or the payload alone as
+        ``schema`` says (``false``; a schemaless value is plain JSON, as :meth:`from_connect` writes it)."""
+        if schema is None and not self.SCHEMA_AWARE:
+            return self.from_connect(topic, value, headers)
+        return self.connect_json.write(topic, schema, value)
+
+    def to_connect_data(self, topic: str, data: bytes | None, headers: Headers | None = None) -> SchemaAndValue:
+        """Kafka Connect's ``toConnectData``: the envelope's schema and value (``schemas.enable=true``; a
+        DataError naming what is missing when the JSON is not an envelope), or ``(None, plain JSON)``."""
+        if not self.SCHEMA_AWARE:
+            return SchemaAndValue(None, self.to_connect(topic, data, headers))
+        return self.connect_json.read(topic, data)
 
     def encode_many(self, values: Sequence[Any]) -> list[bytes | None]:
         """Each value's bytes (``None`` for ``None``), the same as :meth:`from_connect` gives one by one,
         encoded as a batch (see the class docstring). Raises (``TypeError``, ``ValueError``, ...) if
         any value cannot be written; the caller redoes the batch value by value to name it."""
+        if self.SCHEMA_AWARE:
+            return [self.from_connect("", v) for v in values]
         encode = self.encode
 
         def redo(v: Any) -> bytes | None:
@@ -121,6 +175,8 @@ class JsonConverter(Converter):
     def from_connect(self, topic: str, value: Any, headers: Headers | None = None) -> bytes | None:
         if value is None:
             return None
+        if self.SCHEMA_AWARE:  # a value without a schema: the envelope with "schema":null, as Kafka Connect
+            return self.connect_json.write(topic, None, value)
         try:
             return self.encode(value).encode("utf-8")
         except (TypeError, ValueError, RecursionError, UnicodeError) as exc:
@@ -132,6 +188,8 @@ class JsonConverter(Converter):
     def to_connect(self, topic: str, data: bytes | None, headers: Headers | None = None) -> Any:
         if data is None:
             return None
+        if self.SCHEMA_AWARE:
+            return self.connect_json.read(topic, data).value
         try:
             return self.decode(data.decode("utf-8") if isinstance(data, bytes) else bytes(data).decode("utf-8"))
         except (TypeError, ValueError, RecursionError) as exc:

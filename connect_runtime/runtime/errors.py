@@ -28,10 +28,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from connect_runtime.api.data import to_plain
 from connect_runtime.api.errors import ConnectError, RetriableError
 from connect_runtime.api.records import SinkRecord
 from connect_runtime.api.sink import ErrantRecordReporter
 from connect_runtime.backends.base import Backend, ConsumedRecord, Producer, ProducerRecord
+from connect_runtime.runtime.pipeline import to_bytes
 
 if TYPE_CHECKING:
     from connect_runtime.runtime.pipeline import SinkPipeline
@@ -288,19 +290,22 @@ def consumed_from(record: SinkRecord, pipeline: SinkPipeline) -> ConsumedRecord:
     JSON bytes (a report never fails on it)."""
     t = record.topic
 
-    def write(converter: Any, value: Any) -> bytes | None:
-        if value is None or isinstance(value, bytes):
+    def write(converter: Any, schema: Any, value: Any) -> bytes | None:
+        aware = bool(getattr(converter, "SCHEMA_AWARE", False)) or schema is not None
+        if not aware and (value is None or isinstance(value, bytes)):
             return value
         try:
-            out = converter.from_connect(t, value, None)
+            out = to_bytes(converter, aware, t, schema, value, None)
         except Exception:
-            return _to_bytes(value)
+            return _to_bytes(to_plain(value))
         return out if out is None or isinstance(out, bytes) else _to_bytes(out)
 
     hc = pipeline.header_converter
-    headers = [(k, write(hc, v)) for k, v in record.headers] if record.headers else None
-    return ConsumedRecord(t, record.partition, record.offset, write(pipeline.key_converter, record.key),
-                          write(pipeline.value_converter, record.value), record.timestamp, headers)
+    headers = [(k, write(hc, None, v)) for k, v in record.headers] if record.headers else None
+    return ConsumedRecord(t, record.partition, record.offset,
+                          write(pipeline.key_converter, record.key_schema, record.key),
+                          write(pipeline.value_converter, record.value_schema, record.value), record.timestamp,
+                          headers)
 
 
 __all__ = [

@@ -112,6 +112,12 @@ fast as Spark reads the same records from a file; its options are :func:`kafka_r
 :func:`kafka_jars` (``scripts/fetch_spark_kafka.sh``). See :mod:`connect_runtime.spark_kafka`. The Python
 data source stays for what only it can do: the SQLite backend, streaming, typed parsing in the source.
 
+Typed columns from the schemas records carry, never restated: :func:`spark_schema` maps a Connect struct schema
+to a ``StructType`` (decimal, date, timestamp, ...; optional as nullable: :mod:`connect_runtime.spark._types`);
+:func:`read_kafka_avro` reads an Avro topic's committed range natively with ``from_avro`` and the writer schemas
+from the Schema Registry (:mod:`connect_runtime.spark._avro`); :func:`read_lake` keeps the Parquet types the
+ParquetSink wrote.
+
 This is the only package of ``connect_runtime`` that imports pyspark, and nothing imports it at
 module level: ``connect_runtime`` itself works without pyspark installed.
 """
@@ -119,7 +125,7 @@ module level: ``connect_runtime`` itself works without pyspark installed.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 try:
@@ -131,6 +137,14 @@ except ImportError as _exc:  # pragma: no cover - exercised only without pyspark
         "the rest of connect_runtime works without it"
     ) from _exc
 
+from connect_runtime.api.data import Schema
+from connect_runtime.spark._avro import (
+    avro_values,
+    read_kafka_avro,
+    registry_client,
+    spark_reader_schema,
+    value_subject,
+)
 from connect_runtime.spark._lake import lake_files, read_lake
 from connect_runtime.spark._plan import (
     DEFAULT_MAX_RECORDS_PER_PARTITION,
@@ -144,6 +158,7 @@ from connect_runtime.spark._source import (
     PyConnectReader,
     PyConnectStreamReader,
 )
+from connect_runtime.spark._types import spark_schema, spark_type
 from connect_runtime.spark_kafka import kafka_jars, kafka_read_options
 
 KAFKA_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
@@ -164,16 +179,19 @@ def _parallelism(spark: SparkSession) -> int | None:
 
 
 def read_ranges(spark: SparkSession, backend: str, ranges: str | Mapping[str, Any],
-                schema: StructType | str | None = None, **options: Any) -> DataFrame:
+                schema: StructType | Schema | str | None = None, **options: Any) -> DataFrame:
     """Register the source and read ``ranges`` (the ``ranges`` option's shapes) from ``backend``.
 
-    ``schema`` (a DDL string or a :class:`StructType`) gives typed columns. Extra ``options`` use the
+    ``schema`` (a DDL string, a :class:`StructType`, or a Connect struct :class:`Schema`, see :func:`spark_schema`)
+    gives typed columns. Extra ``options`` use the
     option names with ``_`` for ``.``: ``read_ranges(spark, url, r, max_records_per_partition=1000)``;
     ``min.partitions`` defaults to the session's default parallelism.
     """
     register(spark)
     reader = spark.read.format(FORMAT).option("backend", backend).option(
         "ranges", ranges if isinstance(ranges, str) else json.dumps(ranges))
+    if isinstance(schema, Schema):
+        schema = spark_schema(schema)
     if schema is not None:
         reader = reader.option("schema", schema.json() if isinstance(schema, StructType) else schema)
     if "min_partitions" not in options:
@@ -186,30 +204,44 @@ def read_ranges(spark: SparkSession, backend: str, ranges: str | Mapping[str, An
     return reader.load()
 
 
-def read_kafka_range(spark: SparkSession, backend_url: str, ranges: Any, *, fail_on_data_loss: bool = True,
+def read_kafka_range(spark: SparkSession, backend_url: str, ranges: Any, *, schema: StructType | str | None = None,
+                     fail_on_data_loss: bool = True, topics: Collection[str] | None = None,
                      **options: Any) -> DataFrame:
     """Exactly the committed records of ``ranges`` on the Kafka backend ``backend_url``, read natively by
     Spark's own Kafka source (``spark.read.format("kafka")``; columns ``key, value`` (binary), ``topic,
     partition, offset, timestamp, timestampType``). The session needs the source's jars
     (:func:`kafka_jars` as ``spark.jars``); the rules are in :mod:`connect_runtime.spark_kafka`.
 
-    Parse a JSON value with ``F.from_json(F.col("value").cast("string"), schema)``. ``options`` are more
-    source options (``kafka.security.protocol``, ...), under their own names; ``minPartitions`` defaults to
-    the session's default parallelism (as :func:`read_ranges`), so one partition's range is split over the
-    cores instead of read by one task.
+    ``topics`` reads only those topics of ``ranges``. With ``schema`` (a DDL string or a :class:`StructType`)
+    the JSON values come back parsed, as that schema's columns only: ``spark.read.schema(schema).json(<the
+    values as strings>)``, Spark's JSON reader over the records (about 1.4x ``from_json`` of the same values,
+    bench/bench_spark_kafka.py); give the columns the job uses. Without it, parse a JSON value with
+    ``F.from_json(F.col("value").cast("string"), schema)``; an Avro value with :func:`read_kafka_avro`.
+
+    ``options`` are more source options (``kafka.security.protocol``, ...), under their own names;
+    ``minPartitions`` defaults to the session's default parallelism (as :func:`read_ranges`), so one
+    partition's range is split over the cores instead of read by one task; ``kafka.group.id`` defaults to
+    one derived from the connection options (:func:`connect_runtime.spark_kafka.kafka_read_options`), so
+    Spark's executors reuse their Kafka consumers from one query to the next.
     """
     if "minPartitions" not in options:
         parallelism = _parallelism(spark)
         if parallelism:
             options["minPartitions"] = parallelism
-    reads = kafka_read_options(ranges, backend_url, fail_on_data_loss=fail_on_data_loss, options=options)
+    reads = kafka_read_options(ranges, backend_url, fail_on_data_loss=fail_on_data_loss, options=options,
+                               topics=topics)
     if not reads:  # nothing committed: an empty frame of the source's columns
-        return spark.createDataFrame([], KAFKA_SCHEMA)
-    frames = [spark.read.format("kafka").options(**read).load() for read in reads]
-    df = frames[0]
-    for more in frames[1:]:
-        df = df.unionByName(more)
-    return df
+        df = spark.createDataFrame([], KAFKA_SCHEMA)
+    else:
+        frames = [spark.read.format("kafka").options(**read).load() for read in reads]
+        df = frames[0]
+        for more in frames[1:]:
+            df = df.unionByName(more)
+    if schema is None:
+        return df
+    from pyspark.sql import functions as F
+
+    return spark.read.schema(schema).json(df.select(F.col("value").cast("string").alias("value")))
 
 
 def parse_json_value(df: DataFrame, schema: StructType | str, column: str = "value") -> DataFrame:
@@ -231,14 +263,21 @@ __all__ = [
     "PyConnectDataSource",
     "PyConnectReader",
     "PyConnectStreamReader",
+    "avro_values",
     "kafka_jars",
     "kafka_read_options",
     "lake_files",
     "parse_json_value",
     "parse_ranges",
     "plan_partitions",
+    "read_kafka_avro",
     "read_kafka_range",
     "read_lake",
     "read_ranges",
     "register",
+    "registry_client",
+    "spark_reader_schema",
+    "spark_schema",
+    "spark_type",
+    "value_subject",
 ]

@@ -10,8 +10,10 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+from connect_runtime.api.data import Schema
 from connect_runtime.connectors.lake import LakeFile, files_for
 from connect_runtime.ranges import interval_spans
+from connect_runtime.spark._types import spark_schema
 
 
 def lake_files(path: str, ranges: Any, *, topics_dir: str = "topics",
@@ -23,19 +25,24 @@ def lake_files(path: str, ranges: Any, *, topics_dir: str = "topics",
     return files_for(path, interval_spans(ranges), topics_dir=topics_dir, storage_options=storage_options)
 
 
-def read_lake(spark: SparkSession, path: str, ranges: Any, *, schema: StructType | str | None = None,
+def read_lake(spark: SparkSession, path: str, ranges: Any, *, schema: StructType | Schema | str | None = None,
               topics_dir: str = "topics", storage_options: Mapping[str, object] | None = None,
               url_scheme: str | None = None, **options: Any) -> DataFrame:
     """``spark.read.parquet`` of exactly the files holding ``ranges`` (see :func:`lake_files`); the rows are the
     record values, their fields the columns.
 
-    ``schema`` (DDL or :class:`StructType`) goes to ``spark.read.schema`` (Parquet's types: a ``double`` column
-    stays ``double``; cast after reading) and gives the columns of an empty range. ``storage_options`` are
+    Without ``schema`` the columns have the files' Parquet types, as the ParquetSink wrote them (from the records'
+    value schema: decimal, date, timestamp, int8/int16 as byte/short, ...; Spark reports every file column
+    nullable). ``schema`` (DDL, :class:`StructType`, or a Connect struct :class:`Schema`, mapped by
+    :func:`connect_runtime.spark.spark_schema`) goes to ``spark.read.schema`` (it must match the files' types: a
+    ``double`` column stays ``double``; cast after reading) and gives the columns of an empty range. ``storage_options`` are
     fsspec's, for listing and footers; Spark reads with its own filesystem settings, and ``url_scheme`` replaces the
     files' scheme for it (``"s3a"`` for Hadoop's S3A). Extra ``options`` go to the reader
     (``mergeSchema="true"`` when later files added columns). Files with no rows (a range whose records were all
     skipped) are not read.
     """
+    if isinstance(schema, Schema):
+        schema = spark_schema(schema)
     files = [f.url for f in lake_files(path, ranges, topics_dir=topics_dir, storage_options=storage_options)
              if f.rows]
     if url_scheme:

@@ -13,8 +13,10 @@ Configured in the connector config::
 Transformations (``$Value`` / ``$Key`` variants are the classes ``...Value`` / ``...Key``):
 :class:`Filter`, ``InsertField``, ``ReplaceField``, ``ExtractField``, ``HoistField``,
 ``MaskField``, :class:`ValueToKey`, :class:`TimestampRouter`, :class:`RegexRouter`,
-:class:`InsertHeader`, :class:`DropHeaders`. Predicates: :class:`TopicNameMatches`,
-:class:`HasHeaderKey`, :class:`RecordIsTombstone`. All work on schemaless (dict) keys and values.
+:class:`InsertHeader`, :class:`DropHeaders`, ``Cast``. Predicates: :class:`TopicNameMatches`,
+:class:`HasHeaderKey`, :class:`RecordIsTombstone`. The field transforms work on schemaless (dict) keys and values
+and, as Kafka Connect's, on Structs with their schemas (the record's ``key_schema`` / ``value_schema`` replaced by
+the new schema, built once per input schema).
 
 :data:`ALIASES` (read by :mod:`connect_runtime.runtime.plugins`; this package imports only the
 connector API) maps each class's Kafka Connect name (``org.apache.kafka.connect.transforms.InsertField$Value``, ...) and its short
@@ -23,6 +25,7 @@ name (``InsertField$Value``, ``Filter``, ``TopicNameMatches``, ...).
 
 from __future__ import annotations
 
+from connect_runtime.transforms.cast import CastKey, CastValue
 from connect_runtime.transforms.fields import (
     ExtractFieldKey,
     ExtractFieldValue,
@@ -58,6 +61,8 @@ _NAMES = {
     "MaskField$Key": MaskFieldKey,
     "InsertHeader": InsertHeader,
     "DropHeaders": DropHeaders,
+    "Cast$Value": CastValue,
+    "Cast$Key": CastKey,
     "predicates.TopicNameMatches": TopicNameMatches,
     "predicates.HasHeaderKey": HasHeaderKey,
     "predicates.RecordIsTombstone": RecordIsTombstone,
@@ -71,6 +76,8 @@ for _name, _cls in _NAMES.items():
 
 __all__ = [
     "ALIASES",
+    "CastKey",
+    "CastValue",
     "DropHeaders",
     "ExtractFieldKey",
     "ExtractFieldValue",

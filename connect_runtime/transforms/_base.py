@@ -1,9 +1,18 @@
-"""What the built-in transformations share: the key/value split and the dict-value check."""
+"""What the built-in transformations share: the key/value split, the dict-value and Struct-value checks, and the
+per-transform cache of updated schemas (Kafka Connect's ``SynchronizedCache(LRUCache(16))``).
+
+A transform that touches fields works on a dict key/value (schemaless) as before, and on a
+:class:`~connect_runtime.api.data.Struct` with its schema as Kafka Connect's do: it builds the new schema once per
+input schema (cached), fills a new Struct of it, and replaces the record's ``key_schema`` / ``value_schema``.
+"""
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
+from connect_runtime.api.data import Schema, SchemaBuilder, SchemaType, Struct
 from connect_runtime.api.errors import DataError
 from connect_runtime.api.records import ConnectRecord, SinkRecord, SourceRecord
 
@@ -27,9 +36,12 @@ _FAST_SINK = _slots(SinkRecord) == {"topic", "partition", "offset", "key", "valu
                                     "key_schema", "value_schema"}
 
 
-def replaced(record: Any, field: str, new: Any) -> Any:
-    """``record.new_record(**{field: new})``, built in one constructor call for the two record
-    classes of the API (``new_record`` copies generically, which dominates a transform's cost)."""
+def replaced(record: Any, field: str, new: Any, field2: str | None = None, new2: Any = None) -> Any:
+    """``record.new_record(**{field: new})`` (and ``field2``: ``new2`` if given), built in one constructor call
+    for the two record classes of the API (``new_record`` copies generically, which dominates a transform's
+    cost)."""
+    if field2 is not None:
+        return record.new_record(**{field: new, field2: new2})
     cls = type(record)
     if cls is SourceRecord and _FAST_SOURCE:
         fields = {
@@ -51,6 +63,9 @@ def replaced(record: Any, field: str, new: Any) -> Any:
     return record.new_record(**{field: new})
 
 
+_SAME: Any = object()
+
+
 class KeyOrValue:
     """Mixin of the ``$Key`` / ``$Value`` variants: which part of the record a transform works on."""
 
@@ -59,8 +74,14 @@ class KeyOrValue:
     def operating(self, record: ConnectRecord) -> Any:
         return record.value
 
-    def updated(self, record: ConnectRecord, new: Any) -> Any:
-        return replaced(record, "value", new)
+    def operating_schema(self, record: ConnectRecord) -> Schema | None:
+        return record.value_schema
+
+    def updated(self, record: ConnectRecord, new: Any, schema: Any = _SAME) -> Any:
+        """The record with the value replaced (and its schema, when ``schema`` is given)."""
+        if schema is _SAME:
+            return replaced(record, "value", new)
+        return replaced(record, "value", new, "value_schema", schema)
 
 
 class OnKey(KeyOrValue):
@@ -69,8 +90,75 @@ class OnKey(KeyOrValue):
     def operating(self, record: ConnectRecord) -> Any:
         return record.key
 
-    def updated(self, record: ConnectRecord, new: Any) -> Any:
-        return replaced(record, "key", new)
+    def operating_schema(self, record: ConnectRecord) -> Schema | None:
+        return record.key_schema
+
+    def updated(self, record: ConnectRecord, new: Any, schema: Any = _SAME) -> Any:
+        if schema is _SAME:
+            return replaced(record, "key", new)
+        return replaced(record, "key", new, "key_schema", schema)
+
+
+class SchemaCache:
+    """Updated schemas by input schema, the 16 most recently used (as Kafka Connect's transforms keep them)."""
+
+    def __init__(self, size: int = 16) -> None:
+        self.size = size
+        self._d: OrderedDict[Schema, Schema] = OrderedDict()
+
+    def get(self, schema: Schema, make: Callable[[Schema], Schema]) -> Schema:
+        out = self._d.get(schema)
+        if out is None:
+            out = make(schema)
+            self._d[schema] = out
+            if len(self._d) > self.size:
+                self._d.popitem(last=False)
+        else:
+            self._d.move_to_end(schema)
+        return out
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+
+def struct_builder(schema: Schema) -> SchemaBuilder:
+    """A STRUCT builder with ``schema``'s name, version, doc, parameters and optionality and no fields (Kafka
+    Connect's ``SchemaUtil.copySchemaBasics(schema, SchemaBuilder.struct())``, which leaves optionality out; kept
+    here, so an optional struct stays optional)."""
+    b = SchemaBuilder.struct()
+    if schema.name is not None:
+        b.name(schema.name)
+    if schema.version is not None:
+        b.version(schema.version)
+    if schema.doc is not None:
+        b.doc(schema.doc)
+    if schema.parameters:
+        b.parameters(schema.parameters)
+    if schema.optional:
+        b.optional()
+    return b
+
+
+def require_struct(transform: str, part: str, value: Any, record: ConnectRecord) -> Struct:
+    """``value`` as a Struct, or a DataError (a record with a schema has a Struct key/value)."""
+    if not isinstance(value, Struct):
+        raise DataError(
+            f"{transform} needs a Struct {part} (a record with a schema), got a {type(value).__name__} "
+            f"in the record of {describe(record)}"
+        )
+    return value
+
+
+def struct_field(transform: str, schema: Schema, name: str, record: ConnectRecord) -> Any:
+    """The field ``name`` of a STRUCT schema, or a DataError naming the fields there are."""
+    if schema.type is not SchemaType.STRUCT:
+        raise DataError(f"{transform} needs a STRUCT schema, got {schema.type.name} in the record of "
+                        f"{describe(record)}")
+    f = schema.field(name)
+    if f is None:
+        raise DataError(f"{transform}: the schema has no field {name!r} (its fields: "
+                        f"{', '.join(x.name for x in schema.fields)}) in the record of {describe(record)}")
+    return f
 
 
 def require_dict(transform: str, part: str, value: Any, record: ConnectRecord) -> dict[str, Any]:

@@ -35,6 +35,19 @@ def test_runtime_imports_without_airflow_kafka_or_spark() -> None:
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+def test_spark_kafka_options_use_no_kafka_client_nor_spark() -> None:
+    """The provider renders Spark's Kafka options at DAG parse time: the ``kafka://`` parser is the backends'
+    public one, which loads no Kafka client."""
+    code = (
+        "import sys; from connect_runtime.spark_kafka import kafka_read_options;"
+        "assert kafka_read_options({'t': {'0': [0, 1]}}, 'kafka://a:1')[0]['kafka.bootstrap.servers'] == 'a:1';"
+        "bad = sorted(m for m in ('airflow', 'confluent_kafka', 'pyspark') if m in sys.modules);"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
 def test_ruff_passes() -> None:
     ruff = Path(sys.executable).with_name("ruff")
     out = subprocess.run([str(ruff), "check", "."], cwd=REPO, capture_output=True, text=True, timeout=300)

@@ -9,7 +9,9 @@
   contract suite's backend worker), ``sqlite_worker`` (the SQLite backend's cross-process tests); ``contract``
   holds the contract suite's helpers that start and wait for them.
 - Servers as pytest plugins (``tests/conftest.py``): ``kafka_broker`` (Apache Kafka 4.4.0 and Tansu, the jars of
-  ``kafka/pom.xml``), ``kafka_cluster`` (three KRaft nodes), ``postgres`` (a throwaway PostgreSQL).
+  ``kafka/pom.xml``), ``kafka_cluster`` (three KRaft nodes), ``postgres`` (a throwaway PostgreSQL),
+  ``schema_registry`` (Apicurio Registry: a Schema Registry server with Confluent's API, fetched by
+  ``scripts/fetch_schema_registry.sh``).
 - Airflow: ``airflow_env`` (one migrated ``AIRFLOW_HOME`` per session) and the test DAGs in ``dag_files/``.
 - Data in and out: ``records`` (backend records for the backend tests), ``sql`` (SqlSink tests: produce, query,
   execute, an opened SqlSinkTask).

@@ -77,16 +77,6 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _parse_bootstrap(url: str) -> str:
-    rest = url.split("://", 1)[1] if "://" in url else ""
-    rest = rest.split("?", 1)[0].strip("/")
-    servers = [s.strip() for s in rest.split(",") if s.strip()]
-    bad = [s for s in servers if not re.fullmatch(r"(\[[0-9a-fA-F:.]+\]|[^:/\s\[\]]+):\d{1,5}", s)]
-    if not servers or bad:
-        raise ConfigError(errors={"backend": f"expected a URL kafka://host:port[,host:port], got {url!r}"})
-    return ",".join(servers)
-
-
 def _consume(consumer: Any, max_messages: int, timeout: float) -> list[Any]:
     """Up to ``max_messages`` messages, returning as soon as any are there (``consume`` alone waits
     for the whole count or the whole timeout)."""

@@ -12,8 +12,9 @@ import confluent_kafka as ck
 
 from connect_runtime.api.errors import BackendError
 from connect_runtime.api.records import TopicPartition
+from connect_runtime.backends import kafka_bootstrap_servers
 from connect_runtime.backends.base import Backend, Capabilities
-from connect_runtime.backends.kafka._client import _Clients, _parse_bootstrap
+from connect_runtime.backends.kafka._client import _Clients
 from connect_runtime.backends.kafka.admin import _KafkaAdmin
 from connect_runtime.backends.kafka.columnar import Columns, read_range_batches
 from connect_runtime.backends.kafka.consumer import KafkaConsumer
@@ -42,7 +43,7 @@ class KafkaBackend(Backend):
     @classmethod
     def from_url(cls, url: str, settings: Mapping[str, Any]) -> KafkaBackend:
         """A backend for ``kafka://host:port[,host:port]``; no I/O happens until it is used."""
-        return cls(url, _parse_bootstrap(url), settings)
+        return cls(url, kafka_bootstrap_servers(url), settings)
 
     def __repr__(self) -> str:
         return f"KafkaBackend({self.url!r})"

@@ -19,7 +19,15 @@ from connect_runtime.api.records import SinkRecord, TopicPartition
 from connect_runtime.api.sink import ErrantRecordReporter
 from connect_runtime.connectors.lake._partitioner import default_partition
 from connect_runtime.connectors.lake._rows import Columns
-from connect_runtime.connectors.lake.store import FileExists, Lake, encode_file, file_name, recover, scrub
+from connect_runtime.connectors.lake.store import (
+    FileExists,
+    Footer,
+    Lake,
+    encode_file,
+    file_name,
+    recover,
+    scrub,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +74,8 @@ class PartitionWriter:
         self.position: int | None = None  # next offset after the last record taken
         self.open: Group | None = None
         self.ready: list[Group] = []
+        self.unfinished: tuple[int, int, list[Footer]] | None = None
+        """A dead run's incomplete group at the committed position: this run's first group is cut at its end."""
 
     def _fenced(self, gen: int, path: str) -> ProducerFencedError:
         return ProducerFencedError(
@@ -80,11 +90,16 @@ class PartitionWriter:
             rec = recover(self.lake, self.tp)
             if rec.generation > self.generation:
                 raise self._fenced(rec.generation, f"{self.tp.topic}-{self.tp.partition} under {self.lake.where}")
-            for f in rec.incomplete:
-                log.info("ParquetSink %r: removing %s (its commit group [%d, %d) is incomplete: a run died while "
-                         "publishing it; its records come again)", self.cfg.name, f.path, f.start, f.end)
-                self.lake.remove(f.path)
-                rec.known.discard(f.path)
+            unfinished = rec.unfinished
+            if unfinished is not None:  # completed, never removed: its writer may still be publishing it
+                self.unfinished = (*unfinished, rec.incomplete)
+                rec.next_offset = unfinished[0]
+                log.info("ParquetSink %r: completing the commit group [%d, %d) of %s-%d (%d of its %d files exist: "
+                         "a run died or is still publishing it)", self.cfg.name, *unfinished, self.tp.topic,
+                         self.tp.partition, len(rec.incomplete), rec.incomplete[0].group_size)
+            else:
+                self._remove(rec.incomplete)
+                rec.known.difference_update(f.path for f in rec.incomplete)
         if rec.schema is not None:
             self.columns.adopt(rec.schema, f"the files of {self.tp.topic}-{self.tp.partition}")
         self.known = rec.known
@@ -105,14 +120,21 @@ class PartitionWriter:
             take = self._same_schema(g, records, min(len(records), flush_size - g.records))
             if interval >= 0 and self.ts is not None and self.cfg.timestamp_extractor != "Wallclock":
                 take = self._before_rotation(g, records, take, interval)
+            elif interval >= 0 and g.records and self.cfg.timestamp_extractor == "Wallclock" \
+                    and (time.monotonic() - g.opened_at) * 1000 >= interval:
+                take = 0  # Wallclock: records arriving this long after the group's first go to the next group
+            finish = self._finish_at(g)
+            if finish is not None:  # completing a dead run's group: exactly its range, whatever the sizes
+                take = sum(1 for r in records if r.offset < finish)
             if take == 0:
-                self._cut(self.position if self.position is not None else records[0].offset)
+                self._cut(finish if finish is not None else
+                          self.position if self.position is not None else records[0].offset)
                 continue
             chunk, records = records[:take], records[take:]
             self._convert(g, chunk)
             g.records += len(chunk)
             self.position = chunk[-1].offset + 1
-            if g.records >= flush_size:
+            if (g.records >= flush_size) if finish is None else (self.position >= finish):
                 self._cut(self.position)
         return bool(self.ready)
 
@@ -158,11 +180,22 @@ class PartitionWriter:
             if table is not None and table.num_rows:
                 g.tables.setdefault(key, []).append(table)
 
+    def _finish_at(self, g: Group) -> int | None:
+        """The end ``g`` must have: the unfinished group's when ``g`` completes it."""
+        return self.unfinished[1] if self.unfinished is not None and g.start == self.unfinished[0] else None
+
     def _cut(self, end: int) -> None:
         g, self.open = self.open, None
         if g is not None:
             g.end = end
+            self.position = max(self.position or end, end)
             self.ready.append(g)
+
+    def _remove(self, footers: list[Footer]) -> None:
+        for f in footers:
+            log.info("ParquetSink %r: removing %s (its commit group [%d, %d) is incomplete: a run died while "
+                     "publishing it; its records come again)", self.cfg.name, f.path, f.start, f.end)
+            self.lake.remove(f.path)
 
     # -- commit points ----------------------------------------------------------------------------------
 
@@ -177,9 +210,21 @@ class PartitionWriter:
             end = self.position
             if delivered is not None and (end is None or delivered > end):
                 end = delivered
-            if g is None and end is not None and self.committed is not None and end > self.committed:
-                g = self.open = Group(self.committed)  # only skipped records since the last file
-            if g is not None and end is not None:
+            last = self.ready[-1].end if self.ready else self.committed  # the end of what is cut already
+            if g is None and end is not None and last is not None and end > last:
+                g = self.open = Group(last)  # only skipped records since the last file
+            finish = None if g is None else self._finish_at(g)
+            if g is not None and end is not None and finish is not None and (closing or end >= finish):
+                if end < finish:  # the run ends inside the dead run's group: that group cannot be completed
+                    assert self.unfinished is not None
+                    with io_errors(self.lake, f"recovering {self.tp.topic}-{self.tp.partition} from"):
+                        self._remove(self.unfinished[2])
+                    self.known.difference_update(f.path for f in self.unfinished[2])
+                    self.unfinished = None
+                else:
+                    self._cut(finish)
+                    g = self.open = Group(finish) if end > finish else None
+            if g is not None and end is not None and self._finish_at(g) is None:
                 self._cut(end)
                 self.position = end
         try:
@@ -192,7 +237,10 @@ class PartitionWriter:
 
     def _publish(self, g: Group) -> None:
         s, e, tp = g.start, g.end, self.tp
-        tables = {k: pa.concat_tables(v, promote_options="default") for k, v in sorted(g.tables.items())}
+        # in the order rows arrived: the first file published holds the group's first row, the same name for every
+        # run starting at ``s`` with the same records, so of two runs racing from ``s`` the conditional create lets
+        # one publish and the other stop before publishing anything (docs/lake.md, "Fencing")
+        tables = {k: pa.concat_tables(v, promote_options="default") for k, v in g.tables.items()}
         if not tables:  # every record of the range was skipped: an empty file keeps the range accounted for
             tables = {default_partition(tp.partition): pa.table({})}
         with io_errors(self.lake, f"publishing {tp.topic}-{tp.partition} [{s}, {e}) to"):
@@ -206,6 +254,13 @@ class PartitionWriter:
                         f"appeared since this run opened {tp.topic}-{tp.partition} and overlaps [{s}, {e}); this run "
                         "publishes nothing (an older run is still publishing); run again to continue after it")
                 self.known.add(path)
+            if self.unfinished is not None and self.unfinished[0] == s:
+                left = [f for f in self.unfinished[2] if f.group_size != len(tables) or f.path not in
+                        {f"{self.lake.dir_of(tp, k)}/{file_name(tp, s)}" for k in tables}]
+                if left:  # another partitioning of the same range (Wallclock, a changed config): start it afresh
+                    self._remove(self.unfinished[2])
+                    self.known.difference_update(f.path for f in self.unfinished[2])
+                self.unfinished = None
             for key, table in tables.items():
                 path = f"{self.lake.dir_of(tp, key)}/{file_name(tp, s)}"
                 data = encode_file(table, start=s, end=e, generation=self.generation, connector=self.cfg.name,

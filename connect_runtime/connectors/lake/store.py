@@ -78,6 +78,18 @@ class Recovered:
     incomplete: list[Footer] = field(default_factory=list)
     """Files of groups a killed run left incomplete (above the committed position)."""
 
+    @property
+    def unfinished(self) -> tuple[int, int] | None:
+        """``(start, end)`` of the one incomplete group right at the committed position, which the next run
+        completes (it writes that range again, cut at ``end``: the same records give the same names, so the
+        files there are kept and the missing ones added, as Kafka Connect's S3 sink rewrites the same objects
+        after a crash); ``None`` when there is none, or several (those are removed)."""
+        ranges = {(f.start, f.end) for f in self.incomplete}
+        if len(ranges) != 1:
+            return None
+        start, end = next(iter(ranges))
+        return (start, end) if self.next_offset in (None, start) else None
+
 
 def file_name(tp: TopicPartition, start: int) -> str:
     return f"{tp.topic}+{tp.partition}+{start:0{PAD}d}.parquet"
@@ -142,6 +154,10 @@ class Lake:
                     self.fs.rm(p)
 
     def footer(self, path: str) -> Footer:
+        # not from a cached listing of its directory: fsspec shares one filesystem object per process, and a
+        # listing another task's find() stored while a file was being published lacks that file (s3fs: the
+        # open would raise FileNotFoundError for a file the fresh listing just returned)
+        self.fs.invalidate_cache(path)
         try:
             with self.fs.open(path, "rb") as fh:
                 pf = pq.ParquetFile(fh)

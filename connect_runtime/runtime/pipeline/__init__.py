@@ -5,6 +5,18 @@ predicate (``transforms.<t>.predicate``, inverted by ``transforms.<t>.negate``) 
 header converters → :class:`~connect_runtime.backends.base.ProducerRecord`. Sink path: the
 converters' ``to_connect`` → transformations → :class:`~connect_runtime.api.records.SinkRecord`.
 
+Schemas. A schema-aware key or value converter (``SCHEMA_AWARE``: Avro, JSON with ``schemas.enable=true``)
+gets each record's ``key_schema`` / ``value_schema`` through ``from_connect_data`` on the source path, and on
+the sink path its ``to_connect_data`` gives the schema the SinkRecord carries; records then go one by one.
+With schemaless converters the batch fast path below is unchanged; a record that fails there is redone on
+its own, where a record that has a schema is written with ``from_connect_data`` (a Struct value under the
+default JsonConverter: the payload alone, as Kafka Connect writes it with ``schemas.enable=false``). A batch the
+fast path does write is written schemaless even where records carry schemas (looking at every record's schema
+would cost the fast path): the same bytes for ints, strings, booleans, lists and string-keyed maps; Python's float
+text (``1e-05``) rather than Java's (``1.0E-5``), which read back the same; but a map with non-string keys is an
+object with the keys as strings, not Kafka Connect's ``[[key, value], ...]``. Structs, decimals, dates, times,
+timestamps and bytes always go through ``from_connect_data``.
+
 Failures. A converter, transformation or predicate that raises makes the record fail; so does a
 source record whose value is a :class:`~connect_runtime.api.errors.DataError`: a record the task
 could not read (a malformed line of a file), handed over with its source offset so that the
@@ -40,6 +52,7 @@ from connect_runtime.runtime.pipeline._core import (
     Pipeline,
     RecordError,
     gc_paused,
+    to_bytes,
 )
 from connect_runtime.runtime.pipeline.sink import SinkBatch, SinkPipeline
 from connect_runtime.runtime.pipeline.source import SourceBatch, SourcePipeline
@@ -57,4 +70,5 @@ __all__ = [
     "SourceBatch",
     "SourcePipeline",
     "gc_paused",
+    "to_bytes",
 ]

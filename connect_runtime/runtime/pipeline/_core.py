@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 from connect_runtime.api.config import ConfigDef, Type, non_empty_string
 from connect_runtime.api.errors import ConfigError, DataError
+from connect_runtime.api.records import Headers
 from connect_runtime.api.transforms import Converter, Predicate, Transformation
 from connect_runtime.converters import JsonConverter
 from connect_runtime.runtime.config import SINK_CONFIG, SOURCE_CONFIG
@@ -216,11 +217,19 @@ class Pipeline:
         self.log_messages = bool(settings["errors.log.include.messages"])
         self.settings = settings
         vc = self.value_converter
+        self.key_schemas = bool(self.key_converter.SCHEMA_AWARE)
+        self.value_schemas = bool(vc.SCHEMA_AWARE)
+        self.schema_aware = self.key_schemas or self.value_schemas
+        """A schema-aware key or value converter (Avro, JSON with schemas.enable=true, ...): records are converted
+        one by one with ``from_connect_data`` / ``to_connect_data`` and carry ``key_schema`` / ``value_schema``.
+        Otherwise the schemaless fast path below; a record that fails there (a Struct value, say) is redone one by
+        one, where a record's schema reaches the converter's ``from_connect_data``."""
         # The fast path converts the values of a batch at once where the value converter can (the built-in
         # ones: encode_many / decode_many); any other value converter is called per record.
-        self._json_value = type(vc) is JsonConverter
-        self._encode_many = _batch_method(vc, "encode_many", "from_connect")
-        self._decode_many = None if self._json_value else _batch_method(vc, "decode_many", "to_connect")
+        self._json_value = type(vc) is JsonConverter and not self.schema_aware
+        self._encode_many = None if self.schema_aware else _batch_method(vc, "encode_many", "from_connect")
+        self._decode_many = None if self._json_value or self.schema_aware else _batch_method(
+            vc, "decode_many", "to_connect")
 
     def _failed(self, what: str, stage: str, plugin: object, exc: Exception, key: Any, value: Any,
                 transform: str | None = None, where: str | None = None) -> RecordError:
@@ -277,6 +286,16 @@ class Pipeline:
                     close()
                 except Exception:
                     log.warning("closing %s failed", _class_name(plugin), exc_info=True)
+
+
+def to_bytes(converter: Converter, aware: bool, topic: str, schema: Any, value: Any,
+             headers: Headers | None) -> bytes | None:
+    """One key or value written by its converter: ``from_connect_data`` with the record's schema where the
+    converter is schema-aware or the record has a schema (Kafka Connect's ``fromConnectData``), else the
+    schemaless ``from_connect``."""
+    if aware or schema is not None:
+        return converter.from_connect_data(topic, schema, value, headers)
+    return converter.from_connect(topic, value, headers)
 
 
 def _batch_method(converter: Converter, batch: str, single: str) -> Any:

@@ -114,10 +114,13 @@ class SinkPipeline(Pipeline):
     def _process(self, records: list[ConsumedRecord]) -> SinkBatch:
         dead: list[tuple[ConsumedRecord, BaseException]] = []
         origs: list[ConsumedRecord] = records
-        try:
-            recs = self._convert_batch(records)
-        except Exception:
-            recs = None  # redone below, outside this handler, so errors don't chain to the batch's
+        if self.schema_aware:
+            recs = None  # record by record, each SinkRecord with its key_schema / value_schema
+        else:
+            try:
+                recs = self._convert_batch(records)
+            except Exception:
+                recs = None  # redone below, outside this handler, so errors don't chain to the batch's
         if recs is None:
             origs, recs = self._convert_each(records, dead)
         if not self.steps:
@@ -177,15 +180,25 @@ class SinkPipeline(Pipeline):
 
     def _convert_each(self, records: list[ConsumedRecord], dead: list[tuple[ConsumedRecord, BaseException]]
                       ) -> tuple[list[ConsumedRecord], list[SinkRecord]]:
+        """Convert record by record, naming (or dead-lettering) bad ones: a schema-aware converter's way
+        (``to_connect_data``, whose schema the SinkRecord carries), and the schemaless batch's when it failed."""
         origs: list[ConsumedRecord] = []
         out: list[SinkRecord] = []
         kc, vc, hc = self.key_converter, self.value_converter, self.header_converter
+        k_aware, v_aware = self.key_schemas, self.value_schemas
         for c in records:
             stage, plugin = KEY_CONVERTER, kc
+            key_schema = value_schema = None
             try:
-                key = None if c.key is None else kc.to_connect(c.topic, c.key, None)
+                if k_aware:
+                    key_schema, key = kc.to_connect_data(c.topic, c.key, None)
+                else:
+                    key = None if c.key is None else kc.to_connect(c.topic, c.key, None)
                 stage, plugin = VALUE_CONVERTER, vc
-                value = vc.to_connect(c.topic, c.value, None)
+                if v_aware:
+                    value_schema, value = vc.to_connect_data(c.topic, c.value, None)
+                else:
+                    value = vc.to_connect(c.topic, c.value, None)
                 stage, plugin = HEADER_CONVERTER, hc
                 headers = None if c.headers is None else self._connect_headers(c.topic, c.headers)
             except Exception as exc:
@@ -193,7 +206,8 @@ class SinkPipeline(Pipeline):
                 continue
             origs.append(c)
             out.append(SinkRecord(topic=c.topic, partition=c.partition, offset=c.offset, key=key,
-                                  value=value, timestamp=c.timestamp, headers=headers))
+                                  value=value, timestamp=c.timestamp, headers=headers, key_schema=key_schema,
+                                  value_schema=value_schema))
         return origs, out
 
     def dead_letter(self, record: ConsumedRecord, error: BaseException) -> ProducerRecord:

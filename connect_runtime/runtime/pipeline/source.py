@@ -18,6 +18,7 @@ from connect_runtime.runtime.pipeline._core import (
     VALUE_CONVERTER,
     Pipeline,
     gc_paused,
+    to_bytes,
 )
 
 log = logging.getLogger(__name__)
@@ -80,10 +81,13 @@ class SourcePipeline(Pipeline):
         else:
             sent = list(records)
             recs = sent
-        try:
-            out = self._convert_batch(recs)
-        except Exception:
-            out = None  # redone below, outside this handler, so errors don't chain to the batch's
+        if self.schema_aware:
+            out = None  # record by record, with the records' schemas
+        else:
+            try:
+                out = self._convert_batch(recs)
+            except Exception:
+                out = None  # redone below, outside this handler, so errors don't chain to the batch's
         if out is None:
             failed_in_transforms = len(skipped)
             out, sent = self._convert_each(sent, recs, skipped)
@@ -122,10 +126,13 @@ class SourcePipeline(Pipeline):
 
     def _convert_each(self, sent: list[SourceRecord], recs: list[SourceRecord],
                       skipped: list[SourceRecord]) -> tuple[list[ProducerRecord], list[SourceRecord]]:
-        """The batch failed somewhere: convert record by record, naming (or skipping) bad ones."""
+        """Convert record by record, naming (or skipping) bad ones: a schema-aware converter's way, and the
+        schemaless batch's when it failed somewhere. A record's ``key_schema`` / ``value_schema`` reach the
+        converters' ``from_connect_data`` (see :func:`to_bytes`)."""
         out: list[ProducerRecord] = []
         kept: list[SourceRecord] = []
         kc, vc, hc = self.key_converter, self.value_converter, self.header_converter
+        k_aware, v_aware = self.key_schemas, self.value_schemas
         for orig, r in zip(sent, recs, strict=True):
             stage = KEY_CONVERTER
             plugin: object = kc
@@ -133,9 +140,10 @@ class SourcePipeline(Pipeline):
                 if isinstance(r.value, DataError):
                     stage, plugin = TASK_POLL, r.value
                     raise r.value
-                key = None if r.key is None else kc.from_connect(r.topic, r.key, r.headers)
+                key = None if r.key is None and r.key_schema is None and not k_aware else to_bytes(
+                    kc, k_aware, r.topic, r.key_schema, r.key, r.headers)
                 stage, plugin = VALUE_CONVERTER, vc
-                value = vc.from_connect(r.topic, r.value, r.headers)
+                value = to_bytes(vc, v_aware, r.topic, r.value_schema, r.value, r.headers)
                 stage, plugin = HEADER_CONVERTER, hc
                 headers = None if r.headers is None else self._wire_headers(r.topic, r.headers)
             except Exception as exc:

@@ -93,6 +93,19 @@ def test_a_source_runs_range_reads_back_exactly(spark: Any, kafka_url: str) -> N
                                                     "timestampType"]
 
 
+def test_with_a_schema_the_values_come_back_parsed_as_its_columns(spark: Any, kafka_url: str) -> None:
+    """``schema=``: Spark's JSON reader over the range's values (the parse bench/bench_spark_kafka.py measures),
+    exactly the range's records, the schema's columns only; an empty range has them too."""
+    from connect_runtime.spark import read_kafka_range
+
+    result = _source_run(kafka_url, 500)
+    df = read_kafka_range(spark, kafka_url, result, schema="id long, ts long")
+    assert df.columns == ["id", "ts"]
+    assert sorted((r.id, r.ts) for r in df.collect()) == [(i, generate_value(0, i)["ts"]) for i in range(500)]
+    empty = read_kafka_range(spark, kafka_url, {}, schema="id long, ts long")
+    assert empty.count() == 0 and empty.columns == ["id", "ts"]
+
+
 def test_another_writers_aborted_transaction_inside_the_range_is_not_read(spark: Any, kafka_url: str) -> None:
     """Writer A's transaction interleaves with writer B's, which aborts; A's range [first, end) holds B's records
     and both markers. Then a committed writer C between two spans of A: read span by span (a union)."""

@@ -101,3 +101,9 @@ def test_kafka_jobs_get_the_jars_of_sparks_kafka_source(tmp_path: Path, monkeypa
     assert spark_kafka_jars() == want
     assert spark_submit_kwargs("handoff", kafka=True)["jars"] == want
     assert "jars" not in spark_submit_kwargs("handoff")
+    with pytest.raises(FileNotFoundError, match=r"spark-avro.*fetch_spark_kafka\.sh"):
+        spark_submit_kwargs("handoff", avro=True)  # a job reading Avro values needs from_avro too
+    (tmp_path / "jars" / "spark-avro_2.13-4.2.0.jar").write_bytes(b"")
+    assert spark_submit_kwargs("handoff", avro=True)["jars"] == spark_kafka_jars(avro=True) == ",".join(
+        str(tmp_path / "jars" / n) for n in ("commons-pool2-2.13.1.jar", "spark-avro_2.13-4.2.0.jar",
+                                             "spark-sql-kafka-0-10_2.13-4.2.0.jar"))

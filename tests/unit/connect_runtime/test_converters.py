@@ -150,12 +150,15 @@ def test_json_writes_enums_and_uuids_the_same_in_both_paths() -> None:
     assert [c.from_connect("t", v) for v in values] == expected
 
 
-def test_json_schemas_enable_true_is_refused() -> None:
+def test_json_settings_are_validated_and_schemas_enable_makes_it_schema_aware() -> None:
     with pytest.raises(ConfigError) as info:
-        _json(**{"schemas.enable": "true"})
-    assert "schemas.enable" in info.value.errors
-    assert "false" in info.value.errors["schemas.enable"]
-    _json(**{"schemas.enable": "false"})  # accepted
+        _json(**{"decimal.format": "HEX", "schemas.cache.size": "0"})
+    assert set(info.value.errors) == {"decimal.format", "schemas.cache.size"}
+    assert "BASE64" in info.value.errors["decimal.format"]
+    assert _json(**{"schemas.enable": "true"}).SCHEMA_AWARE is True
+    assert _json(**{"schemas.enable": "false"}).SCHEMA_AWARE is False
+    assert _json().SCHEMA_AWARE is False  # our default; Kafka Connect's is true
+    assert JsonConverter.SCHEMA_AWARE is False  # per instance, not the class
 
 
 def test_string_round_trip_and_tombstone() -> None:

@@ -69,3 +69,16 @@ def test_a_failed_run_keeps_its_error_in_the_registry_with_every_secret_masked(t
         assert secret not in attempt["error"]
 
 
+
+
+def test_schema_registry_credentials_are_secret_by_name_and_by_type() -> None:
+    # by type (the Avro converter's ConfigDef declares basic.auth.user.info a PASSWORD) and by name (also when the
+    # converter class cannot be imported), and the password inside the registry URL
+    for converter in ("io.confluent.connect.avro.AvroConverter", "no.such.Converter"):
+        config = {"name": "c", "connector.class": "connect_runtime.connectors.files.FileSink",
+                  "value.converter": converter, "value.converter.basic.auth.user.info": "bob:s3cret-1",
+                  "key.converter.basic.auth.user.info": "alice:s3cret-2",
+                  "value.converter.schema.registry.url": "http://reg:s3cret-3@127.0.0.1:8081"}
+        masked = mask_config(config)
+        assert "s3cret" not in repr(masked), masked
+        assert masked["value.converter.schema.registry.url"].startswith("http://reg:")

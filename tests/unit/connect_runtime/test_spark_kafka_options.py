@@ -13,9 +13,11 @@ from connect_runtime.ranges import RangesFormatError
 from connect_runtime.spark_kafka import (
     HOME_ENV,
     bootstrap_servers,
+    consumer_group_id,
     kafka_jars,
     kafka_read_options,
     pyspark_versions,
+    range_topics,
     spark_kafka_home,
 )
 
@@ -73,6 +75,28 @@ def test_malformed_ranges_are_named() -> None:
         bootstrap_servers("kafka://")
 
 
+def test_a_group_id_per_consumer_setting_so_spark_reuses_its_consumers() -> None:
+    """Spark pools its executors' consumers by group id and refuses one id with other settings: reads with the
+    same kafka.* settings share one id (whatever the offsets), other settings get another, the user's wins."""
+    [a] = kafka_read_options({"t": {"0": [0, 5]}}, "h:1")
+    [b] = kafka_read_options({"t": {"0": [7, 9]}, "u": {"1": [0, 1]}}, "kafka://h:1", options={"minPartitions": 4})
+    [c] = kafka_read_options({"t": {"0": [0, 5]}}, "h:1", options={"kafka.fetch.max.wait.ms": 10})
+    assert a["kafka.group.id"] == b["kafka.group.id"] == consumer_group_id(a)
+    assert a["kafka.group.id"].startswith("pyconnect-spark-") and c["kafka.group.id"] != a["kafka.group.id"]
+    [d] = kafka_read_options({"t": {"0": [0, 5]}}, "h:1", options={"kafka.group.id": "mine"})
+    [e] = kafka_read_options({"t": {"0": [0, 5]}}, "h:1", options={"groupIdPrefix": "acl-ok"})
+    assert d["kafka.group.id"] == "mine" and "kafka.group.id" not in e
+
+
+@pytest.mark.parametrize("url", ["kafka://a:9092", "kafka://a:9092, b:9093/", "kafka://[::1]:9092?x=1"])
+def test_bootstrap_servers_is_the_backends_public_parser(url: str) -> None:
+    import connect_runtime.backends as backends
+
+    assert "kafka_bootstrap_servers" in backends.__all__
+    assert bootstrap_servers(url) == backends.kafka_bootstrap_servers(url)
+    assert bootstrap_servers("a:1,b:2") == "a:1,b:2"  # bootstrap servers as given
+
+
 def test_jars_come_from_the_cache_and_a_missing_cache_names_the_fetch_script(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(HOME_ENV, str(tmp_path))
@@ -84,6 +108,28 @@ def test_jars_come_from_the_cache_and_a_missing_cache_names_the_fetch_script(
         (tmp_path / "jars" / name).write_bytes(b"")
     assert [Path(j).name for j in kafka_jars()] == ["kafka-clients-3.9.2.jar", "spark-sql-kafka-0-10_2.13-4.2.0.jar"]
     assert all(Path(j).is_absolute() for j in kafka_jars())
+
+
+def test_avro_jobs_also_need_spark_avro_among_the_jars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(HOME_ENV, str(tmp_path))
+    (tmp_path / "jars").mkdir()
+    (tmp_path / "jars" / "spark-sql-kafka-0-10_2.13-4.2.0.jar").write_bytes(b"")
+    assert len(kafka_jars()) == 1
+    with pytest.raises(FileNotFoundError, match=r"Spark's Avro functions \(spark-avro\) is not in .*fetch_spark_kafka\.sh"):
+        kafka_jars(avro=True)
+    (tmp_path / "jars" / "spark-avro_2.13-4.2.0.jar").write_bytes(b"")
+    assert [Path(j).name for j in kafka_jars(avro=True)] == ["spark-avro_2.13-4.2.0.jar",
+                                                             "spark-sql-kafka-0-10_2.13-4.2.0.jar"]
+
+
+def test_a_read_of_some_topics_of_the_ranges() -> None:
+    ranges = {"orders": {"0": [0, 5]}, "payments": {"0": [3, 9], "1": [0, 2]}}
+    assert range_topics(ranges) == ["orders", "payments"]
+    assert range_topics(json.dumps({"connector": "c", "ranges": ranges})) == ["orders", "payments"]
+    [read] = kafka_read_options(ranges, "h:1", topics=["payments"])
+    assert json.loads(read["assign"]) == {"payments": [0, 1]}
+    assert json.loads(read["startingOffsets"]) == {"payments": {"0": 3, "1": 0}}
+    assert kafka_read_options(ranges, "h:1", topics=["elsewhere"]) == []
 
 
 def test_versions_of_the_installed_pyspark_without_importing_it() -> None:

@@ -283,12 +283,12 @@ def test_plugin_configure_failure_and_duplicate_alias() -> None:
 
 
 def test_converter_config_errors_name_the_prefixed_field() -> None:
-    errors = _config_error({"value.converter.schemas.enable": "true", "key.converter": "org.example.Nope",
+    errors = _config_error({"value.converter.decimal.format": "HEX", "key.converter": "org.example.Nope",
                             "errors.tolerance": "some"}, SinkPipeline)
     assert set(errors) == {"errors.tolerance"}  # the runtime's own fields are checked first
-    errors = _config_error({"value.converter.schemas.enable": "true", "key.converter": "org.example.Nope",
+    errors = _config_error({"value.converter.decimal.format": "HEX", "key.converter": "org.example.Nope",
                             "header.converter.converter.encoding": "klingon"}, SinkPipeline)
-    assert set(errors) == {"value.converter.schemas.enable", "key.converter",
+    assert set(errors) == {"value.converter.decimal.format", "key.converter",
                            "header.converter.converter.encoding"}
 
 

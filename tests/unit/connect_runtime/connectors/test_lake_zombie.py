@@ -1,0 +1,158 @@
+"""ParquetSink's zombie window under the field partitioner: two tasks of different generations on one topic
+partition, one publishing while the other is between its listing and its files (the interleaving forced by a
+lake whose ``publish`` runs the other task first). Whatever the order, the lake ends with every record of the
+range in exactly one complete commit group, and the loser publishes nothing of its own range
+(docs/lake.md, "Fencing and the window that remains")."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+import pyarrow.parquet as pq
+import pytest
+
+from connect_runtime.api import ConnectError, ProducerFencedError, SinkRecord, TopicPartition
+from connect_runtime.connectors.lake._config import LakeConfig
+from connect_runtime.connectors.lake._partitioner import partitioner
+from connect_runtime.connectors.lake._writer import PartitionWriter
+from connect_runtime.connectors.lake.store import Lake, recover
+
+TOPIC = "orders"
+TP = TopicPartition(TOPIC, 0)
+
+
+class HookedLake(Lake):
+    """A lake that runs ``hook`` once, before or after its ``at``-th publish (1-based)."""
+
+    hook: Callable[[], None] | None = None
+    at = 1
+    after = False
+    published = 0
+
+    def publish(self, path: str, data: bytes) -> None:
+        self.published += 1
+        due = self.hook is not None and self.published == self.at
+        if due and not self.after:
+            self._run_hook()
+        super().publish(path, data)
+        if due and self.after:
+            self._run_hook()
+
+    def _run_hook(self) -> None:
+        hook, self.hook = self.hook, None
+        assert hook is not None
+        hook()
+
+
+def cfg(root: str, flush: int) -> LakeConfig:
+    return LakeConfig.parse({"name": "lake", "topics": TOPIC, "path": root, "flush.size": str(flush),
+                             "partitioner.class": "io.confluent.connect.storage.partitioner.FieldPartitioner",
+                             "partition.field.name": "sku"})
+
+
+def writer(root: str, generation: int, flush: int) -> PartitionWriter:
+    c = cfg(root, flush)
+    return PartitionWriter(HookedLake(c), TP, generation=generation, encode=partitioner(c), ts=None, reporter=None)
+
+
+def records(skus: str) -> list[SinkRecord]:
+    return [SinkRecord(topic=TOPIC, partition=0, offset=i, value={"id": i, "sku": s}) for i, s in enumerate(skus)]
+
+
+def run(w: PartitionWriter, recs: list[SinkRecord]) -> None:
+    """A whole task run over ``recs``: open, put, the closing commit."""
+    nxt = w.claim()
+    w.add([r for r in recs if nxt is None or r.offset >= nxt])
+    w.commit(recs[-1].offset + 1, closing=True)
+
+
+def lake_state(root: str) -> tuple[int | None, Counter[int], list[tuple[str, int, int, int]]]:
+    """The committed position, how many times each record id is in a file, and the files as
+    ``(directory, start, end, generation)``."""
+    lake = Lake(cfg(root, 1))
+    rec = recover(lake, TP)
+    assert not rec.incomplete, f"incomplete groups left: {rec.incomplete}"
+    ids: Counter[int] = Counter()
+    files = []
+    for path in sorted(lake.data_files(TP)):
+        f = lake.footer(path)
+        files.append((path.rsplit("/", 2)[-2], f.start, f.end, f.generation))
+        with lake.fs.open(path, "rb") as fh:
+            ids.update(pq.read_table(fh).column("id").to_pylist())
+    return rec.next_offset, ids, files
+
+
+def test_a_newer_run_racing_a_zombie_from_the_same_offset_publishes_nothing_of_a_different_range(root: str) -> None:
+    """The newer run listed the partition, then the zombie published its group [0, 1) before the newer run's first
+    file: the newer run's first file is the one holding the group's first row (sku=b, the zombie's name too), so
+    its conditional create fails and it stops before publishing anything (sorted by directory it would have
+    published sku=a [0, 4) first, next to the zombie's [0, 1): a duplicate of record 0's range)."""
+    recs = records("bac")
+    zombie, newer = writer(root, 1, flush=1), writer(root, 2, flush=4)
+    assert zombie.claim() is None and newer.claim() is None
+    zombie.add(recs[:1])
+    newer.add(recs)
+    newer.lake.hook = lambda: zombie.commit(1, closing=True)  # type: ignore[attr-defined]
+    with pytest.raises(ConnectError, match=r"exists with \[0, 1\) \(generation 1\), not \[0, 3\)"):
+        newer.commit(3, closing=True)
+    assert lake_state(root) == (1, Counter({0: 1}), [("sku=b", 0, 1, 1)])
+    run(writer(root, 3, flush=4), recs)  # the rerun continues after the zombie's file
+    assert lake_state(root)[:2] == (3, Counter({0: 1, 1: 1, 2: 1}))
+
+
+def test_a_zombie_publishing_after_a_newer_run_is_fenced_and_publishes_nothing(root: str) -> None:
+    """The zombie listed the partition; the newer run then published its group; the zombie's first file collides
+    with the newer run's and names its generation."""
+    recs = records("bacab")
+    zombie, newer = writer(root, 1, flush=2), writer(root, 2, flush=5)
+    assert zombie.claim() is None and newer.claim() is None
+    zombie.add(recs)
+    zombie.lake.hook = lambda: newer.commit(5, closing=True) if newer.add(recs) or True else None  # type: ignore[attr-defined]
+    with pytest.raises(ProducerFencedError, match="generation 2"):
+        zombie.commit(5, closing=True)
+    assert lake_state(root) == (5, Counter({0: 1, 1: 1, 2: 1, 3: 1, 4: 1}),
+                                [("sku=a", 0, 5, 2), ("sku=b", 0, 5, 2), ("sku=c", 0, 5, 2)])
+
+
+def test_a_newer_run_completes_a_zombies_group_instead_of_removing_it(root: str) -> None:
+    """The zombie published the first file of its group [0, 4) (sku=c) and stalled; a newer run with another
+    flush.size opens: the group is incomplete, so the newer run's first group is exactly [0, 4) again (its
+    sku=c file is the zombie's, kept; sku=a and sku=b are added), then [4, 6). The zombie wakes up and its next
+    file collides with the newer run's. Removing the zombie's file instead would have let it publish sku=b
+    [0, 4) next to the newer run's [0, 2) / [2, 4): record 3 twice."""
+    recs = records("ccabca")
+    zombie = writer(root, 1, flush=4)
+    assert zombie.claim() is None
+    zombie.add(recs[:4])
+    zombie.lake.hook = lambda: run(writer(root, 2, flush=2), recs)  # type: ignore[attr-defined]
+    zombie.lake.after = True  # type: ignore[attr-defined]
+    with pytest.raises(ProducerFencedError, match="generation 2"):
+        zombie.commit(4, closing=True)
+    position, ids, files = lake_state(root)
+    assert position == 6 and ids == Counter(range(6))
+    assert files == [("sku=a", 0, 4, 2), ("sku=a", 4, 6, 2), ("sku=b", 0, 4, 2), ("sku=c", 0, 4, 1),
+                     ("sku=c", 4, 6, 2)]
+
+
+def test_an_incomplete_group_a_run_cannot_complete_is_removed(root: str) -> None:
+    """A dead run's group [0, 4) lacks files; the next run is bounded before offset 4 (it was given less): it
+    cannot write that range again, so it removes the dead run's files and publishes what it was given."""
+    recs = records("ccab")
+    dead = writer(root, 1, flush=4)
+    dead.claim()
+    dead.add(recs)
+
+    def die() -> None:
+        raise KeyboardInterrupt
+
+    dead.lake.hook = die  # type: ignore[attr-defined]
+    dead.lake.at, dead.lake.after = 1, True  # type: ignore[attr-defined]
+    with pytest.raises(KeyboardInterrupt):
+        dead.commit(4, closing=True)
+    assert len(Lake(cfg(root, 1)).data_files(TP)) == 1
+    rerun = writer(root, 2, flush=4)
+    assert rerun.claim() == 0
+    rerun.add(recs[:3])
+    rerun.commit(3, closing=True)
+    assert lake_state(root) == (3, Counter({0: 1, 1: 1, 2: 1}), [("sku=a", 0, 3, 2), ("sku=c", 0, 3, 2)])
