@@ -9,7 +9,7 @@ FLOAT32 / FLOAT64        float32 / float64
 BOOLEAN / STRING / BYTES bool / string / binary
 Decimal                  decimal128(precision, scale): ``connect.decimal.precision``, else 38
                          (decimal256 beyond 38 digits)
-Date / Time / Timestamp  date32 / time32[ms] / timestamp[ms, tz=UTC]
+Date / Time / Timestamp  date32 / time64[us] / timestamp[ms, tz=UTC]
 ARRAY / MAP / STRUCT     list / map / struct of the element, key and value, field types
 optional                 nullable (a required field is a non-nullable column; a null in it is an error)
 =======================  ==========================================================================
@@ -55,7 +55,7 @@ def arrow_type(schema: Schema) -> pa.DataType:
     if name == Date.LOGICAL_NAME:
         return pa.date32()
     if name == Time.LOGICAL_NAME:
-        return pa.time32("ms")
+        return pa.time64("us")  # Spark 4.2 reads Parquet TIME only as MICROS (TIME(MILLIS) is "Illegal")
     if name == Timestamp.LOGICAL_NAME:
         return pa.timestamp("ms", tz="UTC")
     t = schema.type

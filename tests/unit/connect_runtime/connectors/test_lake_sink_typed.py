@@ -71,7 +71,7 @@ def test_the_files_have_the_schema_derived_from_the_connect_schema(root: str, sq
     assert schema == pa.schema([pa.field(f.name, arrow_type(f.schema), nullable=f.schema.optional)
                                 for f in ORDER.fields])
     assert {f.name: str(f.type) for f in schema if f.name in ("amount", "total", "day", "at", "ts", "tiny")} == {
-        "amount": "decimal128(10, 2)", "total": "decimal128(38, 3)", "day": "date32[day]", "at": "time32[ms]",
+        "amount": "decimal128(10, 2)", "total": "decimal128(38, 3)", "day": "date32[day]", "at": "time64[us]",
         "ts": "timestamp[ms, tz=UTC]", "tiny": "int8"}
     assert not schema.field("id").nullable and schema.field("raw").nullable
     rows = [r for t in tables for r in t.to_pylist()]
