@@ -8,7 +8,7 @@ import pytest
 
 pytest_plugins = [
     "tests.support.kafka_broker", "tests.support.kafka_cluster", "tests.support.moto_server", "tests.support.postgres",
-    "tests.support.schema_registry",
+    "tests.support.schema_registry", "tests.support.spark",
 ]
 
 

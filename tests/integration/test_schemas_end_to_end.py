@@ -17,10 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import os
-import sys
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -32,8 +29,6 @@ from connect_runtime import run_sink, run_source
 from connect_runtime.api.errors import DataError
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends import open_backend
-from connect_runtime.spark_kafka import FETCH_COMMAND, kafka_jars
-from tests.support.kafka_broker import in_ci
 from tests.support.sql import query
 from tests.support.typed_source import shipment_values
 
@@ -175,26 +170,8 @@ def test_an_avro_topic_flows_into_typed_postgresql_columns_and_a_typed_spark_rea
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    """A small local SparkSession with Spark's Kafka source and Avro functions (scripts/fetch_spark_kafka.sh)."""
-    try:
-        jars = kafka_jars(avro=True)
-    except FileNotFoundError as exc:
-        if in_ci():
-            pytest.fail(f"{exc} (CI fetches them with `{FETCH_COMMAND}` and never skips)", pytrace=False)
-        pytest.skip(str(exc))
-    from pyspark.sql import SparkSession
-
-    os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (SparkSession.builder.master("local[1]").appName("test_schemas_end_to_end")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1")
-               .config("spark.sql.session.timeZone", "UTC").config("spark.jars", ",".join(jars)).getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    for jar in jars:  # a JVM another test module started keeps its classpath: add them to it
-        session.sql(f"ADD JAR '{jar}'")
-    yield session
-    session.stop()
-
+def spark(spark_with_kafka: Any) -> Any:
+    return spark_with_kafka  # the one session of the process, with the jars (tests/support/spark.py says why)
 
 def _spark_rows(spark: Any, kafka_url: str, registry_url: str, topic: str, ranges: Any) -> tuple[
         dict[str, str], list[dict[str, Any]]]:

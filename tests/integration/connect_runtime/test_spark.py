@@ -7,9 +7,6 @@ a Tansu broker for the Kafka backend.
 from __future__ import annotations
 
 import json
-import logging
-import os
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +22,6 @@ from connect_runtime.spark import (
     parse_ranges,
     plan_partitions,
     read_ranges,
-    register,
 )
 
 pytestmark = pytest.mark.spark
@@ -34,24 +30,8 @@ TS0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z in ms
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[object]:
-    from pyspark.sql import SparkSession
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (SparkSession.builder.master("local[2]").appName("test_spark")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.sql.session.timeZone", "UTC")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
-    yield session
-    session.stop()
-    # py4j logs "Closing down clientserver connection" at INFO from __del__ at interpreter exit, when
-    # a handler Airflow's logging set up (in another test) may point at a stream pytest has closed
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-
+def spark(spark_session: object) -> object:
+    return spark_session  # the one session of the process (tests/support/spark.py says why)
 
 def _records(topic: str, partition: int, tag: str, first: int, n: int) -> list[ProducerRecord]:
     return [

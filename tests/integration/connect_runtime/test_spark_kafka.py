@@ -9,12 +9,9 @@ and values). The options themselves: tests/unit/connect_runtime/test_spark_kafka
 from __future__ import annotations
 
 import json
-import logging
 import os
 import subprocess
-import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,25 +38,8 @@ def _jars() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    jars = _jars()
-    from pyspark.sql import SparkSession
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (SparkSession.builder.master("local[2]").appName("test_spark_kafka")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.jars", ",".join(jars))
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    # a JVM another test module started keeps its classpath (spark.jars applies at JVM start): add them to it
-    for jar in jars:
-        session.sql(f"ADD JAR '{jar}'")
-    yield session
-    session.stop()
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-
+def spark(spark_with_kafka: Any) -> Any:
+    return spark_with_kafka  # the one session of the process, with the jars (tests/support/spark.py says why)
 
 def _name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"

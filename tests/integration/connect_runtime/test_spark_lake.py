@@ -4,10 +4,6 @@ the interval's records (real local SparkSession, real SQLite store, real sink ru
 from __future__ import annotations
 
 import json
-import logging
-import os
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,19 +17,8 @@ TOPIC = "orders"
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[object]:
-    from pyspark.sql import SparkSession
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (SparkSession.builder.master("local[2]").appName("test_spark_lake")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-               .config("spark.sql.session.timeZone", "UTC").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
-    logging.getLogger("py4j").setLevel(logging.WARNING)  # see test_spark.py
-
+def spark(spark_session: object) -> object:
+    return spark_session  # the one session of the process (tests/support/spark.py says why)
 
 def test_read_lake_reads_exactly_each_interval(spark: object, sqlite_url: str, tmp_path: Path) -> None:
     from connect_runtime.spark import read_lake

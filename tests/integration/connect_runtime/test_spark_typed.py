@@ -13,11 +13,8 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
-import logging
 import os
-import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,25 +41,8 @@ def _jars() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    jars = _jars()
-    from pyspark.sql import SparkSession
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (SparkSession.builder.master("local[1]").appName("test_spark_typed")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "1")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.jars", ",".join(jars))
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    for jar in jars:  # a JVM another test module started keeps its classpath: add them to it
-        session.sql(f"ADD JAR '{jar}'")
-    yield session
-    session.stop()
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-
+def spark(spark_with_kafka: Any) -> Any:
+    return spark_with_kafka  # the one session of the process, with the jars (tests/support/spark.py says why)
 
 # ------------------------------------------------------------------------------------------- spark_schema
 
