@@ -20,11 +20,44 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
+
+
+def in_ci() -> bool:
+    """Whether this is CI (``.ci/run`` exports ``CI=true``), where a test needing a fetched tool fails, never skips."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def cache_home(env: str, name: str) -> Path:
+    """Where a fetch script put a tool: ``$<env>`` if set, else ``~/.cache/airflow-pyconnect/<name>``."""
+    configured = os.environ.get(env, "").strip()
+    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "airflow-pyconnect" / name
+
+
+def find_java(tool: str = "java") -> str | None:
+    """``tool`` (``java``, ``javac``) on PATH, else under ``$JAVA_HOME/bin``; ``None`` if neither has it."""
+    found = shutil.which(tool)
+    java_home = os.environ.get("JAVA_HOME", "")
+    if found is None and java_home and Path(java_home, "bin", tool).is_file():
+        found = str(Path(java_home, "bin", tool))
+    return found
+
+
+def unavailable(message: str, in_ci_too: str) -> NoReturn:
+    """A tool a test needs is missing: fail in CI (``message`` and ``in_ci_too``, why CI must have it), skip
+    elsewhere, printing why."""
+    import pytest
+
+    if in_ci():
+        pytest.fail(f"{message} ({in_ci_too})", pytrace=False)
+    print(f"SKIP: {message}", file=sys.stderr)
+    pytest.skip(message)
 
 
 def slow_iterations(default_ci: int, default_full: int) -> int:

@@ -39,18 +39,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
-from tests.support.kafka_broker import _die_with_parent, _free_port, _tail, in_ci
+from tests.support import cache_home, find_java, unavailable
+from tests.support.kafka_broker import _die_with_parent, _free_port, _tail
 
 REGISTRY_VERSION = "3.0.9"
 HOME_ENV = "PYCONNECT_SCHEMA_REGISTRY_HOME"
@@ -65,25 +65,17 @@ JVM_OPTIONS = ["-Xmx384m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djav
 
 def registry_home() -> Path:
     """Where scripts/fetch_schema_registry.sh unpacks Apicurio Registry (the runner jar and ``lib/``)."""
-    configured = os.environ.get(HOME_ENV, "").strip()
-    return Path(configured).expanduser() if configured else (
-        Path.home() / ".cache" / "airflow-pyconnect" / f"apicurio-registry-{REGISTRY_VERSION}")
+    return cache_home(HOME_ENV, f"apicurio-registry-{REGISTRY_VERSION}")
 
 
-def _unavailable(reason: str) -> None:
+def _unavailable(reason: str) -> NoReturn:
     """No registry here: fail in CI (which fetches it, naming the fetch command), skip elsewhere, printing why."""
-    message = f"Apicurio Registry {REGISTRY_VERSION} is not available: {reason}; fetch it with `{FETCH_COMMAND}`"
-    if in_ci():
-        pytest.fail(f"{message} (CI fetches it and runs every schema registry test)", pytrace=False)
-    print(f"SKIP: {message}", file=sys.stderr)
-    pytest.skip(message)
+    unavailable(f"Apicurio Registry {REGISTRY_VERSION} is not available: {reason}; fetch it with `{FETCH_COMMAND}`",
+                "CI fetches it and runs every schema registry test")
 
 
 def _java_and_runner() -> tuple[str, Path]:
-    java = shutil.which("java")
-    java_home = os.environ.get("JAVA_HOME", "")
-    if java is None and java_home and Path(java_home, "bin", "java").is_file():
-        java = str(Path(java_home, "bin", "java"))
+    java = find_java()
     if java is None:
         _unavailable("no `java` on PATH (Java 17+ runs it, e.g. apt-get install openjdk-17-jre-headless)")
     runner = registry_home() / RUNNER

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.kafka_broker import in_ci
+from tests.support import unavailable
 
 
 def _jars() -> tuple[list[str], str | None]:
@@ -67,9 +67,7 @@ def spark_kafka_jars() -> list[str]:
 
     jars, missing = _jars()
     if missing is not None:
-        if in_ci():
-            pytest.fail(f"{missing} (CI fetches them with `{FETCH_COMMAND}` and never skips)", pytrace=False)
-        pytest.skip(missing)
+        unavailable(missing, f"CI fetches them with `{FETCH_COMMAND}` and never skips")
     return jars
 
 

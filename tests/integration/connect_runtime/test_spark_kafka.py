@@ -21,20 +21,9 @@ from connect_runtime import ranges as ranges_mod
 from connect_runtime import run_source
 from connect_runtime.backends import ProducerRecord, open_backend
 from connect_runtime.connectors.datagen import generate_value
-from connect_runtime.spark_kafka import FETCH_COMMAND, kafka_jars
 from tests.support import REPO
-from tests.support.kafka_broker import in_ci
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.faithful_kafka]
-
-
-def _jars() -> list[str]:
-    try:
-        return kafka_jars()
-    except FileNotFoundError as exc:
-        if in_ci():
-            pytest.fail(f"{exc} (CI fetches them with `{FETCH_COMMAND}` and never skips)", pytrace=False)
-        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="module")
@@ -148,10 +137,10 @@ spark.stop()
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.usefixtures("spark_kafka_jars")  # skip (fail in CI) when they were not fetched
 def test_a_spark_submit_job_with_the_jars_reads_the_range(kafka_url: str, tmp_path: Path) -> None:
     from airflow_pyconnect.spark import spark_env, spark_kafka_jars
 
-    _jars()  # skip (fail in CI) when they were not fetched
     jars = spark_kafka_jars()
     result = _source_run(kafka_url, 300)
     app, out = tmp_path / "job.py", tmp_path / "ids.json"

@@ -24,20 +24,9 @@ import pytest
 from connect_runtime.api.data import Date, Decimal, Schema, SchemaBuilder, Time, Timestamp
 from connect_runtime.api.errors import DataError
 from connect_runtime.backends import ProducerRecord, open_backend
-from connect_runtime.spark_kafka import FETCH_COMMAND, kafka_jars
-from tests.support.kafka_broker import in_ci
 
 pytestmark = [pytest.mark.spark]
 UTC = dt.UTC
-
-
-def _jars() -> list[str]:
-    try:
-        return kafka_jars(avro=True)
-    except FileNotFoundError as exc:
-        if in_ci():
-            pytest.fail(f"{exc} (CI fetches them with `{FETCH_COMMAND}` and never skips)", pytrace=False)
-        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="module")
@@ -367,6 +356,7 @@ spark.stop()
 
 @pytest.mark.kafka
 @pytest.mark.timeout(300)
+@pytest.mark.usefixtures("spark_kafka_jars")  # skip (fail in CI) when they were not fetched
 def test_a_spark_submit_job_reads_typed_columns_with_the_schemas_of_a_real_registry(
         kafka_url: str, schema_registry_url: str, tmp_path: Path) -> None:
     """Apicurio Registry (Confluent-compatible API): confluent-kafka's AvroSerializer registers two versions and
@@ -379,7 +369,6 @@ def test_a_spark_submit_job_reads_typed_columns_with_the_schemas_of_a_real_regis
     from airflow_pyconnect.spark import spark_env, spark_submit_kwargs
     from tests.support import REPO
 
-    _jars()
     jars = spark_submit_kwargs("handoff", avro=True)["jars"]
     client = SchemaRegistryClient({"url": schema_registry_url})
     topic = _topic("avro-job")

@@ -17,11 +17,9 @@ import shutil
 import subprocess
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-import pytest
-
-from tests.support.kafka_broker import in_ci
+from tests.support import cache_home, unavailable
 
 VERSION = "4.4.0"
 HOME_ENV = "PYCONNECT_CONNECT_JSON_HOME"
@@ -31,16 +29,12 @@ ANSWER_TIMEOUT_S = 60.0
 
 
 def connect_json_home() -> Path:
-    configured = os.environ.get(HOME_ENV, "").strip()
-    return Path(configured).expanduser() if configured else (
-        Path.home() / ".cache" / "airflow-pyconnect" / f"connect-json-{VERSION}")
+    return cache_home(HOME_ENV, f"connect-json-{VERSION}")
 
 
-def _unavailable(reason: str) -> None:
-    message = f"Kafka Connect's JsonConverter {VERSION} is not available: {reason}; fetch it with `{FETCH_COMMAND}`"
-    if in_ci():
-        pytest.fail(f"{message} (CI runs the byte-compatibility tests and never skips them)", pytrace=False)
-    pytest.skip(message)
+def _unavailable(reason: str) -> NoReturn:
+    unavailable(f"Kafka Connect's JsonConverter {VERSION} is not available: {reason}; fetch it with "
+                f"`{FETCH_COMMAND}`", "CI runs the byte-compatibility tests and never skips them")
 
 
 class KafkaJson:
