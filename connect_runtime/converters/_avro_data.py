@@ -61,6 +61,7 @@ from operator import itemgetter
 from typing import Any
 
 from connect_runtime.api.data import (
+    LOGICAL_TYPES,
     Date,
     Decimal,
     Field,
@@ -255,14 +256,10 @@ def default_to_avro(s: Schema, value: Any) -> Any:
     """A Connect default in Avro's JSON encoding of the schema's type (bytes as ISO-8859-1 text, as Avro)."""
     if value is None:
         return None
-    if s.name == Decimal.LOGICAL_NAME:
-        return Decimal.from_logical(s, value).decode("iso-8859-1")
-    if s.name == Date.LOGICAL_NAME:
-        return Date.from_logical(s, value)
-    if s.name == Time.LOGICAL_NAME:
-        return Time.from_logical(s, value)
-    if s.name == Timestamp.LOGICAL_NAME:
-        return Timestamp.from_logical(s, value)
+    logical = LOGICAL_TYPES.get(s.name) if s.name else None
+    if logical is not None:  # Decimal's bytes as ISO-8859-1 text; the time types' ints as they are
+        out = logical.from_logical(s, value)
+        return out.decode("iso-8859-1") if isinstance(out, bytes) else out
     t = s.type
     if t is SchemaType.BYTES:
         return bytes(value).decode("iso-8859-1")
@@ -462,14 +459,9 @@ def default_to_connect(s: Schema, value: Any) -> Any:
     """A default in Avro's JSON encoding, as a Connect value of ``s``."""
     if value is None:
         return None
-    if s.name == Decimal.LOGICAL_NAME:
-        return Decimal.to_logical(s, value.encode("iso-8859-1"))
-    if s.name == Date.LOGICAL_NAME:
-        return Date.to_logical(s, value)
-    if s.name == Time.LOGICAL_NAME:
-        return Time.to_logical(s, value)
-    if s.name == Timestamp.LOGICAL_NAME:
-        return Timestamp.to_logical(s, value)
+    logical = LOGICAL_TYPES.get(s.name) if s.name else None
+    if logical is not None:
+        return logical.to_logical(s, value.encode("iso-8859-1") if isinstance(value, str) else value)
     t = s.type
     if t is SchemaType.BYTES:
         return value.encode("iso-8859-1")
