@@ -6,12 +6,8 @@ subprocess killed at random instants, rerun to the end: every record in exactly 
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +19,9 @@ from connect_runtime.api import TopicPartition
 from connect_runtime.backends import ProducerRecord, open_backend
 from connect_runtime.connectors.lake import ParquetSink, committed_files
 from connect_runtime.runtime.sink import run_sink
-from tests.support import REPO, slow_iterations
+from tests.support import slow_iterations
 from tests.support.moto_server import S3Lake
+from tests.support.sink_helpers import run_sink_killed_at_random
 
 TOPIC = "events"
 PARTS = 2
@@ -103,22 +100,8 @@ def _kill_loop(root: str, options: dict[str, Any], sqlite_url: str, tmp_path: Pa
                **extra: str) -> None:
     fill(sqlite_url, n)
     cfg = config(root, json.dumps(options), **extra)
-    cfg_path = tmp_path / "sink.json"
-    cfg_path.write_text(json.dumps(cfg))
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
     rng = random.Random(11)
-    killed = 0
-    for _ in range(kills):
-        proc = subprocess.Popen([sys.executable, "-m", "tests.support.sink_helpers", cfg_path.read_text(), sqlite_url],
-                                cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            time.sleep(rng.uniform(0.5, 2.0))
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGKILL)
-                killed += 1
-        finally:
-            _, err = proc.communicate(timeout=120)
-        assert proc.returncode in (0, -signal.SIGKILL), err[-2000:]
+    killed = sum(run_sink_killed_at_random(cfg, sqlite_url, rng, 0.5, 2.0) == -signal.SIGKILL for _ in range(kills))
     assert killed >= 1, "every run finished before its kill: make the topic bigger"
     run_sink(cfg, sqlite_url)
     for p in range(PARTS):

@@ -8,9 +8,6 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import fsspec
@@ -20,7 +17,8 @@ from connect_runtime.backends import ProducerRecord, open_backend
 from connect_runtime.connectors.lake import committed_files
 from connect_runtime.connectors.lake._typed import arrow_field
 from connect_runtime.runtime.sink import run_sink
-from tests.support import REPO, slow_iterations
+from tests.support import slow_iterations
+from tests.support.sink_helpers import run_sink_killed_at_random
 from tests.support.typed import ORDER, ORDER_V2, order_json
 
 TOPIC = "typed"
@@ -45,22 +43,13 @@ def test_typed_parquet_sink_holds_each_record_once_after_sigkills(sqlite_url: st
     cfg = {"name": "typed-lake", "connector.class": "connect_runtime.connectors.lake.ParquetSink", "topics": TOPIC,
            "path": root, "flush.size": "500", "consumer.max.poll.records": "200", "transforms": "typed",
            "transforms.typed.type": "tests.support.typed.ToStruct", "transforms.typed.schema": "auto"}
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
     rng = random.Random(int(os.environ.get("PYCONNECT_SEED", "7")))
     killed = mid_run = 0
     for _ in range(slow_iterations(4, 10)):
-        proc = subprocess.Popen([sys.executable, "-m", "tests.support.sink_helpers", json.dumps(cfg), sqlite_url],
-                                cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            time.sleep(rng.uniform(0.8, 2.5))
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGKILL)
-                killed += 1
-        finally:
-            _, err = proc.communicate(timeout=120)
-        assert proc.returncode in (0, -signal.SIGKILL), err[-2000:]
+        was_killed = run_sink_killed_at_random(cfg, sqlite_url, rng, 0.8, 2.5) == -signal.SIGKILL
+        killed += was_killed
         rows = sum(pq.read_metadata(u.removeprefix("file://")).num_rows for u in committed_files(root, TOPIC, 0))
-        mid_run += proc.returncode == -signal.SIGKILL and 0 < rows < n
+        mid_run += was_killed and 0 < rows < n
     assert killed >= 1 and mid_run >= 1, "no kill landed mid-run: make the topic bigger"
     run_sink(cfg, sqlite_url)
     ids: list[int] = []

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -319,6 +322,26 @@ class GreedySink(SinkConnector):
 
     def task_configs(self, max_tasks: int) -> list[dict[str, Any]]:
         return [dict(self.props)] * (max_tasks + 2)
+
+
+def run_sink_killed_at_random(config: Mapping[str, Any], backend_url: str, rng: random.Random, low: float,
+                              high: float) -> int:
+    """One ``run_sink`` of ``config`` in a subprocess (this module's entry), SIGKILLed after a random
+    ``rng.uniform(low, high)`` seconds if it still runs; its return code (0, or ``-SIGKILL``). A run that failed
+    otherwise fails the caller's assertion with the end of its stderr."""
+    from tests.support import REPO
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "tests.support.sink_helpers", json.dumps(config), backend_url],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(rng.uniform(low, high))
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode in (0, -signal.SIGKILL), err[-2000:]
+    return proc.returncode
 
 
 def main(argv: list[str]) -> int:
