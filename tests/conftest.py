@@ -16,3 +16,52 @@ pytest_plugins = [
 def sqlite_url(tmp_path: Path) -> str:
     """A fresh embedded backend in a temporary file."""
     return f"sqlite:///{tmp_path / 'pyconnect.db'}"
+
+
+# -- one command, groups in order ------------------------------------------------------------------------------------
+# The README's single test command runs every group, cheapest and most telling first, and the summary says which
+# group went red: lint and types (ruff, mypy, import contracts, the repository's own rules), then unit (fast, no
+# process or server), then the backend contract suite, then integration (real Airflow, Kafka, PostgreSQL, Spark) and
+# the example DAGs as system tests.
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("lint and types", ("tests/integration/test_repo.py",)),
+    ("unit", ("tests/unit/",)),
+    ("contract", ("tests/contract/",)),
+    ("integration", ("tests/integration/", "tests/system/")),
+)
+
+
+def _group_of(nodeid: str) -> int:
+    for index, (_, prefixes) in enumerate(GROUPS):
+        if nodeid.startswith(prefixes):
+            return index
+    return len(GROUPS) - 1
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: _group_of(item.nodeid))  # stable: the order inside a group is pytest's
+
+
+@pytest.hookimpl(trylast=True)  # after the slowest durations, so a log's tail shows it
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    counts: list[dict[str, int]] = [{} for _ in GROUPS]
+    first_failure: list[str | None] = [None for _ in GROUPS]
+    for outcome in ("passed", "failed", "error", "skipped", "xfailed", "xpassed"):
+        for report in terminalreporter.stats.get(outcome, []):
+            nodeid = getattr(report, "nodeid", "")
+            if not nodeid or (outcome == "passed" and getattr(report, "when", "call") != "call"):
+                continue
+            index = _group_of(nodeid)
+            counts[index][outcome] = counts[index].get(outcome, 0) + 1
+            if outcome in ("failed", "error") and first_failure[index] is None:
+                first_failure[index] = nodeid
+    if not any(counts):
+        return
+    terminalreporter.section("groups")
+    for (name, _), count, failure in zip(GROUPS, counts, first_failure, strict=True):
+        if not count:
+            continue
+        red = bool(count.get("failed") or count.get("error"))
+        text = ", ".join(f"{n} {outcome}" for outcome, n in count.items())
+        terminalreporter.write_line(f"{'RED  ' if red else 'green'} {name}: {text}"
+                                    + (f" (first: {failure})" if failure else ""))
