@@ -37,7 +37,7 @@ def region(path: Path, name: str) -> str:
 
 def slug(heading: str) -> str:
     """GitHub's anchor of a Markdown heading."""
-    text = re.sub(r"[`*_]|<[^>]+>", "", heading.strip().lower())
+    text = re.sub(r"[`*]|<[^>]+>", "", heading.strip().lower())
     return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
 
@@ -83,6 +83,7 @@ def test_the_docs_connector_resumes_and_its_sink_gets_each_line_once(tmp_path: P
     lines = tmp_path / "in.txt"
     lines.write_text("".join(f"line {i}\n" for i in range(230)))
     backend = f"sqlite:///{tmp_path / 'store.db'}"
+    # [START run]
     source = {"name": "lines", "connector.class": "docs.examples.lines_source.LinesSource", "file": str(lines),
               "topic": "lines", "exactly.once.support": "required", "transaction.boundary": "connector",
               "lines.per.transaction": "100"}
@@ -109,3 +110,4 @@ def test_the_docs_connector_resumes_and_its_sink_gets_each_line_once(tmp_path: P
     assert written[-1] == {"line": 231, "text": "appended"}
     assert run_sink(sink, backend, until_offsets=third).to_dict()["records"] == 0
     assert len(out.read_text().splitlines()) == 231
+    # [END run]
