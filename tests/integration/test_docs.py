@@ -19,9 +19,9 @@ from connect_runtime import run_sink, run_source
 from tests.support import REPO
 
 PAGES = sorted([REPO / "README.md", *(REPO / "docs").rglob("*.md")])
-SNIPPET = re.compile(r"<!-- snippet: (?P<path>[^#\s]+)#(?P<name>[\w.-]+) -->\n+```[\w-]*\n(?P<body>.*?)^```",
+SNIPPET = re.compile(r"^<!-- snippet: (?P<path>[^#\s]+)#(?P<name>[\w.-]+) -->\n+```[\w-]*\n(?P<body>.*?)^```",
                      re.S | re.M)
-MARKER = re.compile(r"<!-- snippet:")
+MARKER = re.compile(r"^<!-- snippet:", re.M)
 LINK = re.compile(r"!?\[[^\]]*\]\((?P<target>[^)\s]+)\)")
 
 
@@ -111,3 +111,14 @@ def test_the_docs_connector_resumes_and_its_sink_gets_each_line_once(tmp_path: P
     assert run_sink(sink, backend, until_offsets=third).to_dict()["records"] == 0
     assert len(out.read_text().splitlines()) == 231
     # [END run]
+
+
+def test_the_quickstart_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """README.md's first code: the source commits its 1,000 records and the sink archives exactly those."""
+    import runpy
+
+    monkeypatch.chdir(tmp_path)
+    runpy.run_path(str(REPO / "docs" / "examples" / "quickstart.py"))
+    assert '"records": 1000' in capsys.readouterr().out.replace("'", '"')
+    archived = [line for f in sorted((tmp_path / "var" / "archive").rglob("*.jsonl")) for line in f.read_text().splitlines()]
+    assert sorted(json.loads(line)["id"] for line in archived) == list(range(1000))
