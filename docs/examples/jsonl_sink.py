@@ -42,6 +42,8 @@ class JsonLinesTask(SinkTask):
 
     def put(self, records: list[SinkRecord]) -> None:
         self.buffer.extend(records)  # called many times between commits
+        if len(self.buffer) >= self.flush_records:
+            self.context.request_commit()  # a commit point right after this put
 
     def pre_commit(self, current_offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         if len(self.buffer) < self.flush_records and not self.context.is_closing():
