@@ -102,6 +102,7 @@ def example_orders_pipeline() -> None:
 
     files = day_files(DATA)
 
+    # [START howto_operator_pyconnect_source]
     ingest = PyConnectSourceOperator(
         task_id="ingest",
         max_seconds=300,
@@ -117,7 +118,9 @@ def example_orders_pipeline() -> None:
             "directory.scan.interval.ms": "0",
         },
     )
+    # [END howto_operator_pyconnect_source]
 
+    # [START howto_sensor_pyconnect_committed_offsets]
     input_complete = PyConnectCommittedOffsetsSensor(
         task_id="input_complete",
         connector_name=SOURCE_NAME,
@@ -128,6 +131,7 @@ def example_orders_pipeline() -> None:
         poke_interval=2,
         timeout=120,
     )
+    # [END howto_sensor_pyconnect_committed_offsets]
 
     lake = PyConnectSinkOperator(
         task_id="lake",
@@ -142,6 +146,7 @@ def example_orders_pipeline() -> None:
         max_seconds=300,
     )
 
+    # [START howto_pyconnect_spark_handoff]
     @task
     def handoff(source_result: dict[str, object]) -> dict[str, object]:
         """The backend URL and the day's committed ranges, for the Spark job."""
@@ -162,7 +167,9 @@ def example_orders_pipeline() -> None:
             conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"},
         ),
     )
+    # [END howto_pyconnect_spark_handoff]
 
+    # [START howto_operator_pyconnect_sink]
     archive = PyConnectSinkOperator(
         task_id="archive",
         connector_config={
@@ -174,6 +181,7 @@ def example_orders_pipeline() -> None:
         until_offsets=ingest.output,  # the end of the day's committed ranges (interval_ranges)
         max_seconds=300,  # a bound: the run normally ends as soon as it reached the source's ranges
     )
+    # [END howto_operator_pyconnect_sink]
 
     files >> ingest >> input_complete >> lake >> spark_args >> totals >> archive
 

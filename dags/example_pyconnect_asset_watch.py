@@ -46,6 +46,7 @@ DATA_DIR = os.environ.get("PYCONNECT_EXAMPLE_DIR") or os.path.join(
 )
 TOPIC = "watched-orders"
 
+# [START howto_trigger_pyconnect_committed_records]
 watched_orders = Asset(
     "example_pyconnect_watched_orders",
     watchers=[AssetWatcher(name="watched_orders_committed",
@@ -74,3 +75,4 @@ with DAG(
         max_seconds=300,
         retries=2,
     )
+# [END howto_trigger_pyconnect_committed_records]

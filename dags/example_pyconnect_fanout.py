@@ -30,6 +30,7 @@ TOPIC = "fanout-events"
 @dag(dag_id="example_pyconnect_fanout", schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
      tags=["pyconnect", "example"], doc_md=__doc__)
 def example_pyconnect_fanout() -> None:
+    # [START howto_operator_pyconnect_fan_out]
     merged = fan_out_source(
         "generate",
         {
@@ -52,6 +53,7 @@ def example_pyconnect_fanout() -> None:
         return result
 
     report(merged.output)
+    # [END howto_operator_pyconnect_fan_out]
 
 
 example_pyconnect_fanout()

@@ -69,6 +69,7 @@ with DAG(
             os.replace(tmp, path)
         return path
 
+    # [START howto_operator_pyconnect_source_identity]
     ingest = PyConnectSourceOperator(
         task_id="ingest",
         connector_config={
@@ -86,6 +87,7 @@ with DAG(
         max_seconds=300,
         retries=2,
     )
+    # [END howto_operator_pyconnect_source_identity]
 
     @task
     def check(result: dict[str, object], ds: str | None = None) -> int:
