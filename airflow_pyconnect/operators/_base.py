@@ -12,7 +12,7 @@ show them. Parsing a DAG file loads no connector class.
 Runs of one connector must not overlap
 --------------------------------------
 Every run of a connector is a *generation* that fences every older generation of the same identity
-(see the README, "Delivery guarantees"). Airflow runs a task's data intervals at the same time in a
+(docs/delivery.md). Airflow runs a task's data intervals at the same time in a
 backfill (``airflow backfill create`` runs up to 10 DAG runs at once by default, whatever the DAG's
 ``max_active_runs``), a catch-up, or a manual run beside a scheduled one. So the operators ask Airflow
 to serialise the runs of one connector task through its task concurrency, ``max_active_tis_per_dag=1``

@@ -61,8 +61,10 @@ class TransactionContext(abc.ABC):
 
     @abc.abstractmethod
     def abort_transaction(self, record: SourceRecord | None = None) -> None:
-        """Abort the current transaction (up to and including ``record``, or the current batch);
-        aborted records and their offsets are never committed."""
+        """Abort the current transaction (up to and including ``record``, or the current batch).
+
+        The aborted records are discarded (no reader sees them); their source offsets are still committed, as
+        Kafka Connect's ``ExactlyOnceWorkerSourceTask`` does, so the task is not handed the same records again."""
 
 
 class SourceTaskContext(abc.ABC):

@@ -5,7 +5,7 @@ standalone`` (scheduler, DAG processor, triggerer, API server on 127.0.0.1, Loca
   once, whatever the DAG's ``max_active_runs``) of four days of a user DAG: ``DirectorySource`` with
   ``identity=INTERVAL_IDENTITY``, then a ``SqlSink`` (PostgreSQL, ``insert`` mode without a key) and a
   ``FileSink`` beside it, both with ``until_offsets=ingest.output``, default ``retries=0``;
-- in the same Airflow, ``airflow backfill create`` of ``dags/example_pyconnect_sql.py`` as the README
+- in the same Airflow, ``airflow backfill create`` of ``dags/example_pyconnect_sql.py`` as docs/sql.md
   gives it (three days; Spark included);
 - a scheduler catch-up (``catchup=True``, ``max_active_runs=4``, ``start_date``/``end_date`` four days
   apart) of the same user DAG, in a second Airflow home.
@@ -39,7 +39,7 @@ pytestmark = [pytest.mark.airflow, pytest.mark.timeout(1500)]
 USER_DAG = "overlap_user"
 SQL_DAG = "example_pyconnect_sql"
 DAYS = ["2026-01-01", "2026-01-02", "2026-01-03", "2026-01-04"]
-SQL_DAYS = ["2026-01-01", "2026-01-02", "2026-01-03"]  # the README's backfill command
+SQL_DAYS = ["2026-01-01", "2026-01-02", "2026-01-03"]  # the backfill command of docs/sql.md
 PER_DAY = 50
 PASSWORD = "pw-overlap-shop-41"  # the test's own throwaway role
 BOUND_S = 600

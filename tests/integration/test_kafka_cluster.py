@@ -5,7 +5,7 @@ factor 3 and ``min.insync.replicas=2`` for every topic, and one node SIGKILLed i
     Airflow runs it, so the registry, ranges and offsets topics are all in play), and
 (b) a FileSink run over what (a) wrote (3 tasks, offsets kept in the destination; ``pyconnect run``).
 
-Both runs point at ``kafka://h1,h2,h3`` with the backend settings the README names for a cluster. The node
+Both runs point at ``kafka://h1,h2,h3`` with the backend settings docs/kafka.md names for a cluster. The node
 killed in (a) is the one that coordinates the most of the run's transactional ids (the leader of their
 ``__transaction_state`` partitions), ties broken by the most data partitions led; in (b) the one leading the
 most data partitions. It stays dead until the run has ended, then is restarted (bounded) and caught up.
@@ -63,7 +63,7 @@ PARTITIONS = 6
 RUN_TIMEOUT_S = 240.0
 """Bound on one run (it includes the cluster noticing the dead node)."""
 
-# what the runtime needs to create its topics right on a cluster (README, Kafka)
+# what the runtime needs to create its topics right on a cluster (docs/kafka.md)
 SETTINGS = {
     "offset.storage.replication.factor": REPLICATION,          # connect-offsets and every store topic
     "topic.creation.default.replication.factor": REPLICATION,  # data and dead letter topics
