@@ -66,7 +66,7 @@ class LinesTask(SourceTask):
                                         topic=self.topic, value={"line": self.line, "text": text}))
             txn = self.context.transaction_context  # set only with transaction.boundary=connector
             if txn is not None and (self.line % self.per_txn == 0 or self.line == len(self.lines)):
-                txn.commit_transaction(records[-1])  # ends right after this record; the rest would be dropped
+                txn.commit_transaction(records[-1])  # commit after it; later records wait for the next request
         return records or None
 
     def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None = None) -> None:
