@@ -1,7 +1,9 @@
 """airflow_pyconnect: the Apache Airflow provider of airflow-pyconnect.
 
-Importing this package is cheap: it holds only the version. The public classes live in their
-modules, shaped like an ``apache-airflow-providers-*`` package:
+Importing this package is cheap: it holds the version (the one source of it: ``pyproject.toml`` reads it
+statically, :func:`~airflow_pyconnect.get_provider_info.get_provider_info` imports it) and, as every
+official provider's ``__init__`` does, refuses an Airflow older than :data:`MIN_AIRFLOW_VERSION`. The public
+classes live in their modules, shaped like an ``apache-airflow-providers-*`` package:
 
 - :class:`airflow_pyconnect.hooks.pyconnect.PyConnectHook` (connection type ``pyconnect``)
 - :class:`airflow_pyconnect.operators.source.PyConnectSourceOperator`
@@ -16,6 +18,22 @@ level: DAG files that use the operators parse without them (see ``bench/bench_da
 
 from __future__ import annotations
 
+# set before the imports: Airflow may be the one importing this package (its providers manager loading
+# get_provider_info while ``import airflow`` runs), and get_provider_info reads the version from here
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+import packaging.version
+from airflow import __version__ as airflow_version
+
+MIN_AIRFLOW_VERSION = "3.3.0"
+"""The oldest Airflow this provider runs on (``pyproject.toml``'s ``airflow`` extra says the same)."""
+
+if packaging.version.parse(packaging.version.parse(airflow_version).base_version) < packaging.version.parse(
+    MIN_AIRFLOW_VERSION
+):
+    raise RuntimeError(
+        f"The package `airflow-pyconnect:{__version__}` needs Apache Airflow {MIN_AIRFLOW_VERSION}+, "
+        f"found {airflow_version}"
+    )
+
+__all__ = ["MIN_AIRFLOW_VERSION", "__version__"]

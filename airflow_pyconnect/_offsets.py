@@ -44,17 +44,13 @@ class UnreachableTargetError(ValueError):
 
 def check_target_type(value: Any, what: str) -> None:
     """Parse-time check of an offsets target: ``None``, a mapping, a list, a string (template or
-    JSON) or an ``XComArg`` (anything Airflow resolves at run time)."""
+    JSON) or an ``XComArg`` (the public :class:`airflow.sdk.XComArg`; any other value Airflow resolves at run
+    time, such as a mapped task group's argument, is recognised by the two methods Airflow resolves it with)."""
     if value is None or isinstance(value, (Mapping, list, str)):
         return
-    resolvable: tuple[type, ...] = ()
-    try:
-        from airflow.sdk.definitions._internal.mixins import ResolveMixin
+    from airflow.sdk import XComArg
 
-        resolvable = (ResolveMixin,)
-    except ImportError:  # pragma: no cover - trimmed SDKs
-        pass
-    if isinstance(value, resolvable):
+    if isinstance(value, XComArg) or all(callable(getattr(value, m, None)) for m in ("resolve", "iter_references")):
         return
     raise TypeError(f"{what} must be an XComArg (task.output, task.output['ranges']), a mapping, a template "
                     f"or None, got {type(value).__name__}")
@@ -128,14 +124,9 @@ def read_committed(backend: Backend, kind: str, connector: str, target: Any,
         for tp in tps:
             seen.setdefault(tp.topic, {})[str(tp.partition)] = committed.get(tp)
         return seen
-    from connect_runtime.runtime.offsets import connector_offsets
+    from connect_runtime.admin import store_offsets
 
-    store = backend.offset_store(offsets_storage_topic)
-    try:
-        pairs = connector_offsets(store, connector)
-    finally:
-        store.close()
-    return [{"partition": p, "offset": o} for p, o in sorted(pairs, key=lambda po: _key(po[0]))]
+    return store_offsets(backend, connector, offsets_storage_topic)
 
 
 def _reaches(have: Mapping[str, Any] | None, want: Mapping[str, Any] | None) -> bool:

@@ -1,8 +1,11 @@
 """The provider manifest, registered under the ``apache_airflow_provider`` entry point.
 
-Airflow's ``ProvidersManager`` calls :func:`get_provider_info` to learn the hooks, operators,
-sensors, triggers and the ``pyconnect`` connection type of this package. It must stay a plain
-function returning plain data: it is called when Airflow lists providers, so it imports nothing.
+Airflow's ``ProvidersManager`` calls :func:`get_provider_info` to learn everything this package registers:
+the hooks, operators, sensors, triggers, the ``pyconnect`` connection type and its form, the Connectors
+plugin and extra link, the ``pyconnect://`` asset URI scheme and the ``[pyconnect]`` config section (so
+``airflow config get-value pyconnect ...`` and ``airflow providers configs`` know its options). It must stay
+a plain function returning plain data: it is called when Airflow lists providers, so it imports nothing but
+the version.
 """
 
 from __future__ import annotations
@@ -29,6 +32,29 @@ UI_FIELD_BEHAVIOUR: dict[str, Any] = {
     },
 }
 """The ``pyconnect`` connection form (``PyConnectHook.get_ui_field_behaviour()`` returns a copy)."""
+
+
+CONFIG: dict[str, Any] = {
+    "pyconnect": {
+        "description": "The PyConnect provider (airflow_pyconnect): where its tasks keep records and offsets.",
+        "options": {
+            "allow_embedded_default": {
+                "description": "When the connection pyconnect_default is not defined, the hook falls back to the "
+                "embedded SQLite file $AIRFLOW_HOME/pyconnect/pyconnect.db only where every task shares it: a "
+                "single-machine executor (LocalExecutor) or dag.test(). Under any other executor (Celery, "
+                "Kubernetes, Edge) a missing pyconnect_default is an error naming the connection to create. "
+                "Set this to True to use the embedded file anyway (e.g. every worker on one machine sharing "
+                "AIRFLOW_HOME).\n",
+                "version_added": "0.1.0",
+                "type": "boolean",
+                "example": "True",
+                "default": "False",
+            },
+        },
+    },
+}
+"""The ``[pyconnect]`` config section (``config`` of the provider info): every ``conf.get*("pyconnect", ...)``
+of the provider, with its default, so Airflow's config parser and CLI know it."""
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -63,6 +89,15 @@ def get_provider_info() -> dict[str, Any]:
             {"integration-name": _INTEGRATION, "python-modules": ["airflow_pyconnect.triggers.offsets",
                                                                   "airflow_pyconnect.triggers.committed"]}
         ],
+        "extra-links": ["airflow_pyconnect.plugins.links.ConnectorsLink"],
+        "asset-uris": [
+            {
+                "schemes": ["pyconnect"],
+                "handler": "airflow_pyconnect.assets.sanitize_uri",
+                "factory": "airflow_pyconnect.assets.create_asset",
+            }
+        ],
+        "config": CONFIG,
         "plugins": [{"name": "pyconnect", "plugin-class": "airflow_pyconnect.plugins.connectors.PyConnectPlugin"}],
         "connection-types": [
             {

@@ -111,6 +111,18 @@ def _kind(backend: Backend, name: str, kind: str | None) -> tuple[str, Connector
 # -- offsets ---------------------------------------------------------------------------------------
 
 
+def store_offsets(backend: Backend, name: str, offsets_store: str | None = None) -> list[dict[str, Any]]:
+    """Committed source offsets of ``name`` in one store (``offsets_store``, or the global one when ``None``),
+    ``[{"partition", "offset"}]`` in partition order: what a watcher of that store sees (no fallback)."""
+    store = backend.offset_store(offsets_store)
+    try:
+        pairs = connector_offsets(store, name)
+    finally:
+        store.close()
+    ordered = sorted(pairs, key=lambda po: json.dumps(po[0], sort_keys=True, separators=(",", ":")))
+    return [{"partition": p, "offset": o} for p, o in ordered]
+
+
 def source_offsets(backend: Backend, name: str, offsets_store: str | None = None) -> list[dict[str, Any]]:
     """Committed source offsets of ``name``: its own store first, the global store for the rest (KIP-618)."""
     if offsets_store is None:
@@ -119,12 +131,8 @@ def source_offsets(backend: Backend, name: str, offsets_store: str | None = None
     found: dict[str, dict[str, Any]] = {}
     stores = [offsets_store, None] if offsets_store else [None]
     for store_name in stores:
-        store = backend.offset_store(store_name)
-        try:
-            for partition, offset in connector_offsets(store, name):
-                found.setdefault(json.dumps(partition, sort_keys=True), {"partition": partition, "offset": offset})
-        finally:
-            store.close()
+        for entry in store_offsets(backend, name, store_name):
+            found.setdefault(json.dumps(entry["partition"], sort_keys=True), entry)
     return [found[k] for k in sorted(found)]
 
 
@@ -475,4 +483,4 @@ def interval_ranges(backend: Backend, name: str, ledger_key: Mapping[str, Any]) 
 __all__ = ["ConnectError", "ConnectorNotFound", "OffsetsInDestination", "alter_offsets", "connector",
            "destination_offsets", "get_offsets", "interval_ranges", "is_running", "list_connectors",
            "require_connector", "reset_offsets", "run_attempts", "run_ranges", "sink_group", "sink_lag",
-           "sink_offsets", "source_offsets"]
+           "sink_offsets", "source_offsets", "store_offsets"]

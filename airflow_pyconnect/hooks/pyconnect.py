@@ -79,7 +79,15 @@ def _executor_names() -> list[str]:
 
 
 def _in_dag_test() -> bool:
-    """Whether this task runs in-process under ``dag.test()`` (no executor, one process)."""
+    """Whether this task runs in-process under ``dag.test()`` (no executor, one process).
+
+    Airflow 3.3 has no public signal for it: the dag run's ``triggered_by`` (``test``) is not in the task
+    context (``DagRunProtocol``), and ``dag.test()`` sets no environment or config. The least private one is the
+    task runner's channel to its supervisor (``task_runner.SUPERVISOR_COMMS``, a module-level name of the task
+    SDK, not an underscore one): ``dag.test()``'s in-process supervisor installs an ``InProcessSupervisorComms``.
+    Its class is compared by name, so the supervisor module (and psutil) is not imported for this; without
+    the name the answer is "no", the safe side (a missing connection is then an error, never a private file).
+    """
     try:
         from airflow.sdk.execution_time import task_runner
     except ImportError:  # pragma: no cover - trimmed SDKs
@@ -166,30 +174,7 @@ class PyConnectHook(BaseHook):
         self.pyconnect_conn_id = pyconnect_conn_id
         self._resolved: tuple[str, dict[str, Any]] | None = None
 
-    # -- connection form ------------------------------------------------------------------------------
-    @classmethod
-    def get_connection_form_widgets(cls) -> dict[str, Any]:
-        """Extra connection-form fields (form libraries are imported here only, never at parse time).
-
-        Airflow 3.2+ reads the same fields declaratively from ``conn-fields`` in the provider info
-        and then never calls this; it stays for the FAB-based forms of older Airflow versions."""
-        from flask_appbuilder.fieldwidgets import BS3TextFieldWidget
-        from flask_babel import lazy_gettext
-        from wtforms import StringField
-
-        return {
-            "security_protocol": StringField(
-                lazy_gettext("Security protocol (Kafka)"),
-                widget=BS3TextFieldWidget(),
-                description="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; stored as security.protocol",
-            ),
-            "sasl_mechanism": StringField(
-                lazy_gettext("SASL mechanism (Kafka)"),
-                widget=BS3TextFieldWidget(),
-                description="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER; stored as sasl.mechanism",
-            ),
-        }
-
+    # -- connection form: its extra fields are the ``conn-fields`` of the provider info ------------------
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
         """How the connection form looks: which fields are hidden, relabelled and what they hold."""

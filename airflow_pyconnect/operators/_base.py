@@ -37,6 +37,7 @@ fix: :func:`check_schedule`), and, if it gets a run with an empty interval anywa
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Mapping
@@ -55,13 +56,33 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
+AIRFLOW_SENSITIVE_NAMES = frozenset({
+    "access_key", "access_token", "api_key", "apikey", "auth_header", "authorization", "bearer",
+    "connection_string", "dsn", "passphrase", "passwd", "password", "private_key", "proxy", "proxy_password",
+    "proxies", "secret", "service_account", "service_key", "token", "keyfile_dict", "webhook_url",
+})
+"""Airflow's default sensitive names ("Masking sensitive data" in its docs; ``DEFAULT_SENSITIVE_FIELDS`` of
+Airflow 3.3's secrets masker), to which ``[core] sensitive_var_conn_names`` adds."""
+
+
+@functools.cache
+def _sensitive_names() -> frozenset[str]:
+    """The names Airflow's masker hides, read from its config once per process as Airflow reads them (empty when
+    ``[core] hide_sensitive_var_conn_fields`` is off)."""
+    from airflow.sdk.configuration import conf
+
+    if not conf.getboolean("core", "hide_sensitive_var_conn_fields", fallback=True):
+        return frozenset()
+    extra = conf.get("core", "sensitive_var_conn_names", fallback="") or ""
+    return AIRFLOW_SENSITIVE_NAMES | {n.strip().lower() for n in extra.split(",") if n.strip()}
+
+
 def airflow_name_rule(name: str) -> bool:
-    """Airflow's secret-name rule (``[core] sensitive_var_conn_names`` plus its defaults)."""
-    try:
-        from airflow.sdk._shared.secrets_masker import should_hide_value_for_key
-    except ImportError:  # pragma: no cover - trimmed SDKs
-        return False
-    return bool(should_hide_value_for_key(name))
+    """Airflow's secret-name rule (its default names plus ``[core] sensitive_var_conn_names``), as its masker's
+    ``should_hide_value_for_key`` applies it: a name whose lower-cased, ``_``-joined form contains one of them.
+    Airflow exposes that function only from a private module (``airflow.sdk._shared``), so the rule is here."""
+    normalized = re.sub(r"\W+", "_", name.strip().lower())
+    return any(s in normalized for s in _sensitive_names())
 
 
 class MaskedConfig(dict):  # type: ignore[type-arg]

@@ -55,10 +55,11 @@ class PyConnectPlugin(AirflowPlugin):
 def _entry_point_plugin() -> type[PyConnectPlugin] | None:
     """The plugin for the ``airflow.plugins`` entry point: Airflow 3.3 loads the ``plugins`` of provider
     manifests only when ``[core] lazy_discover_providers`` is False (its default is True); then the
-    manifest registers it and the entry point yields nothing (Airflow skips what is not a plugin)."""
-    from airflow import settings
+    manifest registers it and the entry point yields nothing (Airflow skips what is not a plugin). The option is
+    read from Airflow's config, as Airflow itself reads it (with the same default)."""
+    from airflow.configuration import conf
 
-    return PyConnectPlugin if getattr(settings, "LAZY_LOAD_PROVIDERS", True) else None
+    return PyConnectPlugin if conf.getboolean("core", "lazy_discover_providers", fallback=True) else None
 
 
 ENTRY_POINT_PLUGIN = _entry_point_plugin()

@@ -10,7 +10,9 @@
     ├── ConnectorRunningError       refused while a run holds the connector (KIP-875 offset changes)
     ├── BackendError                the record/offset store failed (sqlite3 / confluent_kafka errors, chained)
     │   └── BackendUnavailableError the store could not be reached within its bounded wait
-    └── WaitTimeoutError            a bounded wait ran out; the message says what was waited for
+    ├── WaitTimeoutError            a bounded wait ran out; the message says what was waited for
+    └── MissingExtraError           an optional dependency is not installed (also an ``ImportError``); the
+                                    message names the extra to install: ``pip install 'airflow-pyconnect[kafka]'``
 
 Backends translate ``sqlite3`` and ``confluent_kafka`` exceptions into these at their edge and chain
 the original (``raise BackendError(...) from exc``). The Airflow provider turns them into Airflow
@@ -70,14 +72,41 @@ class WaitTimeoutError(ConnectError):
     """A bounded wait ran out; the message says what was waited for and for how long."""
 
 
+EXTRAS: dict[str, str] = {
+    "confluent_kafka": "kafka", "fastavro": "kafka", "jsonschema": "kafka", "google": "kafka",
+    "pyarrow": "lake", "fsspec": "lake", "s3fs": "lake",
+    "sqlalchemy": "sql", "psycopg": "sql",
+    "pyspark": "spark",
+}
+"""The extra of ``pyproject.toml`` that installs each optional top-level package the runtime imports lazily."""
+
+
+class MissingExtraError(ConnectError, ImportError):
+    """An optional dependency is not installed; the message names the extra that installs it."""
+
+
+def missing_extra(exc: ImportError, what: str) -> ImportError:
+    """``exc`` as a :class:`MissingExtraError` naming the extra to install when the missing module belongs to one
+    (see :data:`EXTRAS`), else ``exc`` itself. ``what`` names what needed it (``"the Kafka backend"``)."""
+    top = (exc.name or "").split(".")[0]
+    extra = EXTRAS.get(top)
+    if extra is None or isinstance(exc, MissingExtraError):
+        return exc
+    return MissingExtraError(f"{what} needs {top}, which is not installed: pip install 'airflow-pyconnect[{extra}]'",
+                             name=exc.name)
+
+
 __all__ = [
+    "EXTRAS",
     "BackendError",
     "BackendUnavailableError",
     "ConfigError",
     "ConnectError",
     "ConnectorRunningError",
     "DataError",
+    "MissingExtraError",
     "ProducerFencedError",
     "RetriableError",
     "WaitTimeoutError",
+    "missing_extra",
 ]

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from connect_runtime.api.errors import ConfigError
+from connect_runtime.api.errors import ConfigError, missing_extra
 from connect_runtime.backends.base import (
     Backend,
     ConsumedRecord,
@@ -43,8 +43,10 @@ def open_backend(url: str | Backend, settings: Mapping[str, Any] | None = None, 
 
         return SQLiteBackend.from_url(url, settings or {}, read_only=read_only)
     if scheme == "kafka":
-        from connect_runtime.backends.kafka import KafkaBackend
-
+        try:
+            from connect_runtime.backends.kafka import KafkaBackend
+        except ImportError as exc:
+            raise missing_extra(exc, "the Kafka backend (kafka:// URLs)") from exc
         return KafkaBackend.from_url(url, settings or {})
     raise ConfigError(
         errors={"backend": f"expected a URL sqlite:///path/to/file.db or kafka://host:port[,host:port], got {url!r}"}

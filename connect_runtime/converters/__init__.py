@@ -28,6 +28,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from connect_runtime.api.errors import missing_extra
 from connect_runtime.api.jsoncodec import json_batch, json_default, json_loads_exact
 from connect_runtime.converters.simple import ByteArrayConverter, JsonConverter, StringConverter
 
@@ -54,7 +55,10 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    try:
+        return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    except ImportError as exc:
+        raise missing_extra(exc, f"{name} (a Schema Registry converter)") from exc
 
 
 __all__ = ["ALIASES", "AvroConverter", "ByteArrayConverter", "JsonConverter", "JsonSchemaConverter",

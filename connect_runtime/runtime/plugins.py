@@ -6,7 +6,7 @@ import importlib
 from typing import Any
 
 from connect_runtime import converters, transforms
-from connect_runtime.api.errors import ConfigError
+from connect_runtime.api.errors import ConfigError, missing_extra
 
 ALIASES: dict[str, str] = {**converters.ALIASES, **transforms.ALIASES}
 """Short or Kafka Connect class names mapped to this runtime's classes (e.g.
@@ -24,7 +24,7 @@ def load_class(path: str, field: str, base: type | None = None) -> type[Any]:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ConfigError(errors={field: f"class {path!r} cannot be imported: {exc}"}) from exc
+        raise ConfigError(errors={field: f"class {path!r} cannot be imported: {missing_extra(exc, path)}"}) from exc
     cls = getattr(module, class_name, None)
     if not isinstance(cls, type):
         raise ConfigError(errors={field: f"module {module_name!r} has no class {class_name!r} (from {path!r})"})

@@ -23,9 +23,10 @@ def test_the_manifest_registers_the_plugin_class() -> None:
     assert [type(link) for link in PyConnectPlugin.operator_extra_links] == [ConnectorsLink]
     # Airflow 3.3 loads manifest plugins only with lazy_discover_providers = False: the entry point covers
     # the default and yields nothing otherwise (never registered twice)
-    from airflow import settings
+    from airflow.configuration import conf
 
-    assert ENTRY_POINT_PLUGIN is (PyConnectPlugin if settings.LAZY_LOAD_PROVIDERS else None)
+    lazy = conf.getboolean("core", "lazy_discover_providers", fallback=True)
+    assert ENTRY_POINT_PLUGIN is (PyConnectPlugin if lazy else None)
     from importlib.metadata import entry_points
 
     (ep,) = [e for e in entry_points(group="airflow.plugins") if e.value.startswith("airflow_pyconnect")]
