@@ -14,8 +14,8 @@ The connection says where records and offsets live:
 
 When the connection ``pyconnect_default`` is not defined, the hook uses the embedded backend at
 ``$AIRFLOW_HOME/pyconnect/pyconnect.db`` and says so once per process, **but only where every task
-shares that file**: a single-machine executor (``LocalExecutor``, ``SequentialExecutor``) or
-``dag.test()``. Under any other executor (Celery, Kubernetes, Edge, ...) each worker would get a
+shares that file**: a single-machine executor (``LocalExecutor``, ``SequentialExecutor``), as
+``[core] executor`` names it (``dag.test()`` included: Airflow has no public signal for it). Under any other executor (Celery, Kubernetes, Edge, ...) each worker would get a
 store of its own, so a missing ``pyconnect_default`` fails with an error naming the connection to
 create; set ``[pyconnect] allow_embedded_default = True`` (``AIRFLOW__PYCONNECT__ALLOW_EMBEDDED_DEFAULT``)
 to use the embedded file anyway (e.g. every worker on one machine). Any other connection id that
@@ -78,32 +78,12 @@ def _executor_names() -> list[str]:
     return [entry.strip().rpartition(":")[2].rpartition(".")[2] for entry in raw.split(",") if entry.strip()]
 
 
-def _in_dag_test() -> bool:
-    """Whether this task runs in-process under ``dag.test()`` (no executor, one process).
-
-    Airflow 3.3 has no public signal for it: the dag run's ``triggered_by`` (``test``) is not in the task
-    context (``DagRunProtocol``), and ``dag.test()`` sets no environment or config. The least private one is the
-    task runner's channel to its supervisor (``task_runner.SUPERVISOR_COMMS``, a module-level name of the task
-    SDK, not an underscore one): ``dag.test()``'s in-process supervisor installs an ``InProcessSupervisorComms``.
-    Its class is compared by name, so the supervisor module (and psutil) is not imported for this; without
-    the name the answer is "no", the safe side (a missing connection is then an error, never a private file).
-    """
-    try:
-        from airflow.sdk.execution_time import task_runner
-    except ImportError:  # pragma: no cover - trimmed SDKs
-        return False
-    comms = getattr(task_runner, "SUPERVISOR_COMMS", None)
-    return type(comms).__name__ == "InProcessSupervisorComms"
-
-
 def embedded_default_allowed() -> tuple[bool, str]:
     """Whether a missing ``pyconnect_default`` may fall back to the embedded SQLite file, and why."""
     from airflow.sdk.configuration import conf
 
     if conf.getboolean("pyconnect", "allow_embedded_default", fallback=False):
         return True, "[pyconnect] allow_embedded_default is set"
-    if _in_dag_test():
-        return True, "dag.test() runs every task in one process"
     names = _executor_names()
     if names and all(n in SINGLE_MACHINE_EXECUTORS for n in names):
         return True, f"the executor ({', '.join(names)}) runs every task on this machine"
