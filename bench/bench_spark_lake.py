@@ -1,7 +1,7 @@
 """The lake path: ParquetSink throughput, and Spark reading a committed range from its files, against plain loops.
 
     .venv/bin/python bench/bench_spark_lake.py --records 300000 1000000 --runs 3 [--flush-size 100000]
-        [--skip-read] [--profile]
+        [--skip-read] [--cold] [--profile]
 
 Per size, N orders of about 60 bytes of JSON are committed to an embedded (SQLite) store (one partition), and:
 
@@ -14,8 +14,9 @@ Per size, N orders of about 60 bytes of JSON are committed to an embedded (SQLit
   the same names: the same files, with no offsets bookkeeping (no footer metadata, no recovery, no atomic
   publication). Target: ParquetSink >= 0.9x.
 
-(a) **read**, one warm SparkSession (``local[2]``), ``count(*)`` and ``sum(amount)``, each run starting with
-another reader:
+(a) **read**, one warm SparkSession (``local[2]``), or with ``--cold`` a fresh process and SparkSession for every
+run (what one ``spark-submit`` per DAG run sees: JVM, JIT and Python cold; timed from building the DataFrame),
+``count(*)`` and ``sum(amount)``, each run starting with another reader:
 
 - ``read_lake``: ``connect_runtime.spark.read_lake`` of the committed range (listing and footers included);
 - ``parquet (pyarrow files)``: ``spark.read.parquet`` of the pyarrow loop's files (the physical limit).
@@ -33,6 +34,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -148,6 +150,28 @@ def _query(make: Callable[[], Any]) -> tuple[float, tuple[int, float]]:
     return time.perf_counter() - t0, (int(row["n"]), round(float(row["s"]), 2))
 
 
+def _child(name: str, lake: str, plain: str, jsonl: str, ranges: str) -> int:
+    """One cold read: a fresh SparkSession (as one spark-submit per DAG run has), the query run once; prints the
+    seconds from building the DataFrame to the result."""
+    spark = _session()
+    try:
+        seconds, result = _query(_readers(spark, Path(lake), Path(plain), Path(jsonl), json.loads(ranges))[name])
+        print(json.dumps({"seconds": seconds, "result": result}))
+    finally:
+        spark.stop()
+    return 0
+
+
+def _cold_query(name: str, lake: Path, plain: Path, jsonl: Path, ranges: dict[str, Any]) -> tuple[float, tuple[int, float]]:
+    out = subprocess.run([sys.executable, __file__, "--child", name, str(lake), str(plain), str(jsonl),
+                          json.dumps(ranges)], capture_output=True, text=True, timeout=600)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+    if out.returncode or not lines:
+        raise SystemExit(f"{name}: cold run failed (exit {out.returncode}): {out.stderr[-2000:]}")
+    done = json.loads(lines[-1])
+    return done["seconds"], (int(done["result"][0]), float(done["result"][1]))
+
+
 def _report(title: str, n: int, rates: dict[str, list[float]], base: str, targets: dict[str, str]) -> None:
     print(f"\n{n:,} records, {len(next(iter(rates.values())))} runs: {title}")
     ref = statistics.median(rates[base])
@@ -167,10 +191,17 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true",
                         help="print a cProfile of the sink task thread of the first ParquetSink run")
     parser.add_argument("--skip-read", action="store_true", help="only the write half (no Spark)")
+    parser.add_argument("--cold", action="store_true",
+                        help="each read in a fresh process and SparkSession, as a DAG's spark-submit")
+    parser.add_argument("--child", nargs=5, metavar=("READER", "LAKE", "PLAIN", "JSONL", "RANGES"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    spark = None if args.skip_read else _session()
+    if args.child:
+        return _child(*args.child)
+    read = not args.skip_read
+    spark = _session() if read and not args.cold else None
     try:
         with tempfile.TemporaryDirectory(prefix="bench_spark_lake_") as tmp:
             for n in args.records:
@@ -196,22 +227,25 @@ def main() -> int:
                     raise SystemExit("ParquetSink's files and the pyarrow loop's hold different rows")
                 _report(f"writing Parquet (flush.size {args.flush_size:,}, snappy, local files)", n, writes,
                         "pyarrow loop", {"ParquetSink": "pyarrow loop"})
-                if spark is None:
+                if not read:
                     continue
                 readers = _readers(spark, lake, plain, jsonl, ranges)
-                for make in readers.values():  # warm-up: JIT, file listing caches of both sides
-                    _query(make)
+                if spark is not None:
+                    for make in readers.values():  # warm-up: JIT, file listing caches of both sides
+                        _query(make)
                 reads: dict[str, list[float]] = {name: [] for name in readers}
                 results: set[tuple[int, float]] = set()
                 names = list(readers)
                 for run in range(args.runs):
                     for name in names[run % len(names):] + names[:run % len(names)]:  # each run starts elsewhere
-                        seconds, result = _query(readers[name])
+                        seconds, result = (_query(readers[name]) if spark is not None
+                                           else _cold_query(name, lake, plain, jsonl, ranges))
                         reads[name].append(n / seconds)
                         results.add(result)
                 if len(results) != 1 or next(iter(results))[0] != n:
                     raise SystemExit(f"readers disagree: {results}")
-                _report("Spark local[2], count(*) and sum(amount), warm session", n, reads, "json file",
+                how = "cold: a fresh process and session per read" if spark is None else "warm session"
+                _report(f"Spark local[2], count(*) and sum(amount), {how}", n, reads, "json file",
                         {"read_lake": "parquet (pyarrow files)"})
     finally:
         if spark is not None:

@@ -22,7 +22,8 @@ instance's page in the UI lists "Task Concurrency: The max task concurrency has 
 *Dependencies Blocking Task From Getting Scheduled*, and the scheduler logs "Not executing ... since
 the task concurrency for this task has been reached". ``execution_timeout`` does not count that wait
 (it starts when the task runs); only the DAG's ``dagrun_timeout`` bounds it. An explicit
-``max_active_tis_per_dag`` (argument or ``default_args``) wins.
+``max_active_tis_per_dag`` (argument or ``default_args``) wins. The limit is per task: one connector name used by
+two tasks or DAGs is not serialised by it (give those tasks a pool of one slot).
 
 Schedules with data intervals
 -----------------------------

@@ -15,19 +15,11 @@ of these (JSON) work too. As in the runtime, a partition the target does not nam
 read in this run. ``on_kill`` stops the run at once: nothing more is committed, and the next run delivers again
 what this one consumed after its last commit.
 
-Overlapping runs: a sink connector has one identity, so each run is a generation that fences the
-run still going (its next commit fails with ``ProducerFencedError``). The operator therefore sets
-``max_active_tis_per_dag=1`` by default: Airflow runs this task's intervals one after the other, in a
-backfill (``airflow backfill create`` runs up to 10 DAG runs at once by default, whatever the DAG's
-``max_active_runs``), a catch-up or a manual run beside a scheduled one, while the rest of each DAG
-run goes on in parallel. A waiting run's task instance stays *scheduled*; the UI lists "Task
-Concurrency: The max task concurrency has been reached." under *Dependencies Blocking Task From
-Getting Scheduled*. ``execution_timeout`` does not count the wait, only the DAG's
-``dagrun_timeout`` bounds it. Each run consumes from where the sink's committed offsets are up to its
-``until_offsets``; a run whose target lies behind them (a later interval's run went first) delivers
-nothing, so every record is delivered once whatever the order. An explicit ``max_active_tis_per_dag``
-(or one in ``default_args``) wins; the limit is per task (the same sink connector in two tasks or
-DAGs is not serialised by it).
+Overlapping runs: a sink connector has one identity, so the operator defaults ``max_active_tis_per_dag=1``
+and Airflow runs this task's intervals one after the other (the rule, how the wait shows and what bounds it:
+:mod:`airflow_pyconnect.operators._base`, "Runs of one connector must not overlap", and docs/delivery.md). Each
+run consumes from the sink's committed offsets up to its ``until_offsets``; a run whose target lies behind them
+(a later interval's run went first) delivers nothing, so every record is delivered once whatever the order.
 """
 
 from __future__ import annotations

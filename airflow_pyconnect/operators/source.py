@@ -42,18 +42,11 @@ not fence each other and may run at the same time; retries of the same interval 
 or fenced run fails the task with the runtime's message (an ``AirflowException`` chained to the
 runtime error). ``on_kill`` stops the run.
 
-Overlapping runs (backfills, catch-up, a manual run beside a scheduled one): without ``identity``
-every run of the connector is the same identity, and a new run fences the one still running. So the
-operator sets ``max_active_tis_per_dag=1`` by default when ``identity`` is ``None``: Airflow runs this
-task's intervals one after the other (another run's task instance waits in state *scheduled*; the UI
-shows "Task Concurrency: The max task concurrency has been reached." under *Dependencies Blocking Task
-From Getting Scheduled*), while the DAG's other tasks still run in parallel. Airflow applies it to
-``airflow backfill create`` (which runs up to 10 DAG runs at once by default and ignores the DAG's
-``max_active_runs``) and to catch-up alike. With ``identity`` it is left unset: intervals run at the
-same time. The wait is not bounded by ``execution_timeout`` (counted from the start of the task),
-only by the DAG's ``dagrun_timeout``. An explicit ``max_active_tis_per_dag`` (or one in
-``default_args``) wins. The limit is per task: the same connector name in two tasks or DAGs is not
-serialised by it (give those tasks a pool of one slot).
+Overlapping runs (backfills, catch-up, a manual run beside a scheduled one): without ``identity`` every run of
+the connector is the same identity, so the operator defaults ``max_active_tis_per_dag=1`` and Airflow runs this
+task's intervals one after the other; with ``identity`` it is left unset and intervals run at the same time. The
+rule, how the wait shows and what bounds it: :mod:`airflow_pyconnect.operators._base` ("Runs of one connector
+must not overlap") and docs/delivery.md.
 
 Schedules: a ``connector_config`` or ``identity`` that uses ``data_interval_start`` /
 ``data_interval_end`` (:data:`INTERVAL_IDENTITY`, the SQL source's ``interval.start`` /
