@@ -41,7 +41,7 @@ CONFIG: dict[str, Any] = {
             "allow_embedded_default": {
                 "description": "When the connection pyconnect_default is not defined, the hook falls back to the "
                 "embedded SQLite file $AIRFLOW_HOME/pyconnect/pyconnect.db only where every task shares it: a "
-                "single-machine executor (LocalExecutor) or dag.test(). Under any other executor (Celery, "
+                "single-machine executor (LocalExecutor), as [core] executor names it. Under any other executor (Celery, "
                 "Kubernetes, Edge) a missing pyconnect_default is an error naming the connection to create. "
                 "Set this to True to use the embedded file anyway (e.g. every worker on one machine sharing "
                 "AIRFLOW_HOME).\n",

@@ -15,8 +15,8 @@ The connection says where records and offsets live:
 When the connection ``pyconnect_default`` is not defined, the hook uses the embedded backend at
 ``$AIRFLOW_HOME/pyconnect/pyconnect.db`` and says so once per process, **but only where every task
 shares that file**: a single-machine executor (``LocalExecutor``, ``SequentialExecutor``), as
-``[core] executor`` names it (``dag.test()`` included: Airflow has no public signal for it). Under any other executor (Celery, Kubernetes, Edge, ...) each worker would get a
-store of its own, so a missing ``pyconnect_default`` fails with an error naming the connection to
+``[core] executor`` names it (``dag.test()`` included: Airflow has no public signal for it). Under any
+other executor (Celery, Kubernetes, Edge, ...) each worker would get a store of its own, so a missing ``pyconnect_default`` fails with an error naming the connection to
 create; set ``[pyconnect] allow_embedded_default = True`` (``AIRFLOW__PYCONNECT__ALLOW_EMBEDDED_DEFAULT``)
 to use the embedded file anyway (e.g. every worker on one machine). Any other connection id that
 is not defined is an error naming it.
