@@ -63,7 +63,6 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import statistics
 import string
 import subprocess
@@ -86,6 +85,7 @@ sys.path.insert(0, str(REPO))
 from _kafka import CommittedCounter, ProcessWatch, apache_kafka, create_topic  # noqa: E402
 
 from tests.support.kafka_broker import _die_with_parent  # noqa: E402
+from tests.support.ports import free_port as _free_port  # noqa: E402
 
 CONNECT_VERSION = "4.3.1"
 CONNECT_DIR = HERE / "kafka_connect"
@@ -219,12 +219,6 @@ class Run:
     @property
     def after_first(self) -> float:
         return self.after_first_records / self.after_first_s if self.after_first_s > 0 else float("inf")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _render(template: str, path: Path, **values: object) -> Path:

@@ -217,6 +217,9 @@ def _old_plan_running(url: str, name: str, topic: str) -> tuple[dict[str, Any], 
     return old, runs
 
 
+@pytest.mark.not_on_tansu(TANSU_TIMES_OUT + "; the newer plan fences the older tasks with fence_transactional_ids, "
+                          "so an older task caught inside a transaction may fail with a timeout, not ProducerFencedError "
+                          "(seen once in CI)")
 def test_a_retry_that_plans_fewer_tasks_fences_every_task_of_the_older_plan(backend_url: str) -> None:
     """Fan-out: an older plan of 3 tasks runs; a retry plans 1 task. Every older task (indexes 1 and 2 included,
     which the new plan does not have) ends with ProducerFencedError at its next commit, and a task of the older

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_airflow_backfill import _free_port
 from tests.integration.test_airflow_overlap import (  # the harness of the other standalone tests
     _base_env,
     _excerpt,
@@ -28,6 +27,7 @@ from tests.integration.test_airflow_overlap import (  # the harness of the other
     metadata_db,  # noqa: F401 - a fixture
 )
 from tests.support.airflow_env import REPO, AirflowEnv
+from tests.support.ports import free_port as _free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(600)]
 

@@ -24,7 +24,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.airflow_env import REPO, AirflowEnv, conn_env, shared_airflow_env
+from tests.support.ports import free_port as _free_port
 
 pytestmark = pytest.mark.airflow
 
@@ -96,12 +96,6 @@ def _archived(directory: Path) -> list[str]:
             for line in f.read_text().splitlines()]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _query(home: Path, sql: str, *args: object) -> list[tuple]:
     """Read Airflow's metadata DB (SQLite, WAL) directly: cheaper than a CLI process per poll."""
     import sqlite3
@@ -155,7 +149,8 @@ def test_backfill_create_with_a_scheduler_then_a_cleared_interval(tmp_path: Path
         **conn_env("pyconnect_default", url),
         "PYCONNECT_EXAMPLE_DIR": str(tmp_path / "data"),
         "AIRFLOW__API__PORT": str(port),
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}/execution/",
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
         "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
     }

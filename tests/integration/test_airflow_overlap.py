@@ -30,9 +30,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_airflow_backfill import _free_port
 from tests.integration.test_airflow_scale_out import _overlapping
 from tests.support.airflow_env import REPO, AirflowEnv, conn_env
+from tests.support.ports import free_port as _free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(1500)]
 

@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_airflow_backfill import _free_port, _query
+from tests.integration.test_airflow_backfill import _query
 from tests.support.airflow_env import REPO, AirflowEnv, conn_env
+from tests.support.ports import free_port as _free_port
 
 pytestmark = pytest.mark.airflow
 
@@ -99,7 +100,8 @@ def test_parallel_intervals_and_fan_out_on_local_executor(tmp_path: Path, kafka_
         "PYCONNECT_EXAMPLE_DIR": str(tmp_path / "data"),
         "AIRFLOW_VAR_PYCONNECT_FANOUT_POLL_DELAY_MS": "150",  # each mapped task polls for about 1.5 s
         "AIRFLOW__API__PORT": str(port),
-        "AIRFLOW__API__BASE_URL": f"http://localhost:{port}",
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
         "AIRFLOW__CORE__PARALLELISM": "8",
     }

@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_airflow_backfill import _free_port, _query
+from tests.integration.test_airflow_backfill import _query
+from tests.support.ports import free_port as _free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.timeout(1200)]
 

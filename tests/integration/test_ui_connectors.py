@@ -15,11 +15,11 @@ Airflow's navigation and saves a screenshot (``docs/connectors-view.png`` when
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -33,6 +33,7 @@ import pytest
 
 from tests.support import unavailable
 from tests.support.airflow_env import REPO, AirflowEnv
+from tests.support.ports import free_port as _free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
 
@@ -81,16 +82,10 @@ with DAG("{DAG_ID}", schedule="@daily", start_date=datetime(2026, 1, 1), catchup
 '''
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Server:
     def __init__(self, af: AirflowEnv, env: dict[str, str], port: int, home: Path) -> None:
         self.af, self.env, self.port, self.home = af, env, port, home
-        self.base = f"http://localhost:{port}"
+        self.base = f"http://127.0.0.1:{port}"
         self.tokens: dict[str, str] = {}
 
     def request(self, method: str, path: str, user: str | None = None, body: Any = None,
@@ -185,7 +180,8 @@ def server(tmp_path_factory: pytest.TempPathFactory, kafka_store: str) -> Iterat
     env = {
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
         "AIRFLOW__API__PORT": str(port),
-        "AIRFLOW__API__BASE_URL": f"http://localhost:{port}",
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
         "AIRFLOW__API__WORKERS": "1",
         "AIRFLOW_VAR_UI_LOG": str(tmp / "reader.jsonl"),
         "AIRFLOW_VAR_UI_ARCHIVE": str(tmp / "archive"),
@@ -205,21 +201,22 @@ def server(tmp_path_factory: pytest.TempPathFactory, kafka_store: str) -> Iterat
     log = tmp / "api-server.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen([str(Path(af.env()["PATH"].split(os.pathsep)[0]) / "airflow"), "api-server",
-                                 "--port", str(port)], env=af.env(env), stdout=out, stderr=subprocess.STDOUT,
+                                 "--host", "127.0.0.1", "--port", str(port)], env=af.env(env), stdout=out, stderr=subprocess.STDOUT,
                                 cwd=home, start_new_session=True)
     try:
-        _wait_http(f"http://localhost:{port}/api/v2/monitor/health", proc, log, START_TIMEOUT_S)
+        _wait_http(f"http://127.0.0.1:{port}/api/v2/monitor/health", proc, log, START_TIMEOUT_S)
         srv = Server(af, env, port, home)
         passwords = json.loads((home / "simple_auth_manager_passwords.json.generated").read_text())
         srv.tokens = {u: srv.token(u, p) for u, p in passwords.items()}
         yield srv
     finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        with contextlib.suppress(ProcessLookupError):  # a server that exited at start-up left no group
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
     assert SECRET not in log.read_text(errors="replace"), "the connection password reached the server log"
 
 

@@ -5,7 +5,6 @@ once per session on a free port and stopped after. ``s3_lake`` gives each test a
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,8 @@ from dataclasses import dataclass
 from urllib.request import urlopen
 
 import pytest
+
+from tests.support.ports import free_port as _free_port
 
 
 @dataclass(frozen=True)
@@ -34,12 +35,6 @@ class S3Lake:
     @property
     def url(self) -> str:
         return f"s3://{self.bucket}/lake"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="session")

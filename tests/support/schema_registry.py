@@ -50,7 +50,8 @@ from typing import NoReturn
 import pytest
 
 from tests.support import cache_home, find_java, unavailable
-from tests.support.kafka_broker import _die_with_parent, _free_port, _tail
+from tests.support.kafka_broker import _die_with_parent, _tail
+from tests.support.ports import free_port as _free_port
 
 REGISTRY_VERSION = "3.0.9"
 HOME_ENV = "PYCONNECT_SCHEMA_REGISTRY_HOME"
