@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,16 @@ def _group_of(nodeid: str) -> int:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: _group_of(item.nodeid))  # stable: the order inside a group is pytest's
+
+
+# A process that dies by a signal (a crash in a C extension, where faulthandler may print nothing) leaves no pytest
+# report: .ci/run sets PYCONNECT_CURRENT_TEST to a file that holds the test under way, and names it after such a death.
+_CURRENT_TEST = os.environ.get("PYCONNECT_CURRENT_TEST")
+
+
+def pytest_runtest_logstart(nodeid: str) -> None:
+    if _CURRENT_TEST:
+        Path(_CURRENT_TEST).write_text(nodeid + "\n")
 
 
 @pytest.hookimpl(trylast=True)  # after the slowest durations, so a log's tail shows it
