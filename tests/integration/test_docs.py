@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from connect_runtime import run_sink, run_source
+from connect_runtime.api import ConfigError
 from tests.support import REPO
 
 PAGES = sorted([REPO / "README.md", *(REPO / "docs").rglob("*.md")])
@@ -91,11 +92,10 @@ def test_the_docs_connector_resumes_and_its_sink_gets_each_line_once(tmp_path: P
     backend = f"sqlite:///{tmp_path / 'store.db'}"
     # [START run]
     source = {"name": "lines", "connector.class": "docs.examples.lines_source.LinesSource", "file": str(lines),
-              "topic": "lines", "exactly.once.support": "required", "transaction.boundary": "connector",
-              "lines.per.transaction": "100"}
+              "topic": "lines"}
 
     first = run_source(source, backend).to_dict()
-    assert (first["records"], first["ranges"], first["transactions"]) == (230, {"lines": {"0": [0, 230]}}, 3)
+    assert (first["records"], first["ranges"], first["transactions"]) == (230, {"lines": {"0": [0, 230]}}, 5)
     assert first["source_offsets"] == [{"partition": {"file": str(lines)}, "offset": {"line": 230}}]
 
     again = run_source(source, backend).to_dict()
@@ -117,6 +117,27 @@ def test_the_docs_connector_resumes_and_its_sink_gets_each_line_once(tmp_path: P
     assert run_sink(sink, backend, until_offsets=third).to_dict()["records"] == 0
     assert len(out.read_text().splitlines()) == 231
     # [END run]
+
+
+def test_the_exactly_once_docs_connector_commits_where_it_asks(tmp_path: Path) -> None:
+    """docs/writing-a-connector.md's exactly-once source: required support is accepted, a transaction ends every
+    100 lines and at the end of the file, each written record is acknowledged (commit_record), and the plain
+    LinesSource is refused under exactly.once.support=required (its support is unknown)."""
+    lines = tmp_path / "in.txt"
+    lines.write_text("".join(f"line {i}\n" for i in range(230)))
+    backend = f"sqlite:///{tmp_path / 'store.db'}"
+    # [START run-exactly-once]
+    source = {"name": "lines", "connector.class": "docs.examples.transactional_lines_source.TransactionalLinesSource",
+              "file": str(lines), "topic": "lines", "exactly.once.support": "required",
+              "transaction.boundary": "connector", "lines.per.transaction": "100"}
+
+    first = run_source(source, backend).to_dict()
+    assert (first["records"], first["ranges"], first["transactions"]) == (230, {"lines": {"0": [0, 230]}}, 3)
+    assert run_source(source, backend).to_dict()["records"] == 0  # resumed after line 230
+    # [END run-exactly-once]
+    plain = {**source, "connector.class": "docs.examples.lines_source.LinesSource"}
+    with pytest.raises(ConfigError, match=r"exactly\.once\.support"):
+        run_source(plain, f"sqlite:///{tmp_path / 'other.db'}")
 
 
 def test_the_quickstart_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
