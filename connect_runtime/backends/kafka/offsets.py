@@ -57,8 +57,9 @@ class _OffsetsWriter:
     def __init__(self, backend: KafkaBackend) -> None:
         self.backend = backend
         self._lock = threading.Lock()
-        self._write_lock = threading.Lock()
+        self._write_lock = threading.Lock()  # held for the whole of a write
         self._producer: KafkaPlainProducer | None = None
+        self._closing = False
 
     def producer(self) -> KafkaPlainProducer:
         with self._lock:
@@ -82,6 +83,9 @@ class _OffsetsWriter:
                 if broken is not None:
                     broken.close()
                 raise
+            finally:
+                if self._closing:  # close() came during this write: the producer goes now the write returned
+                    self._close_producer()
 
     def mirror_offsets(self, entries: Sequence[OffsetEntry], attempts: int = 3) -> None:
         """KIP-618: also write a connector-specific store's offsets to the global offsets topic.
@@ -102,6 +106,18 @@ class _OffsetsWriter:
                   self.backend.bootstrap, len(entries), last)
 
     def close(self) -> None:
+        """Never under a write in flight (destroying a Kafka client while another thread is inside a call on it is a
+        use after free in librdkafka): a writer still inside (a task abandoned after ``TasksStuck``) closes the
+        producer when its write returns."""
+        self._closing = True
+        if not self._write_lock.acquire(blocking=False):
+            return
+        try:
+            self._close_producer()
+        finally:
+            self._write_lock.release()
+
+    def _close_producer(self) -> None:
         with self._lock:
             producer, self._producer = self._producer, None
         if producer is not None:
