@@ -23,14 +23,13 @@ import itertools
 import json
 import os
 import re
-import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.airflow_env import REPO, AirflowEnv, conn_env, shared_airflow_env
+from tests.support.airflow_env import REPO, AirflowEnv, conn_env, shared_airflow_env, stop_group
 from tests.support.ports import free_port as _free_port
 
 pytestmark = pytest.mark.airflow
@@ -196,19 +195,7 @@ def test_backfill_create_with_a_scheduler_then_a_cleared_interval(tmp_path: Path
             assert time.monotonic() < deadline, "waited 240 s for the scheduler to rerun the cleared interval"
             time.sleep(1)
     finally:
-        # SIGINT to the group, SIGTERM to standalone; the scheduler may ignore both for long: then
-        # SIGKILL the group (every check of the data happens below, on files that are closed)
-        os.killpg(standalone.pid, signal.SIGINT)
-        try:
-            standalone.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            standalone.terminate()
-        time.sleep(5)
-        try:
-            os.killpg(standalone.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        standalone.wait(timeout=10)
+        stop_group(standalone, grace=10, settle=5)  # the scheduler may ignore SIGINT and SIGTERM for long
 
     # the days ran one at a time, in an order the scheduler chose: each holds one block of 50 offsets
     first = [e for e in _task_log_events(home, DAYS[1], 1) if e.startswith("Source connector backfill-orders committed")]

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 import urllib.request
@@ -31,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_airflow_scale_out import _overlapping
-from tests.support.airflow_env import REPO, AirflowEnv, conn_env
+from tests.support.airflow_env import REPO, AirflowEnv, conn_env, stop_group
 from tests.support.ports import free_port as _free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(1500)]
@@ -165,18 +164,7 @@ def _standalone(af: AirflowEnv, env: dict[str, str], log: Path) -> Iterator[subp
     try:
         yield proc
     finally:
-        # SIGINT to the group, SIGTERM to standalone; then SIGKILL the group (the data is checked after)
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.terminate()
-        time.sleep(3)
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=10)
+        stop_group(proc, grace=10, settle=3)
 
 
 def _wait_dags(home: Path, dag_ids: list[str], proc: subprocess.Popen[bytes], log: Path) -> None:

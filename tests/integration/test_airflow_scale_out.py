@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 from datetime import datetime
@@ -24,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_airflow_backfill import _query
-from tests.support.airflow_env import REPO, AirflowEnv, conn_env
+from tests.support.airflow_env import REPO, AirflowEnv, conn_env, stop_group
 from tests.support.ports import free_port as _free_port
 
 pytestmark = pytest.mark.airflow
@@ -131,17 +130,7 @@ def test_parallel_intervals_and_fan_out_on_local_executor(tmp_path: Path, kafka_
               f"AND run_id LIKE 'scheduled__{DAYS[1]}%' AND try_number >= 2 ORDER BY task_id",
               [("check", "success"), ("ingest", "success"), ("land_orders", "success")], log, proc)
     finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.terminate()
-        time.sleep(3)
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=10)
+        stop_group(proc, grace=10, settle=3)
 
     # parallel intervals: each order exactly once; the rerun wrote nothing and still knew its ranges
     ids = [v["order_id"] for v in _values(url, "parallel-orders")]

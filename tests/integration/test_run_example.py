@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests.integration.test_airflow_backfill import _query
+from tests.support.airflow_env import stop_group
 from tests.support.ports import free_port as _free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.timeout(1200)]
@@ -121,9 +121,4 @@ def test_run_example_then_its_ui_on_another_port(tmp_path: Path) -> None:
         scheduled = [d for kind, d in runs if kind == "scheduled"]
         assert len(scheduled) <= 3 and all(str(d).startswith("2026-01-0") for d in scheduled), runs
     finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
+        stop_group(proc, grace=90)

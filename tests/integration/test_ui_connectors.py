@@ -15,11 +15,9 @@ Airflow's navigation and saves a screenshot (``docs/connectors-view.png`` when
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -32,7 +30,7 @@ from typing import Any
 import pytest
 
 from tests.support import unavailable
-from tests.support.airflow_env import REPO, AirflowEnv
+from tests.support.airflow_env import REPO, AirflowEnv, stop_group
 from tests.support.ports import free_port as _free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
@@ -210,13 +208,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, kafka_store: str) -> Iterat
         srv.tokens = {u: srv.token(u, p) for u, p in passwords.items()}
         yield srv
     finally:
-        with contextlib.suppress(ProcessLookupError):  # a server that exited at start-up left no group
-            os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+        stop_group(proc, grace=15)
     assert SECRET not in log.read_text(errors="replace"), "the connection password reached the server log"
 
 

@@ -10,9 +10,11 @@ DAGs folder.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -113,3 +115,21 @@ def shared_airflow_env(tmp_path_factory: pytest.TempPathFactory) -> AirflowEnv:
 
 
 __all__ = ["REPO", "AirflowEnv", "conn_env", "shared_airflow_env"]
+
+
+def stop_group(proc: subprocess.Popen[bytes], grace: float, settle: float = 0.0) -> None:
+    """Stop an Airflow process a test started in a session of its own (``start_new_session=True``: the server
+    or ``airflow standalone`` and every process it started): SIGINT to the group, ``grace`` seconds for the leader to
+    exit (else SIGTERM to it), ``settle`` seconds for the rest, then SIGKILL to whatever is left of the group. The
+    tests check their data afterwards, on files no process of the group still writes. A group that is already gone
+    (a server that exited at start-up) is fine."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+    time.sleep(settle)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
