@@ -85,7 +85,7 @@ sys.path.insert(0, str(REPO))
 from _kafka import CommittedCounter, ProcessWatch, apache_kafka, create_topic  # noqa: E402
 
 from tests.support.kafka_broker import _die_with_parent  # noqa: E402
-from tests.support.ports import free_port as _free_port  # noqa: E402
+from tests.support.ports import free_port  # noqa: E402
 
 CONNECT_VERSION = "4.3.1"
 CONNECT_DIR = HERE / "kafka_connect"
@@ -316,13 +316,13 @@ class Bench:
                 watch, launched = self._popen(self._pyconnect_cmd(cfg, *([] if eos else ["--at-least-once"])), log)
             elif not eos:
                 worker = _render("standalone.properties", d / "worker.properties", bootstrap=self.bootstrap, work=d,
-                                 rest_port=_free_port(), extra=self.worker_extra)
+                                 rest_port=free_port(), extra=self.worker_extra)
                 conn = _render("file-source.properties", d / "connector.properties", name=name, file=self.input_file,
                                topic=topic, batch=self.args.batch)
                 watch, launched = self._popen(
                     self._connect_cmd("org.apache.kafka.connect.cli.ConnectStandalone", worker, conn, log_dir=d), log)
             else:
-                port = _free_port()
+                port = free_port()
                 worker = _render("distributed.properties", d / "worker.properties", bootstrap=self.bootstrap,
                                  group=f"bench-connect-{tag}", rest_port=port, extra=self.worker_extra)
                 watch, launched = self._popen(
@@ -383,7 +383,7 @@ class Bench:
         if side == "theirs":
             out_file = out_dir / "sink.txt"
             worker = _render("standalone.properties", d / "worker.properties", bootstrap=self.bootstrap, work=d,
-                             rest_port=_free_port(), extra=self.worker_extra)
+                             rest_port=free_port(), extra=self.worker_extra)
             conn = _render("file-sink.properties", d / "connector.properties", name=name, file=out_file,
                            topic=self.sink_topic)
             cmd = self._connect_cmd("org.apache.kafka.connect.cli.ConnectStandalone", worker, conn, log_dir=d)

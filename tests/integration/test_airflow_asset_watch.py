@@ -27,7 +27,7 @@ from tests.integration.test_airflow_overlap import (  # the harness of the other
     metadata_db,  # noqa: F401 - a fixture
 )
 from tests.support.airflow_env import REPO, AirflowEnv
-from tests.support.ports import free_port as _free_port
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(600)]
 
@@ -120,7 +120,7 @@ def test_committed_records_schedule_one_run_each_with_their_ranges(tmp_path: Pat
     (home / "dags").mkdir(parents=True)
     shutil.copy(REPO / "dags" / f"{DAG_ID}.py", home / "dags")
     af = AirflowEnv(home)
-    port = _free_port()
+    port = free_port()
     store = f"sqlite:///{tmp_path / 'store.db'}"
     data = tmp_path / "data"
     env = {**_base_env(af, port, store, metadata_db, job_schedule=True), "PYCONNECT_EXAMPLE_DIR": str(data)}

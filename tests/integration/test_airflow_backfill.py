@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.airflow_env import REPO, AirflowEnv, conn_env, shared_airflow_env, stop_group
-from tests.support.ports import free_port as _free_port
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.airflow
 
@@ -142,7 +142,7 @@ def test_backfill_create_with_a_scheduler_then_a_cleared_interval(tmp_path: Path
     (home / "dags" / "example_pyconnect_backfill.py").write_bytes(
         (REPO / "dags" / "example_pyconnect_backfill.py").read_bytes())
     af = AirflowEnv(home)
-    port = _free_port()
+    port = free_port()
     url = f"sqlite:///{tmp_path / 'backfill.db'}"
     env = {
         **conn_env("pyconnect_default", url),

@@ -31,7 +31,7 @@ import pytest
 
 from tests.integration.test_airflow_scale_out import _overlapping
 from tests.support.airflow_env import REPO, AirflowEnv, conn_env, stop_group
-from tests.support.ports import free_port as _free_port
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(1500)]
 
@@ -355,7 +355,7 @@ def test_plain_backfill_create_of_a_user_dag_and_of_the_sql_example(
     shutil.copytree(REPO / "dags" / "jobs", home / "dags" / "jobs")
     (home / "dags" / ".airflowignore").write_text("jobs/\n")
     af = AirflowEnv(home)
-    port = _free_port()
+    port = free_port()
     sql_admin, sql_conn = sql_example_db
     env = {**_base_env(af, port, f"sqlite:///{tmp_path / 'pyconnect.db'}", metadata_db, job_schedule=False),
            "AIRFLOW_CONN_PYCONNECT_EXAMPLE_SQL": json.dumps(sql_conn),
@@ -407,7 +407,7 @@ def test_catch_up_of_a_user_dag(tmp_path: Path, pg_database: str, metadata_db: s
     data = tmp_path / "data"
     _write_user_dag(home, data, _pg(pg_database))
     af = AirflowEnv(home)
-    port = _free_port()
+    port = free_port()
     env = _base_env(af, port, f"sqlite:///{tmp_path / 'pyconnect.db'}", metadata_db, job_schedule=True)
     log = tmp_path / "standalone.log"
     with _standalone(af, env, log) as proc:

@@ -24,7 +24,7 @@ import pytest
 
 from tests.integration.test_airflow_backfill import _query
 from tests.support.airflow_env import REPO, AirflowEnv, conn_env, stop_group
-from tests.support.ports import free_port as _free_port
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.airflow
 
@@ -91,7 +91,7 @@ def test_parallel_intervals_and_fan_out_on_local_executor(tmp_path: Path, kafka_
     assert "pyconnect_kafka" in kafka_dag
     (home / "dags" / f"{FANOUT_KAFKA}.py").write_text(kafka_dag)
     af = AirflowEnv(home)
-    port = _free_port()
+    port = free_port()
     url = f"sqlite:///{tmp_path / 'pc.db'}"
     env = {
         **conn_env("pyconnect_default", url),

@@ -24,7 +24,7 @@ import pytest
 
 from tests.integration.test_airflow_backfill import _query
 from tests.support.airflow_env import stop_group
-from tests.support.ports import free_port as _free_port
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.timeout(1200)]
 
@@ -78,7 +78,7 @@ def test_run_example_then_its_ui_on_another_port(tmp_path: Path) -> None:
     af_home = home / "airflow"
     (manual_run,) = _query(af_home, "SELECT run_id FROM dag_run WHERE dag_id = ?", DAG_ID)
 
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "ui.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "scripts/run_example.py", "--home", str(home), "--ui",

@@ -31,7 +31,7 @@ import pytest
 
 from tests.support import unavailable
 from tests.support.airflow_env import REPO, AirflowEnv, stop_group
-from tests.support.ports import free_port as _free_port
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
 
@@ -174,7 +174,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, kafka_store: str) -> Iterat
     (home / "dags").mkdir(parents=True)
     (home / "dags" / f"{DAG_ID}.py").write_text(DAG)
     af = AirflowEnv(home)
-    port = _free_port()
+    port = free_port()
     env = {
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
         "AIRFLOW__API__PORT": str(port),

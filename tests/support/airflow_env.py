@@ -114,9 +114,6 @@ def shared_airflow_env(tmp_path_factory: pytest.TempPathFactory) -> AirflowEnv:
     return env
 
 
-__all__ = ["REPO", "AirflowEnv", "conn_env", "shared_airflow_env"]
-
-
 def stop_group(proc: subprocess.Popen[bytes], grace: float, settle: float = 0.0) -> None:
     """Stop an Airflow process a test started in a session of its own (``start_new_session=True``: the server
     or ``airflow standalone`` and every process it started): SIGINT to the group, ``grace`` seconds for the leader to
@@ -133,3 +130,6 @@ def stop_group(proc: subprocess.Popen[bytes], grace: float, settle: float = 0.0)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
+
+
+__all__ = ["REPO", "AirflowEnv", "conn_env", "shared_airflow_env", "stop_group"]

@@ -15,7 +15,7 @@ from urllib.request import urlopen
 
 import pytest
 
-from tests.support.ports import free_port as _free_port
+from tests.support.ports import free_port
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class S3Lake:
 
 @pytest.fixture(scope="session")
 def moto_endpoint() -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     endpoint = f"http://127.0.0.1:{port}"

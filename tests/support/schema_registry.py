@@ -51,7 +51,7 @@ import pytest
 
 from tests.support import cache_home, find_java, unavailable
 from tests.support.kafka_broker import _die_with_parent, _tail
-from tests.support.ports import free_port as _free_port
+from tests.support.ports import free_port
 
 REGISTRY_VERSION = "3.0.9"
 HOME_ENV = "PYCONNECT_SCHEMA_REGISTRY_HOME"
@@ -113,7 +113,7 @@ class ApicurioRegistry:
         started = time.monotonic()
         failures = []
         for _attempt in range(3):  # a free port may be taken between probing and binding
-            self.port = _free_port()
+            self.port = free_port()
             with open(self.log_path, "ab") as out:
                 self.proc = subprocess.Popen(self._command(), cwd=self.work_dir, stdout=out, stderr=subprocess.STDOUT,
                                              stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
