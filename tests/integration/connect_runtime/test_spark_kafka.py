@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,23 @@ def test_with_a_schema_the_values_come_back_parsed_as_its_columns(spark: Any, ka
     assert empty.count() == 0 and empty.columns == ["id", "ts"]
 
 
+def _settled_end(kafka_url: str, tp: tuple[str, int], at_least: int) -> int:
+    """The partition's high watermark once every marker has landed (at or past ``at_least``)."""
+    import confluent_kafka as ck
+
+    from connect_runtime.backends import kafka_bootstrap_servers
+
+    watcher = ck.Consumer({"bootstrap.servers": kafka_bootstrap_servers(kafka_url), "group.id": _name("hw")})
+    try:
+        deadline = time.monotonic() + 30
+        while (end := watcher.get_watermark_offsets(ck.TopicPartition(*tp), 5, cached=False)[1]) < at_least:
+            assert time.monotonic() < deadline, f"waited 30 s for {tp}'s high watermark to reach {at_least}: {end}"
+            time.sleep(0.05)
+        return int(end)
+    finally:
+        watcher.close()
+
+
 def test_another_writers_aborted_transaction_inside_the_range_is_not_read(spark: Any, kafka_url: str) -> None:
     """Writer A's transaction interleaves with writer B's, which aborts; A's range [first, end) holds B's records
     and both markers. Then a committed writer C between two spans of A: read span by span (a union)."""
@@ -86,6 +104,7 @@ def test_another_writers_aborted_transaction_inside_the_range_is_not_read(spark:
         return [ProducerRecord(topic, 0, None, json.dumps({"tag": tag, "n": i}).encode(), None, None)
                 for i in range(first, first + n)]
 
+    tp = (topic, 0)
     with open_backend(kafka_url) as backend:
         backend.create_topics({topic: 1})
         a, b, c = (backend.transactional_producer(_name(w)) for w in "abc")
@@ -95,7 +114,7 @@ def test_another_writers_aborted_transaction_inside_the_range_is_not_read(spark:
             a.begin_transaction()
             b.begin_transaction()
             a.send(recs("a", 0, 10))
-            a.flush(30)
+            a1 = a.flush(30).ranges[tp]  # a flush inside a transaction reports what it wrote since the last one
             b.send(recs("b-aborted", 0, 7))
             b.flush(30)
             a.send(recs("a", 10, 10))
@@ -104,21 +123,25 @@ def test_another_writers_aborted_transaction_inside_the_range_is_not_read(spark:
             a.commit_transaction([], 30)
             c.begin_transaction()
             c.send(recs("c-other-writer", 0, 5))
-            c.commit_transaction([], 30)
+            c1 = c.commit_transaction([], 30).ranges[tp]
             a.begin_transaction()
             a.send(recs("a", 20, 5))
-            a.commit_transaction([], 30)
+            a2 = a.commit_transaction([], 30).ranges[tp]
         finally:
             for p in (a, b, c):
                 p.close()
-    # offsets: A 0..9, B 10..16, A 17..26, B's abort marker 27, A's commit marker 28, C 29..33 + marker 34,
-    # A 35..39 + marker 40
-    ranges = {topic: {"0": [[0, 29], [35, 41]]}}
+    end = _settled_end(kafka_url, tp, a2[1] + 1)
+    # Usually: A 0..9, B 10..16, A 17..26, B's abort marker 27, A's commit marker 28, C 29..33 + marker 34,
+    # A 35..39 + marker 40. The markers land after EndTxn returns, so C may start before A's did: C's records then
+    # precede A's marker, and C's producer, seeing the partition's last stable offset below its first record,
+    # aborts its first copy once and sends it again (transactions.py, _HangingTransactions). So the spans come from
+    # what each commit wrote: A's first span runs up to C's first record (B's records and both markers inside it)
+    ranges = {topic: {"0": [[a1[0], c1[0]], [a2[0], end]]}}
     rows = read_kafka_range(spark, kafka_url, ranges).collect()
     values = [json.loads(bytes(r.value)) for r in rows]
     assert sorted(v["n"] for v in values) == list(range(25))
     assert {v["tag"] for v in values} == {"a"}
-    whole = read_kafka_range(spark, kafka_url, {topic: {"0": [0, 41]}}).collect()
+    whole = read_kafka_range(spark, kafka_url, {topic: {"0": [a1[0], end]}}).collect()
     assert sorted(json.loads(bytes(r.value))["tag"] for r in whole) == ["a"] * 25 + ["c-other-writer"] * 5
 
 
