@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Callable, Mapping, Sequence
 
 from connect_runtime.api.errors import (
@@ -36,6 +35,7 @@ from connect_runtime.api.errors import (
 )
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends.base import REGISTRY_STORE, Backend, Consumer, TransactionalProducer
+from connect_runtime.backends.closing import CloseWhenIdle
 from connect_runtime.runtime.errors import Stopped
 from connect_runtime.runtime.registry import ConnectorRecord, Registry, registry_key
 from connect_runtime.runtime.worker import Generation
@@ -141,8 +141,8 @@ class SinkCommitFence:
         self.guard: tuple[str, bytes, int] | None = generation_guard(name, generation)
         self.producer: TransactionalProducer | None = None
         self.fenced_backend = False  # group commits go through the commit fence (start)
-        self._lock = threading.Lock()  # one commit at a time; held for the whole of a commit
-        self._closing = False  # close() was called: no commit after it, and the producer goes
+        # one commit at a time; the producer is never closed under a commit (a task abandoned after TasksStuck)
+        self._commits = CloseWhenIdle(self._close_producer)
 
     def begin(self) -> None:
         """Before the group's offsets are read: fence every older run's commits."""
@@ -177,37 +177,30 @@ class SinkCommitFence:
         key = json.dumps([self.name, {"task": task_id}], separators=(",", ":")).encode()
         value = json.dumps({"generation": self.generation, "offsets": {
             f"{t}-{p}": o for (t, p), o in sorted(offsets.items())}}, separators=(",", ":")).encode()
-        with self._lock:
+        with self._commits.call():
+            if self._commits.closing:
+                raise Stopped(f"sink connector {self.name!r}: the run ended (its tasks were abandoned), so this task "
+                              f"commits nothing more")
+            if self.producer is None:  # the last one failed: a new one, if this run is still the newest
+                self.check_newest()
+                self.start()
+                self.check_newest()
+            fence = self.producer
+            assert fence is not None
             try:
-                self._commit_locked(key, value)
-            finally:
-                if self._closing:  # close() came while this commit ran: the producer goes now it returned
-                    self._close_producer()
-
-    def _commit_locked(self, key: bytes, value: bytes) -> None:
-        if self._closing:
-            raise Stopped(f"sink connector {self.name!r}: the run ended (its tasks were abandoned), so this task "
-                          f"commits nothing more")
-        if self.producer is None:  # the last one failed: a new one, if this run is still the newest
-            self.check_newest()
-            self.start()
-            self.check_newest()
-        fence = self.producer
-        assert fence is not None
-        try:
-            fence.begin_transaction()
-            fence.commit_transaction([], self.timeout_s, extra={SINK_COMMITS_STORE: [(key, value)]})
-        except (ProducerFencedError, ConfigError):
-            raise
-        except Exception as exc:
-            # its transaction is in an unknown or fatal state (a broker restart under it): the next try
-            # starts a new fence (after reading the registry again)
-            self._close_producer()
-            if isinstance(exc, (BackendUnavailableError, WaitTimeoutError)):
+                fence.begin_transaction()
+                fence.commit_transaction([], self.timeout_s, extra={SINK_COMMITS_STORE: [(key, value)]})
+            except (ProducerFencedError, ConfigError):
                 raise
-            raise BackendUnavailableError(
-                f"sink connector {self.name!r}: the commit fence's transaction failed ({type(exc).__name__}: "
-                f"{exc}); a new fence is started for the next try") from exc
+            except Exception as exc:
+                # its transaction is in an unknown or fatal state (a broker restart under it): the next try
+                # starts a new fence (after reading the registry again)
+                self._close_producer()
+                if isinstance(exc, (BackendUnavailableError, WaitTimeoutError)):
+                    raise
+                raise BackendUnavailableError(
+                    f"sink connector {self.name!r}: the commit fence's transaction failed ({type(exc).__name__}: "
+                    f"{exc}); a new fence is started for the next try") from exc
 
     def check_newest(self) -> None:
         newest = Registry(self.backend).get(self.name)
@@ -220,15 +213,9 @@ class SinkCommitFence:
         """At the run's end. Never under a commit in flight: destroying a Kafka client while another thread is
         inside a call on it is a use after free in librdkafka. A task still inside :meth:`commit` (abandoned after
         ``TasksStuck``) closes the producer itself when that commit returns, and commits nothing after it."""
-        self._closing = True
-        if not self._lock.acquire(blocking=False):
+        if not self._commits.close():
             log.warning("sink connector %r: a task is still committing through the commit fence; the fence is "
                         "closed when that commit returns", self.name)
-            return
-        try:
-            self._close_producer()
-        finally:
-            self._lock.release()
 
     def _close_producer(self) -> None:
         fence, self.producer = self.producer, None

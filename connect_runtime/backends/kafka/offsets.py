@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends.base import INTERNAL_STORES, OffsetEntry, OffsetStore, canonical_offset_key
+from connect_runtime.backends.closing import CloseWhenIdle
 from connect_runtime.backends.kafka.ends import _EndReader
 
 if TYPE_CHECKING:
@@ -57,9 +58,9 @@ class _OffsetsWriter:
     def __init__(self, backend: KafkaBackend) -> None:
         self.backend = backend
         self._lock = threading.Lock()
-        self._write_lock = threading.Lock()  # held for the whole of a write
         self._producer: KafkaPlainProducer | None = None
-        self._closing = False
+        # one write at a time; the producer is never closed under a write (a task abandoned after TasksStuck)
+        self._writes = CloseWhenIdle(self._close_producer)
 
     def producer(self) -> KafkaPlainProducer:
         with self._lock:
@@ -70,7 +71,7 @@ class _OffsetsWriter:
     def write_offsets(self, topic: str, partitions: int, entries: Sequence[OffsetEntry], timeout: float) -> None:
         """Write offset records through the backend's shared plain producer and wait for them (serialised:
         one writer at a time, so a flush's errors belong to its own records)."""
-        with self._write_lock:
+        with self._writes.call():
             producer = self.producer()
             try:
                 producer.send_offsets(topic, partitions, entries)
@@ -83,9 +84,6 @@ class _OffsetsWriter:
                 if broken is not None:
                     broken.close()
                 raise
-            finally:
-                if self._closing:  # close() came during this write: the producer goes now the write returned
-                    self._close_producer()
 
     def mirror_offsets(self, entries: Sequence[OffsetEntry], attempts: int = 3) -> None:
         """KIP-618: also write a connector-specific store's offsets to the global offsets topic.
@@ -106,16 +104,8 @@ class _OffsetsWriter:
                   self.backend.bootstrap, len(entries), last)
 
     def close(self) -> None:
-        """Never under a write in flight (destroying a Kafka client while another thread is inside a call on it is a
-        use after free in librdkafka): a writer still inside (a task abandoned after ``TasksStuck``) closes the
-        producer when its write returns."""
-        self._closing = True
-        if not self._write_lock.acquire(blocking=False):
-            return
-        try:
-            self._close_producer()
-        finally:
-            self._write_lock.release()
+        """Never under a write in flight: a writer still inside closes the producer when its write returns."""
+        self._writes.close()
 
     def _close_producer(self) -> None:
         with self._lock:
