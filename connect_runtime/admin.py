@@ -4,6 +4,7 @@ One function per question, each taking an open :class:`~connect_runtime.backends
 three front ends answer the same question the same way:
 
 - :func:`list_connectors`: every connector the registry knows (kind, generation, tasks, state, topics);
+  :func:`unregistered_connectors`: those known by their stored offsets alone;
 - :func:`get_offsets`: committed offsets in KIP-875's shape ``{"offsets": [{"partition", "offset"}]}``;
 - :func:`sink_lag`: a sink's committed group offsets against the topics' end offsets;
 - :func:`run_ranges`: the ranges record (what each labelled run, e.g. a data interval, committed);
@@ -86,6 +87,16 @@ def sink_group(name: str) -> str:
 def list_connectors(backend: Backend) -> list[dict[str, Any]]:
     """Every connector the registry of this store knows, one dict each (see ``ConnectorRecord.public``)."""
     return [r.public() for r in Registry(backend, TIMEOUT).list()]
+
+
+def unregistered_connectors(backend: Backend) -> list[dict[str, Any]]:
+    """The connectors known by their stored source offsets alone (:func:`require_connector`: no run registered
+    them in this store; Kafka Connect's own connectors sharing the global offsets topic, say), sorted, in the
+    shape of :func:`list_connectors` with ``"registered": False`` (a ``source``, ``stopped``, class unknown: the
+    offsets do not say). A sink known by its group's offsets alone is not listed (a backend lists no groups)."""
+    registered = {r.name for r in Registry(backend, TIMEOUT).list()}
+    return [{**ConnectorRecord(name=n).public(), "registered": False}
+            for n in stored_names(backend) if n not in registered]
 
 
 def connector(backend: Backend, name: str, scope: str = "") -> ConnectorRecord | None:
@@ -538,4 +549,4 @@ def interval_ranges(backend: Backend, name: str, ledger_key: Mapping[str, Any]) 
 __all__ = ["ConnectError", "ConnectorNotFound", "OffsetsInDestination", "alter_offsets", "config_kind", "connector",
            "destination_offsets", "get_offsets", "interval_ranges", "is_running", "list_connectors",
            "require_connector", "reset_offsets", "run_attempts", "run_ranges", "sink_group", "sink_lag",
-           "sink_offsets", "source_offsets", "store_offsets", "stored_names"]
+           "sink_offsets", "source_offsets", "store_offsets", "stored_names", "unregistered_connectors"]

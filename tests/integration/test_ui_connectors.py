@@ -360,6 +360,39 @@ def test_offsets_of_a_connector_that_never_ran_are_404(server: Server) -> None:
     assert status == 200 and body["offsets"] == [{"partition": {"task": 0}, "offset": {"position": 80}}], body
 
 
+def test_a_name_with_offsets_and_no_run_is_a_connector_of_the_page_and_the_api(server: Server, kafka_store: str) -> None:
+    """Offsets in ``connect-offsets`` in Kafka Connect's format under a name no run of ours registered (a Kafka
+    Connect FileStreamSource sharing the topic): the page lists it (``registered`` false) with its offsets, GET
+    answers them, PATCH and DELETE change them; with its last offset deleted, the name is 404 again."""
+    from connect_runtime.backends import open_backend
+
+    name = f"kc-source-{os.getpid()}-{time.monotonic_ns()}"
+    partition = {"filename": "/data/in.txt"}
+    with open_backend(kafka_store) as be:
+        store = be.offset_store(None)
+        try:
+            store.put([(json.dumps([name, partition], separators=(",", ":")).encode(), b'{"position":120}')], 30.0)
+        finally:
+            store.close()
+    conn = "/pyconnect/api/connections/pyconnect_kafka"
+    path = f"{conn}/connectors/{name}/offsets"
+    status, body = server.request("GET", conn, "viewer")
+    assert status == 200, body
+    listed = _by_name(body)[name]
+    assert (listed["registered"], listed["kind"], listed["running"]) == (False, "source", False)
+    assert listed["offsets"] == [{"partition": partition, "offset": {"position": 120}}]
+    status, body = server.request("GET", path, "viewer")
+    assert status == 200 and body == {"offsets": [{"partition": partition, "offset": {"position": 120}}]}, body
+    status, body = server.request("PATCH", path, "admin", {"offsets": [{"partition": partition, "offset": {"position": 7}}]})
+    assert status == 200 and body == {"connector": name, "altered": 1}, body
+    status, body = server.request("GET", path, "viewer")
+    assert status == 200 and body == {"offsets": [{"partition": partition, "offset": {"position": 7}}]}, body
+    status, body = server.request("DELETE", path, "admin")
+    assert status == 200 and body["source_partitions_reset"] == 1, body
+    status, body = server.request("GET", path, "viewer")
+    assert status == 404 and body["detail"].startswith(f"connector {name!r} not found"), body
+
+
 def test_the_extra_link_points_at_the_connector(server: Server) -> None:
     status, body = server.request("GET", f"/pyconnect/api/connections/pyconnect_default/runs?connector={TOPIC}",
                                   "viewer")
