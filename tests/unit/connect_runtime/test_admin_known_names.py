@@ -31,12 +31,6 @@ FILE = "/var/data/test.txt"
 TOPIC = "lines"
 
 
-@pytest.fixture(autouse=True)
-def _outside_airflow(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("AIRFLOW_CTX_DAG_ID", "AIRFLOW_CTX_TASK_ID", "AIRFLOW_CTX_DAG_RUN_ID", "AIRFLOW_CTX_TRY_NUMBER"):
-        monkeypatch.delenv(var, raising=False)
-
-
 @pytest.fixture
 def url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path}/store.db"
