@@ -93,10 +93,12 @@ def unregistered_connectors(backend: Backend) -> list[dict[str, Any]]:
     """The connectors known by their stored source offsets alone (:func:`require_connector`: no run registered
     them in this store; Kafka Connect's own connectors sharing the global offsets topic, say), sorted, in the
     shape of :func:`list_connectors` with ``"registered": False`` (a ``source``, ``stopped``, class unknown: the
-    offsets do not say). A sink known by its group's offsets alone is not listed (a backend lists no groups)."""
+    offsets do not say) and their ``"offsets"`` (as :func:`get_offsets` shows them), from one read of the global
+    store. A sink known by its group's offsets alone is not listed (a backend lists no groups)."""
     registered = {r.name for r in Registry(backend, TIMEOUT).list()}
-    return [{**ConnectorRecord(name=n).public(), "registered": False}
-            for n in stored_names(backend) if n not in registered]
+    by_name = _stored(backend, None)
+    return [{**ConnectorRecord(name=n).public(), "registered": False, "offsets": _entries(by_name[n])}
+            for n in sorted(by_name) if n not in registered]
 
 
 def connector(backend: Backend, name: str, scope: str = "") -> ConnectorRecord | None:
@@ -125,17 +127,35 @@ def require_connector(backend: Backend, name: str, config: Mapping[str, Any] | N
 def stored_names(backend: Backend, offsets_store: str | None = None) -> list[str]:
     """Every connector name that has source offsets in one store (the global one when ``None``), sorted: ours
     and any other writer's in Kafka Connect's format (a Kafka Connect worker sharing the offsets topic)."""
+    return sorted(_stored(backend, offsets_store))
+
+
+def _stored(backend: Backend, offsets_store: str | None) -> dict[str, list[tuple[dict[str, Any], dict[str, Any]]]]:
+    """``name -> [(partition, offset)]`` of every source offset in one store, from one read; a record in Kafka
+    Connect's key format whose value is not a JSON object (another writer's) is passed over."""
     store = backend.offset_store(offsets_store)
     try:
         values = store.read_all()
     finally:
         store.close()
-    names = set()
+    out: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
     for key, value in values.items():
         parsed = parse_key(key)
-        if parsed is not None and value is not None:
-            names.add(parsed[0])
-    return sorted(names)
+        if parsed is None or value is None:
+            continue
+        try:
+            offset = json.loads(value)
+        except ValueError:
+            continue
+        if isinstance(offset, dict):
+            out.setdefault(parsed[0], []).append((parsed[1], offset))
+    return out
+
+
+def _entries(pairs: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> list[dict[str, Any]]:
+    """``[{"partition", "offset"}]`` in partition order (the partition's canonical JSON)."""
+    ordered = sorted(pairs, key=lambda po: json.dumps(po[0], sort_keys=True, separators=(",", ":")))
+    return [{"partition": p, "offset": o} for p, o in ordered]
 
 
 def config_kind(config: Mapping[str, Any]) -> str | None:
@@ -189,8 +209,7 @@ def store_offsets(backend: Backend, name: str, offsets_store: str | None = None)
         pairs = connector_offsets(store, name)
     finally:
         store.close()
-    ordered = sorted(pairs, key=lambda po: json.dumps(po[0], sort_keys=True, separators=(",", ":")))
-    return [{"partition": p, "offset": o} for p, o in ordered]
+    return _entries(pairs)
 
 
 def source_offsets(backend: Backend, name: str, offsets_store: str | None = None) -> list[dict[str, Any]]:

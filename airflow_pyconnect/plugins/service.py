@@ -178,8 +178,9 @@ def overview(conn_id: str, embedded: bool = False) -> dict[str, Any]:
             connectors = sorted(_merge_scopes(admin.list_connectors(backend)) + admin.unregistered_connectors(backend),
                                 key=lambda c: c["name"])
             for c in connectors:
-                c["offsets"] = admin.get_offsets(backend, c["name"], kind=c["kind"],
-                                                 offsets_store=c.get("offsets_store"))["offsets"]
+                if "offsets" not in c:  # an unregistered connector comes with its offsets
+                    c["offsets"] = admin.get_offsets(backend, c["name"], kind=c["kind"],
+                                                     offsets_store=c.get("offsets_store"))["offsets"]
                 c["lag"] = None
                 if c["kind"] == "sink":  # group offsets, or what the last run recorded in the destination
                     c["lag"] = admin.sink_lag(backend, c["name"], c.get("topics") or None)

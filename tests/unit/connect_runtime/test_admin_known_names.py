@@ -88,6 +88,26 @@ def test_a_name_with_offsets_and_no_run_is_known(backend: Backend) -> None:
         admin.get_offsets(backend, NAME)
 
 
+def test_unregistered_connectors_are_listed_with_their_offsets(backend: Backend) -> None:
+    """What the Connectors view lists beside the registry's: names with offsets and no run, from one read; a
+    record under a Connect-format key whose value is not a JSON object (someone else's) is passed over."""
+    connect_writes(backend, NAME, FILE, 4096)
+    connect_writes(backend, NAME, "/var/data/other.txt", 8)
+    Registry(backend, 5.0).begin("ours", kind="source", connector_class="connect_runtime.connectors.datagen.DataGenSource")
+    store = backend.offset_store(None)
+    try:
+        store.put([(b'["ours",{"task":0}]', b'{"position":1}'), (b'["garbled",{"f":1}]', b"not json"),
+                   (b'["listed",{"f":1}]', b"[1]")], 5.0)
+    finally:
+        store.close()
+    [listed] = admin.unregistered_connectors(backend)
+    assert (listed["name"], listed["registered"], listed["kind"], listed["state"], listed["running"]) == (
+        NAME, False, "source", "stopped", False)
+    assert listed["offsets"] == [entry(8, "/var/data/other.txt"), entry(4096)] == admin.get_offsets(backend, NAME)[
+        "offsets"]
+    assert admin.stored_names(backend) == [NAME, "ours"]
+
+
 def test_a_group_with_committed_offsets_and_no_run_is_known(backend: Backend) -> None:
     consumer = backend.consumer(admin.sink_group("connect-file-sink"))
     try:
