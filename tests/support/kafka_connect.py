@@ -32,6 +32,7 @@ LOG4J = Path(__file__).resolve().parents[2] / "bench" / "kafka_connect" / "log4j
 JVM_OPTIONS = ["-Xms128m", "-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.awt.headless=true"]
 """Small and quick to start on a 2-core machine (as the test brokers' options); the worker moves a few records."""
 START_TIMEOUT_S = 180.0
+REST_RETRY_S = 60.0
 STOP_TIMEOUT_S = 60.0
 
 
@@ -107,13 +108,23 @@ class ConnectWorker:
                              f"{self.tail()}")
 
     def rest(self, method: str, path: str, body: Any = None) -> Any:
-        """One REST call; the parsed JSON answer (``None`` when empty). An HTTP error raises ``HTTPError``."""
+        """One REST call; the parsed JSON answer (``None`` when empty). Answers 409 (the worker rebalances) and
+        500 (it is still starting) are retried for at most :data:`REST_RETRY_S`; any other HTTP error, or those
+        past that bound, raises ``HTTPError``."""
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json", "Accept": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            text = resp.read().decode()
-        return json.loads(text) if text.strip() else None
+        deadline = time.monotonic() + REST_RETRY_S
+        while True:
+            req = urllib.request.Request(self.base + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json", "Accept": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=30) as resp:
+                    text = resp.read().decode()
+                return json.loads(text) if text.strip() else None
+            except urllib.error.HTTPError as exc:
+                if exc.code not in (409, 500) or time.monotonic() >= deadline:
+                    raise
+            assert self.proc is not None and self.proc.poll() is None, f"the worker died:\n{self.tail()}"
+            time.sleep(0.5)
 
     def stop(self) -> None:
         """SIGTERM (a graceful stop commits the tasks' last offsets), SIGKILL after :data:`STOP_TIMEOUT_S`."""
