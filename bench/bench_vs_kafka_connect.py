@@ -4,7 +4,7 @@ The input: ``--records`` compact JSON lines (``{"id":0,"customer":"c-17","amount
 70 bytes each) in one ``.jsonl`` file. The broker: an Apache Kafka 4.4.0 node this script starts (the tests'
 broker from the jars ``scripts/fetch_kafka.sh`` fetched, with ``kafka-server-start.sh``'s JVM options), or
 ``--bootstrap``. Kafka Connect 4.3.1 (``connect-runtime``, ``connect-json``, ``connect-file`` and a log4j2
-binding, ``bench/kafka_connect/pom.xml``) is fetched with Maven into a cache outside the work tree the first
+binding, ``bench/kafka_connect/pom.xml``) is fetched with Maven (``scripts/fetch_connect_worker.sh``) into a cache outside the work tree the first
 time, ``${PYCONNECT_KAFKA_CONNECT_HOME:-~/.cache/airflow-pyconnect/kafka-connect-4.3.1}/libs`` (4.3.1:
 ``connect-file`` is served at 4.3.1 only, and it does not load on a 4.4.0 worker), and run as its scripts run
 it (``-Xms256M -Xmx2G`` and ``kafka-run-class.sh``'s G1 options, INFO logging to a file), with
@@ -110,36 +110,14 @@ def connect_home() -> Path:
 
 
 def fetch_connect() -> Path:
-    """Kafka Connect's jars (the pom's artifacts and what they pull), fetched with Maven when missing."""
-    home = connect_home()
-    libs = home / "libs"
-    stamp = home / f".pom-{hashlib.sha256(POM.read_bytes()).hexdigest()[:16]}"
-    if stamp.exists() and (libs / f"connect-runtime-{CONNECT_VERSION}.jar").is_file():
-        return libs
-    if shutil.which("mvn") is None:
-        raise SystemExit("Maven (mvn) is needed to fetch Kafka Connect from Maven Central (apt-get install maven)")
-    home.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".fetch.", dir=home))
-    started = time.monotonic()
-    try:
-        done = subprocess.run(["mvn", "-B", "-q", "-f", str(POM), "dependency:copy-dependencies", "-DincludeScope=runtime",
-                               f"-DoutputDirectory={tmp / 'libs'}"], capture_output=True, text=True, timeout=600,
-                              check=False)
-        if done.returncode != 0:
-            raise SystemExit(f"mvn dependency:copy-dependencies -f {POM} failed:\n{(done.stdout + done.stderr)[-3000:]}")
-        for jar in ("connect-runtime", "connect-json", "connect-file"):
-            if not (tmp / "libs" / f"{jar}-{CONNECT_VERSION}.jar").is_file():
-                raise SystemExit(f"{jar}-{CONNECT_VERSION}.jar is missing after mvn dependency:copy-dependencies")
-        shutil.rmtree(libs, ignore_errors=True)
-        for old in home.glob(".pom-*"):
-            old.unlink()
-        os.replace(tmp / "libs", libs)
-        stamp.touch()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"Kafka Connect {CONNECT_VERSION} fetched into {libs} ({len(list(libs.iterdir()))} jars) in "
-          f"{time.monotonic() - started:.0f} s", flush=True)
-    return libs
+    """Kafka Connect's jars (the pom's artifacts and what they pull), fetched with Maven when missing, by
+    ``scripts/fetch_connect_worker.sh`` (the same cache as the tests' Kafka Connect worker)."""
+    done = subprocess.run(["bash", str(REPO / "scripts" / "fetch_connect_worker.sh")], capture_output=True, text=True,
+                          timeout=900, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"scripts/fetch_connect_worker.sh failed:\n{(done.stdout + done.stderr)[-3000:]}")
+    print(done.stdout.strip(), flush=True)
+    return connect_home() / "libs"
 
 
 # -- input ------------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ One function per question, each taking an open :class:`~connect_runtime.backends
 three front ends answer the same question the same way:
 
 - :func:`list_connectors`: every connector the registry knows (kind, generation, tasks, state, topics);
+  :func:`unregistered_connectors`: those known by their stored offsets alone;
 - :func:`get_offsets`: committed offsets in KIP-875's shape ``{"offsets": [{"partition", "offset"}]}``;
 - :func:`sink_lag`: a sink's committed group offsets against the topics' end offsets;
 - :func:`run_ranges`: the ranges record (what each labelled run, e.g. a data interval, committed);
@@ -22,11 +23,22 @@ shows what the last run recorded in the registry (``as_of``) and altering is ref
 Nothing here prints or returns connection settings.
 
 Offsets are read and changed for connectors that exist only, as Kafka Connect's REST API answers 404
-"Connector X not found": a connector exists when a run registered it in this store (any identity), or
-when the caller gives its config (``config=``; the CLI's config-file argument), which plays the part of
-Kafka Connect's connector created in the ``STOPPED`` state (KIP-980) whose offsets are set before its
-first run. Otherwise :func:`get_offsets`, :func:`alter_offsets` and :func:`reset_offsets` raise
-:class:`ConnectorNotFound` and write nothing.
+"Connector X not found". The rule, in :func:`require_connector` alone: a connector exists when a run registered
+it in this store (any identity), when offsets are stored under its name (source offsets in its offsets store or
+the global one, or committed offsets of the group ``connect-<name>``: a Kafka Connect connector sharing the
+offsets topic, say), or when the caller gives its config (``config=``; the CLI's config-file argument), which
+plays the part of Kafka Connect's connector created in the ``STOPPED`` state (KIP-980) whose offsets are set
+before its first run. Otherwise :func:`get_offsets`, :func:`alter_offsets` and :func:`reset_offsets` raise
+:class:`ConnectorNotFound` (with a did-you-mean over every known name) and write nothing.
+
+A config whose ``connector.class`` is not on this machine (a Kafka Connect class such as
+``org.apache.kafka.connect.file.FileStreamSourceConnector``, or a Python connector installed elsewhere; see
+:func:`config_kind`) is accepted: its offsets are data (the name, the partition and the offset are all a change
+needs), a source's in the offsets topic and a sink's in its consumer group, as Kafka Connect keeps them. A class
+whose module is here but does not import, or lacks the class, is still an error (a typo must not send a
+destination-offsets sink's change to its unused group). Changes are refused only while a run of the name holds
+it (:class:`~connect_runtime.api.errors.ConnectorRunningError`): this store cannot see whether a Kafka Connect
+worker runs the connector, so stop it there first (KIP-875's ``STOPPED``).
 """
 
 from __future__ import annotations
@@ -53,13 +65,14 @@ class OffsetsInDestination(ConnectError):
 
 
 class ConnectorNotFound(ConnectError, LookupError):
-    """No run registered the connector in this store and no config of it was given (Kafka Connect: 404
-    ``Connector X not found``). Nothing was read or changed."""
+    """No run registered the connector in this store, no offsets are stored under its name and no config of it
+    was given (Kafka Connect: 404 ``Connector X not found``). Nothing was read or changed."""
 
     def __init__(self, name: str, known: Sequence[str] = ()) -> None:
         close = difflib.get_close_matches(name, sorted(set(known)), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        super().__init__(f"connector {name!r} not found: no run of it is registered in this store{hint}")
+        super().__init__(f"connector {name!r} not found: no run of it is registered in this store and no offsets "
+                         f"are stored under that name{hint}")
         self.name = name
 
 
@@ -76,19 +89,96 @@ def list_connectors(backend: Backend) -> list[dict[str, Any]]:
     return [r.public() for r in Registry(backend, TIMEOUT).list()]
 
 
+def unregistered_connectors(backend: Backend) -> list[dict[str, Any]]:
+    """The connectors known by their stored source offsets alone (:func:`require_connector`: no run registered
+    them in this store; Kafka Connect's own connectors sharing the global offsets topic, say), sorted, in the
+    shape of :func:`list_connectors` with ``"registered": False`` (a ``source``, ``stopped``, class unknown: the
+    offsets do not say) and their ``"offsets"`` (as :func:`get_offsets` shows them), from one read of the global
+    store. A sink known by its group's offsets alone is not listed (a backend lists no groups)."""
+    registered = {r.name for r in Registry(backend, TIMEOUT).list()}
+    by_name = _stored(backend, None)
+    return [{**ConnectorRecord(name=n).public(), "registered": False, "offsets": _entries(by_name[n])}
+            for n in sorted(by_name) if n not in registered]
+
+
 def connector(backend: Backend, name: str, scope: str = "") -> ConnectorRecord | None:
     """The registry entry of ``name`` (``None`` when no run registered it)."""
     return Registry(backend, TIMEOUT).get(name, scope)
 
 
-def require_connector(backend: Backend, name: str, config: Mapping[str, Any] | None = None) -> None:
-    """The existence check of the offsets API: a run registered ``name`` in this store (any identity), or
-    ``config`` (the connector's config) is given. :raises ConnectorNotFound: neither."""
+def require_connector(backend: Backend, name: str, config: Mapping[str, Any] | None = None, *,
+                      offsets_store: str | None = None) -> None:
+    """The existence rule of the offsets API (the module docstring): ``name`` is known when ``config`` (the
+    connector's config) is given, when a run registered it in this store (any identity), or when offsets are
+    stored under it (source offsets in ``offsets_store`` or the global store, or the group ``connect-<name>``'s).
+
+    :raises ConnectorNotFound: none of these; its did-you-mean looks at every name the registry and the global
+        offsets store know."""
     if config is not None:
         return
     records = Registry(backend, TIMEOUT).list()
-    if not any(r.name == name for r in records):
-        raise ConnectorNotFound(name, [r.name for r in records])
+    if any(r.name == name for r in records):
+        return
+    if source_offsets(backend, name, offsets_store) or sink_offsets(backend, name):
+        return
+    raise ConnectorNotFound(name, [r.name for r in records] + stored_names(backend))
+
+
+def stored_names(backend: Backend, offsets_store: str | None = None) -> list[str]:
+    """Every connector name that has source offsets in one store (the global one when ``None``), sorted: ours
+    and any other writer's in Kafka Connect's format (a Kafka Connect worker sharing the offsets topic)."""
+    return sorted(_stored(backend, offsets_store))
+
+
+def _stored(backend: Backend, offsets_store: str | None) -> dict[str, list[tuple[dict[str, Any], dict[str, Any]]]]:
+    """``name -> [(partition, offset)]`` of every source offset in one store, from one read; a record in Kafka
+    Connect's key format whose value is not a JSON object (another writer's) is passed over."""
+    store = backend.offset_store(offsets_store)
+    try:
+        values = store.read_all()
+    finally:
+        store.close()
+    out: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+    for key, value in values.items():
+        parsed = parse_key(key)
+        if parsed is None or value is None:
+            continue
+        try:
+            offset = json.loads(value)
+        except ValueError:
+            continue
+        if isinstance(offset, dict):
+            out.setdefault(parsed[0], []).append((parsed[1], offset))
+    return out
+
+
+def _entries(pairs: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> list[dict[str, Any]]:
+    """``[{"partition", "offset"}]`` in partition order (the partition's canonical JSON)."""
+    ordered = sorted(pairs, key=lambda po: json.dumps(po[0], sort_keys=True, separators=(",", ":")))
+    return [{"partition": p, "offset": o} for p, o in ordered]
+
+
+def config_kind(config: Mapping[str, Any]) -> str | None:
+    """``"source"`` or ``"sink"`` by the class ``config``'s ``connector.class`` names, or ``None`` when that
+    class's module is not on this machine (:func:`~connect_runtime.runtime.plugins.module_absent`): a Kafka
+    Connect class, or a Python connector installed elsewhere, whose offsets are still data.
+
+    :raises ConfigError: no ``connector.class``; a module that is here but fails to import or lacks the class;
+        a class that is neither a SourceConnector nor a SinkConnector."""
+    from connect_runtime.api.connector import SourceConnector
+    from connect_runtime.runtime.plugins import load_class, module_absent
+
+    path = str(config.get("connector.class") or "").strip()
+    if not path:
+        raise ConfigError(errors={"connector.class": "missing required field"})
+    if module_absent(path):
+        return None
+    cls = load_class(path, "connector.class")
+    if issubclass(cls, SourceConnector):
+        return "source"
+    if issubclass(cls, SinkConnector):
+        return "sink"
+    raise ConfigError(errors={"connector.class": f"class {path!r} is neither a SourceConnector nor a SinkConnector"})
 
 
 def is_running(backend: Backend, name: str) -> bool:
@@ -119,8 +209,7 @@ def store_offsets(backend: Backend, name: str, offsets_store: str | None = None)
         pairs = connector_offsets(store, name)
     finally:
         store.close()
-    ordered = sorted(pairs, key=lambda po: json.dumps(po[0], sort_keys=True, separators=(",", ":")))
-    return [{"partition": p, "offset": o} for p, o in ordered]
+    return _entries(pairs)
 
 
 def source_offsets(backend: Backend, name: str, offsets_store: str | None = None) -> list[dict[str, Any]]:
@@ -163,18 +252,14 @@ def sink_offsets(backend: Backend, name: str, topics: Sequence[str] | None = Non
 
 
 def _sink_connector(config: Mapping[str, Any] | None) -> SinkConnector | None:
-    """The (not started) sink connector of ``config``, or ``None`` when no config or not a sink."""
-    if config is None:
+    """The (not started) sink connector of ``config``, or ``None`` when no config, not a sink, or a class not on
+    this machine (:func:`config_kind`)."""
+    if config is None or config_kind(config) != "sink":
         return None
     from connect_runtime.runtime.plugins import load_class
 
-    path = config.get("connector.class")
-    if not path:
-        raise ConfigError(errors={"connector.class": "missing required field"})
-    cls = load_class(str(path), "connector.class")
-    if not (isinstance(cls, type) and issubclass(cls, SinkConnector)):
-        return None
-    return cls()
+    cls = load_class(str(config["connector.class"]).strip(), "connector.class")
+    return cls() if issubclass(cls, SinkConnector) else None
 
 
 def destination_offsets(config: Mapping[str, Any]) -> DestinationOffsets | None:
@@ -204,9 +289,9 @@ def get_offsets(backend: Backend, name: str, *, kind: str | None = None,
     there when ``config`` (the connector's config) is given, else the last run's record of them with
     ``"as_of"`` (epoch ms).
 
-    :raises ConnectorNotFound: no run registered ``name`` and no ``config`` was given.
+    :raises ConnectorNotFound: ``name`` is not a known connector (:func:`require_connector`).
     """
-    require_connector(backend, name, config)
+    require_connector(backend, name, config, offsets_store=offsets_store)
     k, rec = _kind(backend, name, kind)
     dest = destination_offsets(config) if config is not None else None
     if dest is not None:
@@ -292,11 +377,11 @@ def alter_offsets(backend: Backend, name: str, offsets: Sequence[Mapping[str, An
     (``SinkConnector.alter_offsets``), which needs ``config``; without it the change is refused with a
     :class:`ConnectError` saying so (never a silent success on the unused group offsets).
 
-    :raises ConnectorNotFound: no run registered ``name`` and no ``config`` was given (nothing written).
+    :raises ConnectorNotFound: ``name`` is not a known connector (:func:`require_connector`; nothing written).
     :raises ConnectorRunningError: a run holds the connector.
     :raises ConfigError: an entry that is not ``{"partition": {...}, "offset": {...} | None}``, naming it.
     """
-    require_connector(backend, name, config)
+    require_connector(backend, name, config, offsets_store=offsets_store)
     k, rec = _kind(backend, name, kind)
     sink_connector = _sink_connector(config) if config is not None else None
     if sink_connector is not None and k == "unknown":
@@ -369,8 +454,8 @@ def reset_offsets(backend: Backend, name: str, *, kind: str | None = None,
     """KIP-875 ``DELETE /connectors/{name}/offsets``: every source offset deleted, the sink group back to the
     beginning of each partition it committed; a sink that keeps its offsets in its destination resets them
     there (see :func:`alter_offsets`). :raises ConnectorRunningError: a run holds the connector.
-    :raises ConnectorNotFound: no run registered ``name`` and no ``config`` was given (nothing written)."""
-    require_connector(backend, name, config)
+    :raises ConnectorNotFound: ``name`` is not a known connector (:func:`require_connector`; nothing written)."""
+    require_connector(backend, name, config, offsets_store=offsets_store)
     current = get_offsets(backend, name, kind=kind, offsets_store=offsets_store, config=config)["offsets"]
     if not current:
         _check_idle(backend, name, _kind(backend, name, kind)[1])
@@ -480,7 +565,7 @@ def interval_ranges(backend: Backend, name: str, ledger_key: Mapping[str, Any]) 
     return {"ranges": {}, "records": 0}
 
 
-__all__ = ["ConnectError", "ConnectorNotFound", "OffsetsInDestination", "alter_offsets", "connector",
+__all__ = ["ConnectError", "ConnectorNotFound", "OffsetsInDestination", "alter_offsets", "config_kind", "connector",
            "destination_offsets", "get_offsets", "interval_ranges", "is_running", "list_connectors",
            "require_connector", "reset_offsets", "run_attempts", "run_ranges", "sink_group", "sink_lag",
-           "sink_offsets", "source_offsets", "store_offsets"]
+           "sink_offsets", "source_offsets", "store_offsets", "stored_names", "unregistered_connectors"]

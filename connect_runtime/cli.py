@@ -16,9 +16,11 @@
                                         KIP-875: a source partition's offset (null deletes it), or a
                                         sink partition {"kafka_topic": T, "kafka_partition": P} with
                                         {"kafka_offset": N} (null: back to the beginning)
-                                        A CONNECTOR name no run registered in the store is an
-                                        error (exit 1, as Kafka Connect's 404 "Connector X not
-                                        found"); its config file works before its first run
+                                        A CONNECTOR name with no run in the store and no offsets
+                                        stored under it is an error (exit 1, as Kafka Connect's 404
+                                        "Connector X not found"); its config file works before its
+                                        first run, also with a connector.class not on this machine
+                                        (a Kafka Connect connector sharing the offsets topic)
     offsets reset CONNECTOR             delete every source offset; sink group back to the beginning
                                         (set and reset are refused while a run holds the connector,
                                         and start a new generation: an older run can no longer commit)
@@ -306,7 +308,7 @@ def cmd_offsets(ctx: _Context) -> int:
         if not config.get("name"):
             raise ConfigError(errors={"name": f"missing required field in {name}"})
         name = config["name"]
-        kind = _connector_kind(config)
+        kind = admin.config_kind(config)  # None: a class not on this machine (Kafka Connect's): offsets are data
         store_name = store_name or config.get("offsets.storage.topic") or None
     try:
         return _offsets(ctx, name, kind, store_name, config)

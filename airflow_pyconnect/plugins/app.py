@@ -111,7 +111,7 @@ def create_app() -> FastAPI:
 
     @app.get("/api/connections/{conn_id}/connectors/{name}/offsets")
     def get_offsets(conn_id: str, name: str, user: ReaderDep) -> dict[str, Any]:
-        """KIP-875 ``GET /connectors/{name}/offsets``; 404 for a name no run registered."""
+        """KIP-875 ``GET /connectors/{name}/offsets``; 404 for a name with no run and no offsets stored."""
         from connect_runtime.admin import ConnectorNotFound
 
         conn = _connection(conn_id)

@@ -9,14 +9,17 @@ operators write) and closes it before returning.
   embedded default ``pyconnect_default`` when it is not defined;
 - :func:`overview`: per connector its kind, state, generation, topics, committed offsets (KIP-875
   shape) and, for a sink that commits through its consumer group, end offsets and lag per topic
-  partition; sinks that keep their offsets in their destination are marked ``owns_offsets``;
+  partition; sinks that keep their offsets in their destination are marked ``owns_offsets``; a name with
+  source offsets in the global store and no run (Kafka Connect's own connector sharing the offsets topic,
+  say) is listed too, ``"registered": False``, as the offsets API knows it;
 - :func:`runs`: every run, newest first: a source's committed ranges per data interval (the ranges record)
   and every attempt the registry remembers (sink runs, failed, fenced or died attempts, with the reason,
   masked), each with the DAG run it belongs to, and one chart colour per connector;
 - :func:`offsets`: KIP-875's ``GET /connectors/{name}/offsets``;
 - :func:`alter` / :func:`reset`: KIP-875 changes, refused while a run holds the connector.
 
-A connector name no run registered raises :class:`connect_runtime.admin.ConnectorNotFound` from
+A name the offsets API does not know (no run registered it, no offsets are stored under it:
+:func:`connect_runtime.admin.require_connector`) raises :class:`connect_runtime.admin.ConnectorNotFound` from
 :func:`offsets`, :func:`alter` and :func:`reset` (the app answers 404, as Kafka Connect does).
 
 A store that cannot be reached raises :class:`StoreUnavailable` whose message is one line naming the
@@ -172,10 +175,12 @@ def overview(conn_id: str, embedded: bool = False) -> dict[str, Any]:
 
     with open_store(conn_id, embedded, read_only=True) as (backend, described, secrets):
         try:
-            connectors = _merge_scopes(admin.list_connectors(backend))
+            connectors = sorted(_merge_scopes(admin.list_connectors(backend)) + admin.unregistered_connectors(backend),
+                                key=lambda c: c["name"])
             for c in connectors:
-                c["offsets"] = admin.get_offsets(backend, c["name"], kind=c["kind"],
-                                                 offsets_store=c.get("offsets_store"))["offsets"]
+                if "offsets" not in c:  # an unregistered connector comes with its offsets
+                    c["offsets"] = admin.get_offsets(backend, c["name"], kind=c["kind"],
+                                                     offsets_store=c.get("offsets_store"))["offsets"]
                 c["lag"] = None
                 if c["kind"] == "sink":  # group offsets, or what the last run recorded in the destination
                     c["lag"] = admin.sink_lag(backend, c["name"], c.get("topics") or None)
@@ -309,7 +314,7 @@ def offsets(conn_id: str, name: str, embedded: bool = False) -> dict[str, Any]:
     """KIP-875 ``GET /connectors/{name}/offsets`` of one connector of the store (a sink that keeps its offsets
     in its destination: what its last run recorded there, ``"as_of"``).
 
-    :raises ConnectorNotFound: no run registered ``name`` in this store."""
+    :raises ConnectorNotFound: ``name`` is not known (no run registered it, no offsets are stored under it)."""
     from connect_runtime import admin
 
     with open_store(conn_id, embedded, read_only=True) as (backend, _described, secrets):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import Any
 
 from connect_runtime import converters, transforms
@@ -33,6 +34,21 @@ def load_class(path: str, field: str, base: type | None = None) -> type[Any]:
     return cls
 
 
+def module_absent(path: str) -> bool:
+    """Whether the top-level package of class path ``path`` is not on this machine at all
+    (``org.apache.kafka.connect.file.FileStreamSourceConnector``: no package ``org``; a Python connector
+    installed on other machines only). A package that is here is never absent: a module missing inside it (a
+    typo), a module that fails to import (a missing extra, a bug) or a missing class is what :func:`load_class`
+    reports."""
+    module_name = ALIASES.get(path, path).rpartition(".")[0]
+    if not module_name:
+        return False
+    try:
+        return importlib.util.find_spec(module_name.partition(".")[0]) is None
+    except (ImportError, ValueError):  # found but broken: load_class names why
+        return False
+
+
 def instantiate(path: str, field: str, base: type | None = None) -> Any:
     cls = load_class(path, field, base)
     try:
@@ -41,4 +57,4 @@ def instantiate(path: str, field: str, base: type | None = None) -> Any:
         raise ConfigError(errors={field: f"class {path!r} could not be created: {exc}"}) from exc
 
 
-__all__ = ["ALIASES", "instantiate", "load_class"]
+__all__ = ["ALIASES", "instantiate", "load_class", "module_absent"]

@@ -135,7 +135,25 @@ def kafka_store(kafka_url: str) -> str:
                 "topic": "ui-kafka-orders", "max.records": 80}, kafka_url)
     run_sink({"name": "kafka-orders-reader", "connector.class": "tests.support.sink_helpers.RecordingSinkConnector",
               "topics": "ui-kafka-orders", "log.path": os.devnull}, kafka_url, max_records=50)
+    _kafka_connect_offsets(kafka_url, KC_NAME, {"filename": "/data/in.txt"}, 120)
     return kafka_url
+
+
+KC_NAME = "ui-kc-file-source"
+"""A name with offsets in ``connect-offsets`` in Kafka Connect's format and no run of ours (its FileStreamSource's)."""
+
+
+def _kafka_connect_offsets(url: str, name: str, partition: dict[str, Any], position: int) -> None:
+    """One offset record as a Kafka Connect worker writes it to ``connect-offsets`` (JsonConverter's bytes)."""
+    from connect_runtime.backends import open_backend
+
+    with open_backend(url) as be:
+        store = be.offset_store(None)
+        try:
+            store.put([(json.dumps([name, partition], separators=(",", ":")).encode(),
+                        json.dumps({"position": position}).encode())], 30.0)
+        finally:
+            store.close()
 
 
 def _fenced_attempt(store: str) -> None:
@@ -360,6 +378,32 @@ def test_offsets_of_a_connector_that_never_ran_are_404(server: Server) -> None:
     assert status == 200 and body["offsets"] == [{"partition": {"task": 0}, "offset": {"position": 80}}], body
 
 
+def test_a_name_with_offsets_and_no_run_is_a_connector_of_the_page_and_the_api(server: Server, kafka_store: str) -> None:
+    """Offsets in ``connect-offsets`` in Kafka Connect's format under a name no run of ours registered (a Kafka
+    Connect FileStreamSource sharing the topic): the page lists it (``registered`` false) with its offsets, GET
+    answers them, PATCH and DELETE change them; with its last offset deleted, the name is 404 again."""
+    name = f"kc-source-{os.getpid()}-{time.monotonic_ns()}"
+    partition = {"filename": "/data/in.txt"}
+    _kafka_connect_offsets(kafka_store, name, partition, 120)
+    conn = "/pyconnect/api/connections/pyconnect_kafka"
+    path = f"{conn}/connectors/{name}/offsets"
+    status, body = server.request("GET", conn, "viewer")
+    assert status == 200, body
+    listed = _by_name(body)[name]
+    assert (listed["registered"], listed["kind"], listed["running"]) == (False, "source", False)
+    assert listed["offsets"] == [{"partition": partition, "offset": {"position": 120}}]
+    status, body = server.request("GET", path, "viewer")
+    assert status == 200 and body == {"offsets": [{"partition": partition, "offset": {"position": 120}}]}, body
+    status, body = server.request("PATCH", path, "admin", {"offsets": [{"partition": partition, "offset": {"position": 7}}]})
+    assert status == 200 and body == {"connector": name, "altered": 1}, body
+    status, body = server.request("GET", path, "viewer")
+    assert status == 200 and body == {"offsets": [{"partition": partition, "offset": {"position": 7}}]}, body
+    status, body = server.request("DELETE", path, "admin")
+    assert status == 200 and body["source_partitions_reset"] == 1, body
+    status, body = server.request("GET", path, "viewer")
+    assert status == 404 and body["detail"].startswith(f"connector {name!r} not found"), body
+
+
 def test_the_extra_link_points_at_the_connector(server: Server) -> None:
     status, body = server.request("GET", f"/pyconnect/api/connections/pyconnect_default/runs?connector={TOPIC}",
                                   "viewer")
@@ -469,6 +513,9 @@ def test_the_page_in_chromium(server: Server, tmp_path: Path, width: int) -> Non
             assert broken.inner_text().startswith("pyconnect_broken: store unreachable")
             assert SECRET not in page.content() and SECRET not in frame.locator("body").inner_text()
             frame.locator('.connection[data-conn="pyconnect_kafka"] table.runs-table').wait_for(timeout=60_000)
+            kc = frame.locator(f'.connection[data-conn="pyconnect_kafka"] .card[data-connector="{KC_NAME}"]')
+            kc.wait_for(timeout=60_000)  # a name with offsets and no run: its card says so, with its offsets
+            assert "No run of it in this store" in kc.inner_text() and '{"position":120}' in kc.inner_text()
 
             # no horizontal overflow: Airflow's page, and the view inside its iframe
             view = next(f for f in page.frames if "/pyconnect/ui" in f.url)

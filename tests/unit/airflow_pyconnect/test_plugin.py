@@ -168,6 +168,38 @@ def test_offsets_of_a_connector_that_never_ran_are_not_found(monkeypatch: pytest
         assert admin.source_offsets(be, "nope") == [] and [c["name"] for c in admin.list_connectors(be)] == ["gen"]
 
 
+def test_a_name_with_offsets_and_no_run_is_listed_read_and_changed(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    """Offsets another worker wrote in Kafka Connect's format (no run of ours): the page lists the name
+    (``registered`` false) with its offsets, GET/PATCH/DELETE answer as for any connector; once its last offset
+    is deleted the name is unknown again (404)."""
+    from airflow_pyconnect.plugins import service
+    from connect_runtime import admin
+    from connect_runtime.backends import open_backend
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    _conn(monkeypatch, "pc_kc", host=url)
+    partition = {"filename": "/data/in.txt"}
+    with open_backend(url) as be:
+        store = be.offset_store(None)
+        try:
+            store.put([(b'["kc-source",{"filename":"/data/in.txt"}]', b'{"position":120}')], 5.0)
+        finally:
+            store.close()
+    [listed] = service.overview("pc_kc")["connectors"]
+    assert (listed["name"], listed["registered"], listed["kind"], listed["running"]) == ("kc-source", False, "source",
+                                                                                         False)
+    assert listed["offsets"] == [{"partition": partition, "offset": {"position": 120}}]
+    assert service.offsets("pc_kc", "kc-source") == {"offsets": [{"partition": partition, "offset": {"position": 120}}]}
+    assert service.alter("pc_kc", "kc-source", [{"partition": partition, "offset": {"position": 7}}]) == {
+        "connector": "kc-source", "altered": 1}
+    assert service.offsets("pc_kc", "kc-source") == {"offsets": [{"partition": partition, "offset": {"position": 7}}]}
+    assert service.reset("pc_kc", "kc-source")["source_partitions_reset"] == 1
+    with pytest.raises(admin.ConnectorNotFound):
+        service.offsets("pc_kc", "kc-source")
+    assert service.overview("pc_kc")["connectors"] == []
+
+
 def test_a_sink_keeping_its_offsets_in_its_destination_shows_them_with_lag(monkeypatch: pytest.MonkeyPatch,
                                                                            tmp_path: Path) -> None:
     """FileSink: the page shows the offsets its last run recorded in the destination, with lag; a change from

@@ -165,11 +165,11 @@ def test_offsets_of_an_unknown_connector_are_not_found(backend: Backend) -> None
     register(backend, "archive", kind="sink")
     with pytest.raises(admin.ConnectorNotFound) as info:
         admin.get_offsets(backend, "archiv")
-    assert str(info.value) == ("connector 'archiv' not found: no run of it is registered in this store "
-                               "(did you mean 'archive'?)")
+    assert str(info.value) == ("connector 'archiv' not found: no run of it is registered in this store and no "
+                               "offsets are stored under that name (did you mean 'archive'?)")
     assert isinstance(info.value, LookupError) and isinstance(info.value, ConnectError) and info.value.name == "archiv"
     with pytest.raises(admin.ConnectorNotFound, match=r"^connector 'zzz' not found: no run of it is registered in "
-                                                      r"this store$"):
+                                                      r"this store and no offsets are stored under that name$"):
         admin.get_offsets(backend, "zzz")
     with pytest.raises(admin.ConnectorNotFound, match="did you mean 'archive'"):
         admin.alter_offsets(backend, "archiv", [source_entry("a", 1)])
