@@ -17,7 +17,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -64,7 +65,8 @@ def _insert(cluster: OwnCluster, first: int, n: int, per_ts: int) -> None:
 
 
 def _config(cluster: OwnCluster, mode: str, **extra: Any) -> dict[str, Any]:
-    columns = {"incrementing": {"incrementing.column.name": "id"}, "timestamp": {"timestamp.column.name": "ts"}}
+    columns = {"incrementing": {"incrementing.column.name": "id"}, "timestamp": {"timestamp.column.name": "ts"},
+               "bulk": {}}
     return {"name": f"src-{mode}", "connector.class": "connect_runtime.connectors.sql.SqlSource",
             "connection.url": _url(cluster), "table.include.list": "blink_rows", "topic.prefix": "pg-",
             "mode": mode, **columns[mode], "batch.max.rows": "7", "poll.interval.ms": "200",
@@ -100,30 +102,40 @@ def _source_backends(cluster: OwnCluster) -> list[int]:
                                                  "'client backend' AND pid <> pg_backend_pid()")]
 
 
-def _run_with_fault(cluster: OwnCluster, store: str, mode: str, per_ts: int,
-                    fault: Callable[[], None]) -> dict[str, Any]:
-    _insert(cluster, 1, FIRST, per_ts)
+def _fault_on_progress(store: str, fault: Callable[[], None]) -> tuple[threading.Thread, dict[str, Any],
+                                                                        threading.Event]:
+    """A thread that runs ``fault`` once the run's first records are in the topic; what it saw (``at``: when
+    the fault was done, ``error``), and an event set when it failed (to stop the run, which waits for rows)."""
     seen: dict[str, Any] = {}
     give_up = threading.Event()
 
-    def fault_on_progress() -> None:
+    def run() -> None:
         try:
             _wait("the source's first records in the topic", lambda: _in_topic(store) > 0)
-            seen["in_topic_at_fault"] = _in_topic(store)
             fault()
-            _insert(cluster, FIRST + 1, LATER, per_ts)
-            seen["done"] = True
-        except BaseException as exc:  # reported by the test below, which asserts "done"
+            seen["at"] = time.monotonic()
+        except BaseException as exc:  # reported by the test, which asserts "at"
             seen["error"] = exc
-            give_up.set()  # the run would wait for rows that never come
+            give_up.set()
 
-    t = threading.Thread(target=fault_on_progress, daemon=True)
+    t = threading.Thread(target=run, daemon=True)
     t.start()
+    return t, seen, give_up
+
+
+def _run_with_fault(cluster: OwnCluster, store: str, mode: str, per_ts: int, fault: Callable[[], None]) -> Any:
+    """A run of ``FIRST`` rows; ``fault`` on progress, then the ``LATER`` rows the run needs to end."""
+    _insert(cluster, 1, FIRST, per_ts)
+
+    def fault_then_insert() -> None:
+        fault()
+        _insert(cluster, FIRST + 1, LATER, per_ts)
+
+    t, seen, give_up = _fault_on_progress(store, fault_then_insert)
     result = run_source(_config(cluster, mode), store, max_records=N, max_seconds=300, stop=give_up)
     t.join(120)
-    assert seen.get("done"), f"the fault did not happen: {seen.get('error')!r}"
-    seen["result"] = result
-    return seen
+    assert "at" in seen, f"the fault did not happen: {seen.get('error')!r}"
+    return result
 
 
 def _assert_exactly_once(store: str, mode: str, per_ts: int, result: Any) -> None:
@@ -153,8 +165,8 @@ def _assert_reconnected(cluster: OwnCluster, caplog: pytest.LogCaptureFixture) -
 def test_a_restart_under_a_sql_source_run_is_ridden_out_exactly_once(
         own_postgres: OwnCluster, sqlite_url: str, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
-    seen = _run_with_fault(own_postgres, sqlite_url, "incrementing", 1, own_postgres.restart)
-    _assert_exactly_once(sqlite_url, "incrementing", 1, seen["result"])
+    result = _run_with_fault(own_postgres, sqlite_url, "incrementing", 1, own_postgres.restart)
+    _assert_exactly_once(sqlite_url, "incrementing", 1, result)
     _assert_reconnected(own_postgres, caplog)
 
 
@@ -171,10 +183,27 @@ def test_the_source_connection_terminated_by_the_server_is_ridden_out_exactly_on
         for pid in killed:
             _sql(own_postgres, f"SELECT pg_terminate_backend({pid})")
 
-    seen = _run_with_fault(own_postgres, sqlite_url, "timestamp", 10, terminate)
+    result = _run_with_fault(own_postgres, sqlite_url, "timestamp", 10, terminate)
     assert len(killed) == 1, killed
-    _assert_exactly_once(sqlite_url, "timestamp", 10, seen["result"])
+    _assert_exactly_once(sqlite_url, "timestamp", 10, result)
     _assert_reconnected(own_postgres, caplog)
+
+
+@contextmanager
+def _task_by_hand(cluster: OwnCluster, store_url: str, mode: str, **extra: Any) -> Iterator[SqlSourceTask]:
+    """A started SqlSource task of one table, with a real offsets store, driven by the test; stopped after."""
+    connector = SqlSource()
+    connector.start(_config(cluster, mode, **extra))
+    task = SqlSourceTask()
+    with open_backend(store_url) as be:
+        store = be.offset_store(None)
+        try:
+            task.initialize(TaskContext({}, StoreOffsetReader(store, f"src-{mode}"), None))
+            task.start(connector.task_configs(1)[0])
+            yield task
+        finally:
+            task.stop()
+            store.close()
 
 
 def test_a_connection_lost_inside_a_timestamp_group_skips_exactly_the_rows_of_it_already_handed(
@@ -185,40 +214,43 @@ def test_a_connection_lost_inside_a_timestamp_group_skips_exactly_the_rows_of_it
     polled exactly once, in timestamp order."""
     rows, per_ts = 3_000, 10
     _insert(own_postgres, 1, rows, per_ts)
-    props = _config(own_postgres, "timestamp")
-    connector = SqlSource()
-    connector.start(props)
-    task = SqlSourceTask()
-    with open_backend(sqlite_url) as be:
-        store = be.offset_store(None)
-        task.initialize(TaskContext({}, StoreOffsetReader(store, "src-timestamp"), None))
-        task.start(connector.task_configs(1)[0])
+    with _task_by_hand(own_postgres, sqlite_url, "timestamp") as task:
         reader = task.readers[0]
         ids: list[int] = []
         into_group = 0
-        try:
-            for _ in range(20 * rows):  # bounded: every poll either hands rows or reconnects
-                if len(ids) >= rows or into_group >= 3:
-                    break
-                records = task.poll()
-                if records is None and reader.skip:
-                    into_group += 1  # rewound into an unfinished group: the next pass skips what was handed
-                ids.extend(r.value["id"] for r in records or [])
-                if records and reader.open_group and reader.result is not None:
-                    for pid in _source_backends(own_postgres):
-                        _sql(own_postgres, f"SELECT pg_terminate_backend({pid})")
-            for _ in range(20 * rows):
-                if len(ids) >= rows:
-                    break
-                ids.extend(r.value["id"] for r in task.poll() or [])
-        finally:
-            task.stop()
-            store.close()
+        for _ in range(20 * rows):  # bounded: every poll either hands rows or reconnects
+            if len(ids) >= rows or into_group >= 3:
+                break
+            records = task.poll()
+            if records is None and reader.skip:
+                into_group += 1  # rewound into an unfinished group: the next pass skips what was handed
+            ids.extend(r.value["id"] for r in records or [])
+            if records and reader.open_group and reader.result is not None:
+                for pid in _source_backends(own_postgres):
+                    _sql(own_postgres, f"SELECT pg_terminate_backend({pid})")
+        for _ in range(20 * rows):
+            if len(ids) >= rows:
+                break
+            ids.extend(r.value["id"] for r in task.poll() or [])
     assert into_group, "no connection was lost inside a timestamp group"
     assert sorted(ids) == list(range(1, rows + 1)), (
         f"{len(ids)} polled, {len(set(ids))} distinct: rows lost or twice")
     groups = [(i - 1) // per_ts for i in ids]
     assert groups == sorted(groups), "records out of timestamp order"
+
+
+def test_a_connection_lost_inside_a_bulk_pass_fails_clearly(own_postgres: OwnCluster, sqlite_url: str) -> None:
+    """Bulk keeps no position: once a pass handed rows, a lost connection cannot resume without repeating them."""
+    _insert(own_postgres, 1, 3_000, 1)
+    with _task_by_hand(own_postgres, sqlite_url, "bulk") as task, pytest.raises(ConnectError) as info:
+        assert task.poll(), "the first poll handed nothing"
+        for pid in _source_backends(own_postgres):
+            _sql(own_postgres, f"SELECT pg_terminate_backend({pid})")
+        for _ in range(3_000):  # bounded: the loss surfaces at the next fetch from the server
+            task.poll()
+    text = str(info.value)
+    assert "mode=bulk" in text and "rerun" in text and f"127.0.0.1:{own_postgres.port}" in text, text
+    assert MARKER not in text
 
 
 def _assert_one_clear_error(err: BaseException, cluster: OwnCluster, caplog: pytest.LogCaptureFixture) -> str:
@@ -252,20 +284,12 @@ def test_a_database_that_goes_down_under_a_run_fails_it_in_its_bound_and_a_rerun
     caplog.set_level(logging.INFO)
     _insert(own_postgres, 1, FIRST, 1)
     config = _config(own_postgres, "incrementing", **DOWN)
-    stopped: dict[str, float] = {}
-
-    def stop_on_progress() -> None:
-        _wait("the source's first records in the topic", lambda: _in_topic(sqlite_url) > 0)
-        own_postgres.stop()
-        stopped["at"] = time.monotonic()
-
-    t = threading.Thread(target=stop_on_progress, daemon=True)
-    t.start()
+    t, stopped, give_up = _fault_on_progress(sqlite_url, own_postgres.stop)
     with pytest.raises(ConnectError) as info:
-        run_source(config, sqlite_url, max_records=N, max_seconds=300)
+        run_source(config, sqlite_url, max_records=N, max_seconds=300, stop=give_up)
     ended = time.monotonic()
     t.join(30)
-    assert stopped, "the cluster was not stopped"
+    assert "at" in stopped, f"the cluster was not stopped: {stopped.get('error')!r}"
     assert ended - stopped["at"] < BOUND, f"failed {ended - stopped['at']:.1f} s after the stop (bound {BOUND:g} s)"
     text = _assert_one_clear_error(info.value, own_postgres, caplog)
     assert "again after the connection was lost" in text, text
