@@ -274,6 +274,7 @@ def test_a_database_down_at_the_start_fails_the_run_in_its_bound(
     with pytest.raises(ConnectError) as info:
         run_source(_config(own_postgres, "incrementing", **DOWN), sqlite_url, max_seconds=120)
     took = time.monotonic() - t0
+    print(f"down at the start: failed after {took:.1f} s")
     assert took < BOUND, f"failed after {took:.1f} s (bound {BOUND:g} s)"
     text = _assert_one_clear_error(info.value, own_postgres, caplog)
     assert "3 attempts" in text, text
@@ -290,6 +291,7 @@ def test_a_database_that_goes_down_under_a_run_fails_it_in_its_bound_and_a_rerun
     ended = time.monotonic()
     t.join(30)
     assert "at" in stopped, f"the cluster was not stopped: {stopped.get('error')!r}"
+    print(f"down under the run: failed {ended - stopped['at']:.1f} s after the stop")
     assert ended - stopped["at"] < BOUND, f"failed {ended - stopped['at']:.1f} s after the stop (bound {BOUND:g} s)"
     text = _assert_one_clear_error(info.value, own_postgres, caplog)
     assert "again after the connection was lost" in text, text
