@@ -11,9 +11,10 @@ table: claims, generation check, read/alter offsets), ``_errors`` (transient or 
 
 Connection (both): ``connection.url`` (a SQLAlchemy URL; ``postgresql://`` means psycopg 3),
 ``connection.user`` / ``connection.password`` (``PASSWORD`` fields, masked everywhere; prefer them to
-credentials inside the URL), ``connection.attempts`` times (``connection.timeout.ms`` +
-``connection.backoff.ms``) bound the wait for an unreachable database; the error names the URL with its
-password hidden. PostgreSQL sessions run with ``timezone=UTC``.
+credentials inside the URL), ``connection.attempts`` (default 3) times (``connection.timeout.ms`` +
+``connection.backoff.ms``, default 10000: Kafka Connect JDBC's names and defaults, shared by its source and
+sink as here) bound the wait for an unreachable database; the error names the URL with its password hidden
+(also a password inside the URL), so host and port. PostgreSQL sessions run with ``timezone=UTC``.
 
 SqlSource
 ---------
@@ -43,6 +44,17 @@ query mode the prefix is the topic), ``batch.max.rows``, ``timestamp.delay.inter
   just before its group, so even a commit inside a group (another boundary cut by ``max_records``)
   re-reads the group instead of losing its rest. Modes with an incrementing column commit after any row.
   Rows committed late with an older timestamp are what ``timestamp.delay.interval.ms`` is for.
+- **A blink of the database** (a restart, the connection terminated by the server) is ridden out inside
+  ``poll``, told apart from other failures as SqlSink does (``_errors.transient``): every table of the task
+  rewinds to the last record the task handed to the runtime in this run (a pass that was open ends, what it
+  fetched but did not hand out is forgotten; mode ``timestamp`` re-reads an unfinished group less the rows of
+  it already handed, so nothing is read twice or skipped), the task connects again within
+  ``connection.attempts`` x ``connection.backoff.ms`` (as Kafka Connect JDBC's ``CachedConnectionProvider``),
+  and reads on. A database that stays down fails the run in that bound with one error naming host and port
+  and what the task was reading; so does a connection lost ``connection.attempts`` times in a row, each right
+  after connecting again. ``bulk`` keeps no position: a pass that already handed rows cannot resume, so a
+  connection lost inside it fails the run (a rerun reads the table again; Kafka Connect JDBC re-reads the
+  table, repeating rows).
 - **Records**: key = the primary key columns as a JSON object (none without a primary key); value = the
   row as a JSON object, column names as keys; record timestamp = the timestamp column (epoch ms).
 

@@ -41,9 +41,13 @@ def connection_fields(config: ConfigDef) -> ConfigDef:
         .define("connection.password", Type.PASSWORD, default=None, importance=Importance.HIGH,
                 doc="Database password (overrides the URL's).")
         .define("connection.attempts", Type.INT, default=3, validator=Range.at_least(1),
-                doc="Attempts to connect before the run fails.")
-        .define("connection.backoff.ms", Type.LONG, default=1000, validator=Range.at_least(0),
-                doc="Milliseconds between connection attempts.")
+                doc="Attempts to connect (a positive integer; Kafka Connect JDBC's name and default) at start and, "
+                    "for SqlSource, again after the database went away under a query (a restart, the connection "
+                    "terminated): the run fails once they all failed, naming host and port.")
+        .define("connection.backoff.ms", Type.LONG, default=10000, validator=Range.at_least(0),
+                doc="Milliseconds between connection attempts (Kafka Connect JDBC's name and default). A database "
+                    "that stays down fails the run after about connection.attempts x (connection.timeout.ms + "
+                    "this) ms.")
         .define("connection.timeout.ms", Type.LONG, default=10000, validator=Range.at_least(1),
                 doc="Bound on one connection attempt (PostgreSQL connect_timeout, SQLite busy timeout).")
     )

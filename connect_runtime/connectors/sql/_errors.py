@@ -1,5 +1,6 @@
-"""How SqlSink tells database failures apart and names them: a **transient** failure (the database is gone,
-restarting or busy: deliver again from the last commit, bounded by ``max.retries``) or a **data** error (this
+"""How the SQL connectors tell database failures apart and name them: a **transient** failure (the database is
+gone, restarting or busy: SqlSink delivers again from the last commit, bounded by ``max.retries``; SqlSource
+reconnects and reads on from what it handed out, bounded by ``connection.attempts``) or a **data** error (this
 row does not fit: found row by row, reported or failing the run); one message per failure naming what was done
 where, the password hidden; a record named as ``topic-partition@offset``."""
 

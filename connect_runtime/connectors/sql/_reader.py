@@ -1,11 +1,12 @@
 """SqlSource's reading: which tables a source reads (discovery, checking tables and columns), and one table
-(or the query) of a task: its committed position, the mode's query (one streaming cursor per pass) and the
-look-ahead of one row that keeps a timestamp group out of two commits (the rules are in the package docstring)."""
+(or the query) of a task: its committed position, the mode's query (one streaming cursor per pass), the
+look-ahead of one row that keeps a timestamp group out of two commits, and where a pass starts again after a
+lost connection (:meth:`Reader.rewind`; the rules are in the package docstring)."""
 
 from __future__ import annotations
 
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from itertools import repeat
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 from connect_runtime.api.errors import ConfigError, ConnectError, DataError
 from connect_runtime.api.records import SourceRecord
 from connect_runtime.connectors.sql._common import (
+    DatabaseUnavailable,
     cause,
     epoch_offset,
     from_epoch_offset,
@@ -23,6 +25,7 @@ from connect_runtime.connectors.sql._common import (
     to_json_column,
     utc_naive,
 )
+from connect_runtime.connectors.sql._errors import transient
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, CursorResult, Engine, Select, Table
@@ -144,6 +147,11 @@ class Reader:
         self.next_query = 0.0
         self.last_end_index = -1
         self.done = False  # bulk: read once per run
+        self.handed = 0  # records handed to the runtime from the open pass
+        self.open_group: Counter[str] = Counter()
+        """Mode ``timestamp``: the rows handed from a group whose end is not handed yet (its committed position
+        is still before the group)."""
+        self.skip: Counter[str] = Counter()  # rows of open_group a pass opened again after a lost connection skips
 
     def resume(self, offset: Mapping[str, Any] | None) -> None:
         if not offset:
@@ -216,8 +224,8 @@ class Reader:
         try:
             self.result = conn.execution_options(stream_results=True, max_row_buffer=self.task.batch).execute(stmt)
         except Exception as exc:
-            self.task.reset_connection()
             raise _db_error(f"SqlSource: querying {self.name}", exc, self.task.engine) from None
+        self.handed = 0
         self.names = list(map(str, self.result.keys()))  # plain str: orjson refuses str subclasses as keys
         idx = {n: i for i, n in enumerate(self.names)}
         for what, wanted in (("timestamp.column.name", self.ts_name), ("incrementing.column.name", self.inc_name)):
@@ -246,10 +254,10 @@ class Reader:
             try:
                 rows: list[Sequence[Any]] = list(self.result.fetchmany(self.task.batch))
             except Exception as exc:
-                self.result = None
-                self.task.reset_connection()
                 raise _db_error(f"SqlSource: reading {self.name}", exc, self.task.engine) from None
             ended = len(rows) < self.task.batch
+            if self.skip and rows:
+                rows = self._not_handed(rows)
             if self.peek is not None:
                 rows = [self.peek, *rows]
                 self.peek = None
@@ -269,6 +277,39 @@ class Reader:
                     self.done = True
                 self.next_query = time.monotonic() + self.task.cfg["poll.interval.ms"] / 1000
         return bool(self.buf)
+
+    def _not_handed(self, rows: list[Sequence[Any]]) -> list[Sequence[Any]]:
+        """The rows of a pass opened again inside a timestamp group, less those of the group already handed."""
+        skip, kept = self.skip, []
+        for row in rows:
+            key = repr(tuple(row))
+            if skip[key] > 0:
+                skip[key] -= 1
+                if not skip[key]:
+                    del skip[key]
+            else:
+                kept.append(row)
+        return kept
+
+    def rewind(self) -> None:
+        """The connection was lost: a pass that was open ends here, and what it fetched but did not hand out is
+        forgotten; the next pass starts right away after the last record handed to the runtime in this run
+        (``last_ts`` / ``last_inc``; mode ``timestamp`` re-reads an unfinished group less the rows of it already
+        handed), so nothing handed is read twice and nothing is skipped. Rows of a pass that was read to its end
+        stay buffered (they are whole). Mode ``bulk`` has no position: a pass that already handed rows cannot
+        resume exactly, and the run fails (:class:`ConnectError`, a rerun reads the table again)."""
+        if self.result is None:
+            return
+        self.result = None
+        if self.mode == "bulk" and self.handed:
+            raise ConnectError(
+                f"SqlSource: the connection to {safe_url(self.task.engine.url)} was lost while mode=bulk was reading "
+                f"{self.name}, {self.handed} rows of the pass already handed to the runtime; bulk keeps no offset, "
+                f"so the pass cannot resume without repeating rows: the run fails (a rerun reads the table again)")
+        self.buf.clear()
+        self.peek = None
+        self.next_query = 0.0
+        self.skip = Counter(self.open_group)
 
     # -- records ------------------------------------------------------------------------------------
 
@@ -292,6 +333,7 @@ class Reader:
         names, topic, partition = self.names, self.topic, self.partition
         ts_i, inc_i, key_idx = self.ts_idx, self.inc_idx, self.key_idx
         self.last_end_index = -1
+        self.handed += len(rows)
         raw = [row for row, _ in rows]
         columns = [to_json_column(col) for col in zip(*raw, strict=True)]
         values: list[dict[str, Any]] = list(map(dict, map(zip, repeat(names), zip(*columns, strict=True))))
@@ -333,12 +375,23 @@ class Reader:
                 offset["incrementing"] = self.last_inc
             append(SourceRecord(source_partition=partition, source_offset=offset, topic=topic, value=value,
                                 key=key, timestamp=timestamp))
+        if self.group_atomic:
+            if self.last_end_index >= 0:
+                self.open_group.clear()
+                self.skip.clear()  # the group ended: a pass opened again starts after it
+            self.open_group.update(repr(tuple(row)) for row, _ in rows[self.last_end_index + 1:])
         return out
 
 
 
+class ConnectionLost(ConnectError):
+    """The database went away under a query (a restart, the connection terminated by the server): the task
+    reconnects and reads again from what it handed out (:meth:`Reader.rewind`)."""
+
+
 def _db_error(what: str, exc: BaseException, engine: Engine) -> ConnectError:
-    return ConnectError(f"{what} on {safe_url(engine.url)} failed: {cause(exc, engine.url)}")
+    kind = ConnectionLost if transient(exc) and not isinstance(exc, DatabaseUnavailable) else ConnectError
+    return kind(f"{what} on {safe_url(engine.url)} failed: {cause(exc, engine.url)}")
 
 
-__all__ = ["Reader", "discover", "needs_inc", "needs_ts", "split"]
+__all__ = ["ConnectionLost", "Reader", "discover", "needs_inc", "needs_ts", "split"]

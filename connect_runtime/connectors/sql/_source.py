@@ -16,7 +16,7 @@ from connect_runtime.api.config import (
     ValidString,
 )
 from connect_runtime.api.connector import ConnectorTransactionBoundaries, ExactlyOnceSupport, SourceConnector
-from connect_runtime.api.errors import ConfigError
+from connect_runtime.api.errors import ConfigError, ConnectError
 from connect_runtime.api.records import SourceRecord
 from connect_runtime.api.source import SourceTask
 from connect_runtime.connectors.sql._common import (
@@ -28,7 +28,7 @@ from connect_runtime.connectors.sql._common import (
     parse_instant,
     safe_url,
 )
-from connect_runtime.connectors.sql._reader import Reader, discover, needs_inc, needs_ts
+from connect_runtime.connectors.sql._reader import ConnectionLost, Reader, discover, needs_inc, needs_ts
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -146,7 +146,17 @@ class SqlSource(SourceConnector):
 
 
 class SqlSourceTask(SourceTask):
-    """Reads its tables in turn, ``batch.max.rows`` rows per poll, each table's rows in cursor order."""
+    """Reads its tables in turn, ``batch.max.rows`` rows per poll, each table's rows in cursor order.
+
+    A database that goes away under a query (a restart, the connection terminated by the server: what SqlSink
+    rides out too, told apart by the same :func:`~connect_runtime.connectors.sql._errors.transient`) is ridden
+    out inside ``poll``: every table rewinds to the last record this task handed to the runtime
+    (:meth:`Reader.rewind`), the task connects again (:func:`~connect_runtime.connectors.sql._common.connect`:
+    ``connection.attempts`` attempts ``connection.backoff.ms`` apart, Kafka Connect JDBC's
+    ``CachedConnectionProvider``) and ``poll`` returns nothing, so the next one reads on. A database that stays
+    down fails the run within that bound (:class:`DatabaseUnavailable`, naming host and port and what the task
+    was reading); so does one lost again ``connection.attempts`` times in a row before a record came back.
+    """
 
     VERSION = VERSION
 
@@ -156,6 +166,7 @@ class SqlSourceTask(SourceTask):
         self.engine = create_engine(self.cfg)
         self.sqlite_text_ts = False
         self._conn: Connection | None = None
+        self.losses = 0  # connections lost in a row without a record read since
         tables: list[str] = json.loads(self.cfg["tables"])
         conn = self.conn
         self.sqlite_text_ts = conn.dialect.name == "sqlite" and bool(self.cfg.get("query"))
@@ -182,9 +193,13 @@ class SqlSourceTask(SourceTask):
                 self.reset_connection()
 
     def reset_connection(self) -> None:
-        conn, self._conn = self._conn, None
+        """The connection is lost: every table rewinds to what it handed out, the connection is dropped."""
         for r in getattr(self, "readers", []):
-            r.result = None
+            r.rewind()
+        self._drop_connection()
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
         if conn is not None:
             try:
                 conn.close()
@@ -195,7 +210,12 @@ class SqlSourceTask(SourceTask):
         readers = self.readers
         for _ in range(len(readers)):
             reader = readers[self._next]
-            records = reader.take()
+            try:
+                records = reader.take()
+            except ConnectionLost as exc:
+                self._reconnect(reader, exc)
+                return None
+            self.losses = 0
             if not records:
                 self._next = (self._next + 1) % len(readers)
                 continue
@@ -205,6 +225,19 @@ class SqlSourceTask(SourceTask):
             return records
         time.sleep(0.05)
         return None
+
+    def _reconnect(self, reader: Reader, lost: ConnectionLost) -> None:
+        """The connection was lost while ``reader`` read: rewind every table, connect again within
+        ``connection.attempts`` x ``connection.backoff.ms`` (else :class:`DatabaseUnavailable` fails the run)."""
+        self.losses += 1
+        attempts: int = self.cfg["connection.attempts"]
+        self.reset_connection()
+        if self.losses > attempts:
+            raise ConnectError(f"{lost}; lost {self.losses} times in a row, each time "
+                               f"right after connecting again (connection.attempts={attempts}): giving up") from None
+        log.warning("%s; reconnecting (connection.attempts=%d, connection.backoff.ms=%d), then reading "
+                    "on after the last record handed out", lost, attempts, self.cfg["connection.backoff.ms"])
+        self._conn = connect(self.engine, self.cfg, f"reading {reader.name} again after the connection was lost")
 
     def _boundary(self, reader: Reader, records: list[SourceRecord]) -> None:
         """Connector-defined transactions: commit after a record that ends its timestamp group (mode
@@ -230,7 +263,7 @@ class SqlSourceTask(SourceTask):
                     r.result.close()
             except Exception as exc:
                 log.debug("SqlSource: closing a result raised %r", exc)
-        self.reset_connection()
+        self._drop_connection()
         engine = getattr(self, "engine", None)
         if engine is not None:
             engine.dispose()
