@@ -53,6 +53,7 @@ from typing import IO, Any
 from connect_runtime.api.errors import ConfigError, ConnectError
 from connect_runtime.runtime.worker import CONFIG_LOGGER
 from connect_runtime.secrets import mask_config, secret_values, url_passwords
+from connect_runtime.validation import validation_errors, validation_warnings
 
 DEFAULT_BACKEND = "sqlite:///pyconnect.db"
 BACKEND_ENV = "PYCONNECT_BACKEND"
@@ -220,56 +221,6 @@ def cmd_run(ctx: _Context) -> int:
                           max_seconds=a.max_seconds, backend_settings=ctx.settings, progress=progress)
     _out(result.to_dict())
     return 0
-
-
-def validation_errors(config: Mapping[str, str]) -> dict[str, str]:
-    """Every invalid field of a connector config (empty when valid), as the runtime checks it
-    before a run: runtime fields, the connector's own fields, transforms and converters."""
-    try:
-        kind = _connector_kind(config)
-    except ConfigError as exc:
-        return dict(exc.errors) or {"connector.class": str(exc)}
-    try:
-        if kind == "source":
-            from connect_runtime.runtime.source import validate_source_config
-
-            validate_source_config(config)
-        else:
-            from connect_runtime.runtime.sink import validate_sink_config
-
-            validate_sink_config(config)
-    except ConfigError as exc:
-        return dict(exc.errors) or {"config": str(exc)}
-    return {}
-
-
-def validation_warnings(config: Mapping[str, Any]) -> dict[str, str]:
-    """Keys of a connector config that nothing reads (``{key: message with a did-you-mean}``), checked
-    against the runtime's fields for the connector's kind and the connector's own ``config_def()``.
-    Empty when ``connector.class`` cannot be loaded (that is an error, not a warning)."""
-    from connect_runtime.api.config import ConfigDef
-    from connect_runtime.runtime.config import SINK_CONFIG, SOURCE_CONFIG, misspelt_keys, unknown_keys
-    from connect_runtime.runtime.plugins import load_class
-
-    try:
-        kind = _connector_kind(config)
-        connector = load_class(str(config["connector.class"]).strip(), "connector.class")()
-        own = connector.config_def()
-    except Exception:
-        return {}
-    defs: list[ConfigDef | None]
-    if kind == "source":
-        from connect_runtime.runtime.source import RUN_CONFIG
-
-        defs = [SOURCE_CONFIG, RUN_CONFIG]
-    else:
-        from connect_runtime.runtime.sink import SINK_RUN_CONFIG
-
-        defs = [SINK_CONFIG, SINK_RUN_CONFIG]
-    defs.append(own)
-    checked = [d for d in defs if isinstance(d, ConfigDef)]
-    misspelt = misspelt_keys(config, *checked)  # errors (validation_errors), not warnings
-    return {k: why for k, why in unknown_keys(config, *checked).items() if k not in misspelt}
 
 
 def cmd_validate(ctx: _Context) -> int:
