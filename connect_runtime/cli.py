@@ -9,6 +9,8 @@
         SinkConnector config runs run_sink. Progress on stderr, the result JSON on stdout.
     validate CONFIG                     OK, or every bad field (exit 1); unknown keys are listed as
                                         warnings (with a did-you-mean), which do not fail validation
+    validate DAG_FILE.py [--date D]     the same for every pyconnect task of a DAG file, without running
+                                        it (needs Airflow; templates rendered for a sample run on D)
     offsets get CONNECTOR               KIP-875's {"offsets": [{"partition": ..., "offset": ...}]}: a
                                         source's offsets (its own store, then the global one) or a
                                         sink group's {"kafka_topic", "kafka_partition"}/{"kafka_offset"}
@@ -224,6 +226,12 @@ def cmd_run(ctx: _Context) -> int:
 
 
 def cmd_validate(ctx: _Context) -> int:
+    if Path(ctx.args.config).suffix == ".py":  # a DAG file: every pyconnect task's config (cli_validate)
+        from connect_runtime.cli_validate import validate_dag_file
+
+        return validate_dag_file(ctx.args.config, ctx.args.date)
+    if ctx.args.date:
+        raise UsageError("--date applies to a DAG file (.py) only")
     config = _load(ctx.args.config)
     ctx.secrets = _secrets(config)
     errors = validation_errors(config)
@@ -357,8 +365,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="sink: target offsets {topic: {partition: offset}} or a source run's result JSON")
     run.set_defaults(handler=cmd_run)
 
-    val = sub.add_parser("validate", help="check a connector config; print OK or every bad field")
-    val.add_argument("config")
+    val = sub.add_parser("validate", help="check a connector config, or every one of a DAG file; print OK or "
+                                          "every bad field")
+    val.add_argument("config", help="connector config (.json or .properties) or a DAG file (.py)")
+    val.add_argument("--date", metavar="YYYY-MM-DD",
+                     help="DAG file: the sample run templates are rendered for (default: today, UTC)")
     val.set_defaults(handler=cmd_validate)
 
     off = sub.add_parser("offsets", help="committed offsets of a connector (KIP-875 style)")

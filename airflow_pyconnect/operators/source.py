@@ -241,12 +241,12 @@ class PyConnectSourceOperator(_ConnectorOperator):
         """Say why this attempt wrote nothing; an empty interval as ``on_empty`` says (module docstring)."""
         from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
-        from connect_runtime.runtime.source.empty import EMPTY_INTERVAL
+        from connect_runtime.api import NO_INPUT
 
         empty = data.get("empty")
         if data["records"] or not empty:
             return
-        if empty.get("reason") not in EMPTY_INTERVAL:
+        if empty.get("reason") not in (NO_INPUT, "unknown"):  # runtime/source/empty.py: EMPTY_INTERVAL
             self.log.info("This attempt wrote nothing new: %s", empty.get("message"))
             return
         message = (f"Source connector {data['connector']}: the interval {key['interval']} is empty: "
