@@ -102,9 +102,7 @@ def _wait(what: str, check: Any, bound: float, proc: Any, log: Path) -> None:
 def test_a_backfill_of_a_paused_dag_waits_until_it_is_unpaused(tmp_path: Path) -> None:
     """docs/running.md: ``backfill create`` on a paused DAG succeeds, its run stays queued while the scheduler runs
     other DAGs' runs, and it runs once the DAG is unpaused."""
-    import os
     import shutil
-    import subprocess
 
     from tests.support.airflow_env import DAG_FILES, stop_group
     from tests.support.ports import free_port
@@ -127,14 +125,11 @@ def test_a_backfill_of_a_paused_dag_waits_until_it_is_unpaused(tmp_path: Path) -
            "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False", "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5"}
     af.airflow("db", "migrate", extra_env=env, timeout=180)
     log = tmp_path / "standalone.log"
-    with open(log, "wb") as out:
-        standalone = subprocess.Popen([str(Path(af.env()["PATH"].split(os.pathsep)[0]) / "airflow"), "standalone"],
-                                      env=af.env(env), stdout=out, stderr=subprocess.STDOUT, cwd=home,
-                                      start_new_session=True)
+    standalone = af.popen("standalone", extra_env=env, log=log, new_session=True)
     try:
         stored = "SELECT count(*) FROM dag WHERE dag_id IN (?, ?)"
         _wait("the DAG processor to store both DAGs", lambda: (home / "airflow.db").exists() and _query(
-            home, stored, DAG_ID, "first_day_control") == [(2,)], 180, standalone, log)
+            home, stored, DAG_ID, "first_day_control") == [(2,)], 300, standalone, log)
         assert _query(home, "SELECT is_paused FROM dag WHERE dag_id = ?", DAG_ID) == [(1,)]  # paused at creation
         details = af.airflow("dags", "details", DAG_ID, extra_env=env).stdout
         assert any("is_paused" in line and "True" in line for line in details.splitlines()), details
