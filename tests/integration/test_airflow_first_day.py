@@ -59,7 +59,7 @@ def test_empty_folder_warns_naming_it_then_data_then_committed_before(af: Airflo
     assert "is empty" not in logs
 
 
-def test_empty_folder_fails_with_on_empty_fail(af: AirflowEnv, tmp_path: Path) -> None:
+def test_empty_folder_fails_with_on_empty_fail_or_skips_with_skip(af: AirflowEnv, tmp_path: Path) -> None:
     folder = tmp_path / DAY
     folder.mkdir()
     xcom, logs = run_day(af, tmp_path, on_empty="fail")
@@ -67,6 +67,12 @@ def test_empty_folder_fails_with_on_empty_fail(af: AirflowEnv, tmp_path: Path) -
     failed = [line for line in logs.splitlines() if "is empty: no input found at" in line and "on_empty='fail'" in line]
     assert failed and str(folder) in failed[0], logs[-4000:]
     assert "failed" in logs.lower()
+
+    xcom, logs = run_day(af, tmp_path, on_empty="skip")
+    assert xcom is None, xcom  # skipped: no return value, the report task ran (all_done)
+    skipped = [line for line in logs.splitlines() if "is empty: no input found at" in line and "on_empty='skip'" in line]
+    assert skipped and str(folder) in skipped[0], logs[-4000:]
+    assert any("Skipping task." in line and "on_empty='skip'" in line for line in logs.splitlines()), logs[-4000:]
 
 
 CONTROL_DAG = '''
