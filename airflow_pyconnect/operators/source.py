@@ -113,6 +113,19 @@ def ledger_key(context: Context) -> dict[str, Any]:
     }
 
 
+def live_hint(context: Mapping[str, Any]) -> str:
+    """For a scheduled run whose data interval is empty (Airflow 3's ``"@daily"``, a ``CronTriggerTimetable``):
+    a note that the run starts at the beginning of the period it names, so ``{{ ds }}``'s input may not exist
+    yet; ``""`` otherwise (a manual run, a backfill, a schedule with data intervals)."""
+    start, end, dag_run = context.get("data_interval_start"), context.get("data_interval_end"), context.get("dag_run")
+    run_type = str(getattr(dag_run, "run_type", "") or "").lower()
+    if start is None or start != end or not run_type.endswith("scheduled"):
+        return ""
+    return (f"; this scheduled run of {start.date().isoformat()} started at {start.isoformat()}, at the start of the "
+            f"day it names (its data interval is empty): read the day before ({{{{ macros.ds_add(ds, -1) }}}}) or "
+            f"schedule with CronDataIntervalTimetable; see docs/running.md, 'A daily DAG over a folder per day'")
+
+
 def xcom_result(data: Mapping[str, Any], max_source_offsets: int = MAX_SOURCE_OFFSETS) -> dict[str, Any]:
     """The operator's XCom from ``SourceRunResult.to_dict()`` (see the module docstring)."""
     from connect_runtime import ranges as ranges_mod
@@ -232,12 +245,12 @@ class PyConnectSourceOperator(_ConnectorOperator):
         ti = context["ti"]
         ti.xcom_push(key="ranges", value=data["ranges"])
         ti.xcom_push(key="interval_ranges", value=data["interval_ranges"])
-        self._report_empty(data, key)
+        self._report_empty(data, key, live_hint(context))
         if self.emit_asset_events:
             self._emit_asset_events(context, data)
         return data
 
-    def _report_empty(self, data: Mapping[str, Any], key: Mapping[str, Any]) -> None:
+    def _report_empty(self, data: Mapping[str, Any], key: Mapping[str, Any], hint: str = "") -> None:
         """Say why this attempt wrote nothing; an empty interval as ``on_empty`` says (module docstring)."""
         from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
@@ -250,7 +263,7 @@ class PyConnectSourceOperator(_ConnectorOperator):
             self.log.info("This attempt wrote nothing new: %s", empty.get("message"))
             return
         message = (f"Source connector {data['connector']}: the interval {key['interval']} is empty: "
-                   f"{empty.get('message')}")
+                   f"{empty.get('message')}{hint}")
         if self.on_empty == "fail":
             raise AirflowException(f"{message} (on_empty='fail')")
         if self.on_empty == "skip":
@@ -305,4 +318,4 @@ class PyConnectSourceOperator(_ConnectorOperator):
         return ranges_mod.count({"t": parts})
 
 
-__all__ = ["INTERVAL_IDENTITY", "MAX_SOURCE_OFFSETS", "ON_EMPTY", "PyConnectSourceOperator", "ledger_key", "xcom_result"]
+__all__ = ["INTERVAL_IDENTITY", "MAX_SOURCE_OFFSETS", "ON_EMPTY", "PyConnectSourceOperator", "ledger_key", "live_hint", "xcom_result"]
