@@ -9,6 +9,8 @@
         SinkConnector config runs run_sink. Progress on stderr, the result JSON on stdout.
     validate CONFIG                     OK, or every bad field (exit 1); unknown keys are listed as
                                         warnings (with a did-you-mean), which do not fail validation
+    validate DAG_FILE.py [--date D]     the same for every pyconnect task of a DAG file, without running
+                                        it (needs Airflow; templates rendered for a sample run on D)
     offsets get CONNECTOR               KIP-875's {"offsets": [{"partition": ..., "offset": ...}]}: a
                                         source's offsets (its own store, then the global one) or a
                                         sink group's {"kafka_topic", "kafka_partition"}/{"kafka_offset"}
@@ -55,6 +57,7 @@ from typing import IO, Any
 from connect_runtime.api.errors import ConfigError, ConnectError
 from connect_runtime.runtime.worker import CONFIG_LOGGER
 from connect_runtime.secrets import mask_config, secret_values, url_passwords
+from connect_runtime.validation import validation_errors, validation_warnings
 
 DEFAULT_BACKEND = "sqlite:///pyconnect.db"
 BACKEND_ENV = "PYCONNECT_BACKEND"
@@ -224,57 +227,13 @@ def cmd_run(ctx: _Context) -> int:
     return 0
 
 
-def validation_errors(config: Mapping[str, str]) -> dict[str, str]:
-    """Every invalid field of a connector config (empty when valid), as the runtime checks it
-    before a run: runtime fields, the connector's own fields, transforms and converters."""
-    try:
-        kind = _connector_kind(config)
-    except ConfigError as exc:
-        return dict(exc.errors) or {"connector.class": str(exc)}
-    try:
-        if kind == "source":
-            from connect_runtime.runtime.source import validate_source_config
-
-            validate_source_config(config)
-        else:
-            from connect_runtime.runtime.sink import validate_sink_config
-
-            validate_sink_config(config)
-    except ConfigError as exc:
-        return dict(exc.errors) or {"config": str(exc)}
-    return {}
-
-
-def validation_warnings(config: Mapping[str, Any]) -> dict[str, str]:
-    """Keys of a connector config that nothing reads (``{key: message with a did-you-mean}``), checked
-    against the runtime's fields for the connector's kind and the connector's own ``config_def()``.
-    Empty when ``connector.class`` cannot be loaded (that is an error, not a warning)."""
-    from connect_runtime.api.config import ConfigDef
-    from connect_runtime.runtime.config import SINK_CONFIG, SOURCE_CONFIG, misspelt_keys, unknown_keys
-    from connect_runtime.runtime.plugins import load_class
-
-    try:
-        kind = _connector_kind(config)
-        connector = load_class(str(config["connector.class"]).strip(), "connector.class")()
-        own = connector.config_def()
-    except Exception:
-        return {}
-    defs: list[ConfigDef | None]
-    if kind == "source":
-        from connect_runtime.runtime.source import RUN_CONFIG
-
-        defs = [SOURCE_CONFIG, RUN_CONFIG]
-    else:
-        from connect_runtime.runtime.sink import SINK_RUN_CONFIG
-
-        defs = [SINK_CONFIG, SINK_RUN_CONFIG]
-    defs.append(own)
-    checked = [d for d in defs if isinstance(d, ConfigDef)]
-    misspelt = misspelt_keys(config, *checked)  # errors (validation_errors), not warnings
-    return {k: why for k, why in unknown_keys(config, *checked).items() if k not in misspelt}
-
-
 def cmd_validate(ctx: _Context) -> int:
+    if Path(ctx.args.config).suffix == ".py":  # a DAG file: every pyconnect task's config (cli_validate)
+        from connect_runtime.cli_validate import validate_dag_file
+
+        return validate_dag_file(ctx.args.config, ctx.args.date)
+    if ctx.args.date:
+        raise UsageError("--date applies to a DAG file (.py) only")
     config = _load(ctx.args.config)
     ctx.secrets = _secrets(config)
     errors = validation_errors(config)
@@ -408,8 +367,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="sink: target offsets {topic: {partition: offset}} or a source run's result JSON")
     run.set_defaults(handler=cmd_run)
 
-    val = sub.add_parser("validate", help="check a connector config; print OK or every bad field")
-    val.add_argument("config")
+    val = sub.add_parser("validate", help="check a connector config, or every one of a DAG file; print OK or "
+                                          "every bad field")
+    val.add_argument("config", help="connector config (.json or .properties) or a DAG file (.py)")
+    val.add_argument("--date", metavar="YYYY-MM-DD",
+                     help="DAG file: the sample run templates are rendered for (default: today, UTC)")
     val.set_defaults(handler=cmd_validate)
 
     off = sub.add_parser("offsets", help="committed offsets of a connector (KIP-875 style)")

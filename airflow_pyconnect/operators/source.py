@@ -11,7 +11,8 @@ opens the backend of its ``pyconnect`` connection, calls ``connect_runtime.run_s
      "interval_records": 1000,                          # offsets interval_ranges spans
      "source_offsets": [{"partition": {...}, "offset": {...}}],   # this attempt's, at most 100
      "source_offsets_total": 1, "source_offsets_truncated": false,
-     "generation": 3, "transactions": 1, "filtered": 0, "skipped": 0, "seconds": 0.4}
+     "generation": 3, "transactions": 1, "filtered": 0, "skipped": 0, "seconds": 0.4,
+     "empty": None}                                     # or why nothing was written (below)
 
 Ranges use the shared format of :mod:`connect_runtime.ranges` (a ``[from, to]`` pair or exact spans
 per partition). ``ranges`` and ``interval_ranges`` are also pushed under their own XCom keys, so
@@ -29,6 +30,18 @@ is the data interval, or ``run:<run id>`` without one), **in the same transactio
 so no interval is ever committed but unrecorded; ``interval_ranges`` is that record after the run.
 Downstream tasks (the sink's ``until_offsets``, Spark) use ``interval_ranges``: a rerun reads the
 same records. ``connect_runtime.admin.run_ranges`` (and the ``pyconnect`` CLI) read the record.
+
+A run that read nothing says why (``empty``)
+--------------------------------------------
+``empty`` is ``None`` when this attempt committed records; else ``{"reason", "message", "looked_at"}``
+(:mod:`connect_runtime.runtime.source.empty`): ``committed_before`` (a rerun: the interval, or every input the
+source found, was committed before), ``filtered`` (read, and every record dropped by a transform),
+``no_input`` (the source found nothing where it looked: ``looked_at`` names the folder, table, ...), or
+``unknown`` (the connector does not say). ``no_input`` and ``unknown`` are an **empty interval**, which
+``on_empty`` handles: ``"warn"`` (default) logs a warning naming where the source looked, ``"fail"`` fails
+the task (an ``AirflowException``: ``retries`` apply, so a retry can find files that arrived late),
+``"skip"`` marks it skipped (Airflow's ``AirflowSkipException``; downstream tasks skip by their trigger
+rule), ``"ignore"`` logs it at INFO. A rerun (``committed_before``) is never an empty interval.
 
 Asset events: only an attempt that committed new records (``records`` > 0) emits events, one per
 topic written, with ``extra`` ``{"connector", "topic", "ranges", "records"}`` (this attempt's). A
@@ -82,6 +95,9 @@ each other; retries of one interval do."""
 MAX_SOURCE_OFFSETS = 100
 """Default bound on the ``source_offsets`` entries of the XCom result."""
 
+ON_EMPTY = ("warn", "fail", "skip", "ignore")
+"""The values of ``on_empty``: what an empty interval (no input where the source looked) does."""
+
 
 def ledger_key(context: Context) -> dict[str, Any]:
     """The ranges-record label of this task instance and data interval."""
@@ -95,6 +111,19 @@ def ledger_key(context: Context) -> dict[str, Any]:
         "map_index": -1 if map_index is None else int(map_index),
         "interval": interval if interval is not None else f"run:{ti.run_id}",
     }
+
+
+def live_hint(context: Mapping[str, Any]) -> str:
+    """For a scheduled run whose data interval is empty (Airflow 3's ``"@daily"``, a ``CronTriggerTimetable``):
+    a note that the run starts at the beginning of the period it names, so ``{{ ds }}``'s input may not exist
+    yet; ``""`` otherwise (a manual run, a backfill, a schedule with data intervals)."""
+    start, end, dag_run = context.get("data_interval_start"), context.get("data_interval_end"), context.get("dag_run")
+    run_type = str(getattr(dag_run, "run_type", "") or "").lower()
+    if start is None or start != end or not run_type.endswith("scheduled"):
+        return ""
+    return (f"; this scheduled run of {start.date().isoformat()} started at {start.isoformat()}, at the start of the "
+            f"day it names (its data interval is empty): read the day before ({{{{ macros.ds_add(ds, -1) }}}}) or "
+            f"schedule with CronDataIntervalTimetable; see docs/running.md, 'A daily DAG over a folder per day'")
 
 
 def xcom_result(data: Mapping[str, Any], max_source_offsets: int = MAX_SOURCE_OFFSETS) -> dict[str, Any]:
@@ -133,6 +162,9 @@ class PyConnectSourceOperator(_ConnectorOperator):
     :param emit_asset_events: when this attempt committed new records, attach its ranges of each
         topic written to its outlet's Asset event. A literal ``topic`` in ``connector_config`` adds
         its asset (``pyconnect://<conn id>/<topic>``) to ``outlets`` by itself.
+    :param on_empty: what an empty interval does (the source found no input where it looked, see the
+        module docstring): ``"warn"`` (default), ``"fail"``, ``"skip"`` or ``"ignore"``. A rerun of a
+        committed interval is never empty.
     :param max_active_tis_per_dag: (``BaseOperator``) default 1 when ``identity`` is ``None`` (runs of
         one identity fence each other: Airflow runs them one at a time), unset otherwise.
     """
@@ -154,8 +186,11 @@ class PyConnectSourceOperator(_ConnectorOperator):
         identity: str | None = None,
         max_source_offsets: int = MAX_SOURCE_OFFSETS,
         emit_asset_events: bool = True,
+        on_empty: str = "warn",
         **kwargs: Any,
     ) -> None:
+        if on_empty not in ON_EMPTY:
+            raise ValueError(f"on_empty must be one of {', '.join(map(repr, ON_EMPTY))}, got {on_empty!r}")
         if emit_asset_events and isinstance(connector_config, Mapping):
             topic = connector_config.get("topic")
             if isinstance(topic, str) and topic and "{{" not in topic and "{%" not in topic:
@@ -176,6 +211,7 @@ class PyConnectSourceOperator(_ConnectorOperator):
         self.identity = identity
         self.max_source_offsets = max_source_offsets
         self.emit_asset_events = bool(emit_asset_events)
+        self.on_empty = on_empty
         self._interval_fields = interval_fields(connector_config=connector_config, identity=identity)
         check_schedule(self, self._interval_fields)
 
@@ -206,14 +242,36 @@ class PyConnectSourceOperator(_ConnectorOperator):
             "this attempt's ranges %s; the interval %s holds %s", data["connector"], data["records"],
             data["transactions"], data["filtered"], data["skipped"], data["seconds"], json.dumps(data["ranges"]),
             key["interval"], json.dumps(data["interval_ranges"]))
-        if not data["records"]:
-            self.log.info("This attempt wrote nothing new (the interval was committed before)")
         ti = context["ti"]
         ti.xcom_push(key="ranges", value=data["ranges"])
         ti.xcom_push(key="interval_ranges", value=data["interval_ranges"])
+        self._report_empty(data, key, live_hint(context))
         if self.emit_asset_events:
             self._emit_asset_events(context, data)
         return data
+
+    def _report_empty(self, data: Mapping[str, Any], key: Mapping[str, Any], hint: str = "") -> None:
+        """Say why this attempt wrote nothing; an empty interval as ``on_empty`` says (module docstring)."""
+        from airflow.sdk.exceptions import AirflowException, AirflowSkipException
+
+        from connect_runtime.api import NO_INPUT
+
+        empty = data.get("empty")
+        if data["records"] or not empty:
+            return
+        if empty.get("reason") not in (NO_INPUT, "unknown"):  # runtime/source/empty.py: EMPTY_INTERVAL
+            self.log.info("This attempt wrote nothing new: %s", empty.get("message"))
+            return
+        message = (f"Source connector {data['connector']}: the interval {key['interval']} is empty: "
+                   f"{empty.get('message')}{hint}")
+        if self.on_empty == "fail":
+            raise AirflowException(f"{message} (on_empty='fail')")
+        if self.on_empty == "skip":
+            raise AirflowSkipException(f"{message} (on_empty='skip')")
+        if self.on_empty == "warn":
+            self.log.warning("%s (on_empty='warn'; 'fail' or 'skip' to stop here)", message)
+        else:
+            self.log.info("%s", message)
 
     # -- asset events --------------------------------------------------------------------------------
     def _emit_asset_events(self, context: Context, data: dict[str, Any]) -> None:
@@ -260,4 +318,4 @@ class PyConnectSourceOperator(_ConnectorOperator):
         return ranges_mod.count({"t": parts})
 
 
-__all__ = ["INTERVAL_IDENTITY", "MAX_SOURCE_OFFSETS", "PyConnectSourceOperator", "ledger_key", "xcom_result"]
+__all__ = ["INTERVAL_IDENTITY", "MAX_SOURCE_OFFSETS", "ON_EMPTY", "PyConnectSourceOperator", "ledger_key", "live_hint", "xcom_result"]

@@ -47,6 +47,9 @@ from connect_runtime.api.records import (
 )
 from connect_runtime.api.sink import ErrantRecordReporter, SinkTask, SinkTaskContext
 from connect_runtime.api.source import (
+    COMMITTED_BEFORE,
+    NO_INPUT,
+    NothingRead,
     OffsetStorageReader,
     SourceTask,
     SourceTaskContext,
@@ -55,8 +58,10 @@ from connect_runtime.api.source import (
 from connect_runtime.api.transforms import Converter, Predicate, Transformation
 
 __all__ = [
+    "COMMITTED_BEFORE",
     "HIDDEN",
     "NO_DEFAULT",
+    "NO_INPUT",
     "BackendError",
     "BackendUnavailableError",
     "ConfigDef",
@@ -76,6 +81,7 @@ __all__ = [
     "Field",
     "Headers",
     "Importance",
+    "NothingRead",
     "OffsetStorageReader",
     "Password",
     "Predicate",

@@ -28,7 +28,7 @@ from connect_runtime.api.config import ConfigDef, ConfigValue
 from connect_runtime.api.records import TopicPartition
 
 if TYPE_CHECKING:
-    from connect_runtime.api.source import OffsetStorageReader
+    from connect_runtime.api.source import NothingRead, OffsetStorageReader
 
 
 class ExactlyOnceSupport(Enum):
@@ -121,6 +121,12 @@ class SourceConnector(Connector):
     ) -> ConnectorTransactionBoundaries:
         """Whether ``transaction.boundary=connector`` is allowed for this config."""
         return ConnectorTransactionBoundaries.UNSUPPORTED
+
+    def nothing_read(self) -> NothingRead | None:
+        """Where the connector looked, when the run committed no record (called once, before ``stop``):
+        e.g. it found nothing to plan, so no task ran. ``None`` (the default): it does not say. A task's own
+        :meth:`SourceTask.nothing_read <connect_runtime.api.source.SourceTask.nothing_read>` comes first."""
+        return None
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ comes from that thread):
    failed or was fenced (a committed transaction is always reported; one that did not commit never is).
 5. ``commit()`` after each successful commit of offsets (a transaction boundary in exactly-once
    mode, an offset flush in at-least-once mode).
-6. ``stop()``: always called once ``start`` returned, also after a failure or fencing.
+6. ``stop()``: always called once ``start`` returned, also after a failure or fencing. Just before it, when
+   every ``poll`` of the run returned nothing, the runtime asks :meth:`SourceTask.nothing_read` why.
 
 Failure: an exception from ``poll`` fails the run; what was committed before stays committed and
 nothing after the last commit is committed. A :class:`ProducerFencedError` means a newer instance of
@@ -28,9 +29,42 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from connect_runtime.api.records import RecordMetadata, SourceRecord
+
+NO_INPUT = "no_input"
+""":attr:`NothingRead.reason`: there was no input where the source looked (an empty folder, no row, no table)."""
+COMMITTED_BEFORE = "committed_before"
+""":attr:`NothingRead.reason`: input was there, and every part of it was committed by an earlier run."""
+
+
+@dataclass(frozen=True)
+class NothingRead:
+    """Why a source read nothing in a run: where it looked and what it found there.
+
+    Returned by :meth:`SourceTask.nothing_read` and :meth:`SourceConnector.nothing_read
+    <connect_runtime.api.connector.SourceConnector.nothing_read>`; the runtime puts it in the run's result
+    (``empty``), so a run that wrote nothing says whether its input was missing or already committed.
+    No secrets: ``where`` is shown in logs and XCom (a database URL without its password)."""
+
+    where: str
+    """What was looked at, e.g. ``/data/2026-11-28 (pattern *.csv)`` or ``table orders on postgresql://db/dw``."""
+    reason: str = NO_INPUT
+    """:data:`NO_INPUT` or :data:`COMMITTED_BEFORE`."""
+    detail: str = ""
+    """One optional sentence more (e.g. ``3 matching files, each read to its end by an earlier run``)."""
+
+    def __post_init__(self) -> None:
+        if self.reason not in (NO_INPUT, COMMITTED_BEFORE):
+            raise ValueError(f"NothingRead.reason must be {NO_INPUT!r} or {COMMITTED_BEFORE!r}, got {self.reason!r}")
+
+    def message(self) -> str:
+        """One sentence naming the place: ``no input found at X`` or ``everything at X was committed before``."""
+        head = (f"no input found at {self.where}" if self.reason == NO_INPUT
+                else f"everything at {self.where} was committed before")
+        return f"{head} ({self.detail})" if self.detail else head
 
 
 class OffsetStorageReader(abc.ABC):
@@ -114,8 +148,21 @@ class SourceTask(abc.ABC):
         The runtime only calls this on tasks that override it, so the default costs nothing.
         """
 
+    def nothing_read(self) -> NothingRead | None:
+        """Where this task looked, when every ``poll`` of the run returned nothing (called once, before
+        ``stop``); ``None`` (the default): the task does not say. See :class:`NothingRead`."""
+        return None
+
     def stop(self) -> None:
         """Release resources. Always called once ``start`` returned."""
 
 
-__all__ = ["OffsetStorageReader", "SourceTask", "SourceTaskContext", "TransactionContext"]
+__all__ = [
+    "COMMITTED_BEFORE",
+    "NO_INPUT",
+    "NothingRead",
+    "OffsetStorageReader",
+    "SourceTask",
+    "SourceTaskContext",
+    "TransactionContext",
+]

@@ -24,7 +24,7 @@ from typing import Any
 from connect_runtime.api.config import ConfigDef, Importance, Range, Type, non_empty_string
 from connect_runtime.api.connector import ExactlyOnceSupport, SourceConnector
 from connect_runtime.api.records import SourceRecord
-from connect_runtime.api.source import SourceTask
+from connect_runtime.api.source import COMMITTED_BEFORE, NO_INPUT, NothingRead, SourceTask
 
 CONFIG = (
     ConfigDef()
@@ -101,6 +101,7 @@ class DataGenTask(SourceTask):
         self._end = int(props["task.end"])
         self._stride = int(props["task.stride"])
         self._partition = {"task": self._index}
+        self._start = int(props["task.start"])
         committed = self.context.offset_storage_reader.offset(self._partition)
         self._next = int(committed["position"]) if committed else int(props["task.start"])
 
@@ -136,6 +137,13 @@ class DataGenTask(SourceTask):
             append(r)
         self._next = out[-1].source_offset["position"]  # type: ignore[index]
         return out
+
+    def nothing_read(self) -> NothingRead | None:
+        """Its id range was generated before (or is empty: ``max.records`` 0, more tasks than records)."""
+        empty = self._end >= 0 and self._start >= self._end
+        return NothingRead(f"generated ids of task {self._index} in [{self._start}, {self._end})",
+                           NO_INPUT if empty else COMMITTED_BEFORE,
+                           "an empty range" if empty else f"every id committed before (next {self._next})")
 
 
 __all__ = ["CONFIG", "DataGenSource", "DataGenTask", "generate_value"]

@@ -66,11 +66,13 @@ class AirflowEnv:
                                  f"{_tail(out.stdout)}\n{_tail(out.stderr)}")
         return out
 
-    def popen(self, *args: str, extra_env: Mapping[str, str] | None = None, log: Path) -> subprocess.Popen[bytes]:
-        """Start ``airflow`` in the background, output to ``log`` (the caller bounds the wait)."""
+    def popen(self, *args: str, extra_env: Mapping[str, str] | None = None, log: Path,
+              new_session: bool = False) -> subprocess.Popen[bytes]:
+        """Start ``airflow`` in the background, output to ``log`` (the caller bounds the wait); ``new_session``:
+        in a process group of its own, for :func:`stop_group` (``airflow standalone`` and its children)."""
         f = open(log, "wb")  # noqa: SIM115 - closed by the caller through the process
         return subprocess.Popen([str(BIN / "airflow"), *args], env=self.env(extra_env), stdout=f,
-                                stderr=subprocess.STDOUT, cwd=self.home)
+                                stderr=subprocess.STDOUT, cwd=self.home, start_new_session=new_session)
 
     def python(self, code: str, extra_env: Mapping[str, str] | None = None,
                timeout: float = 120) -> subprocess.CompletedProcess[str]:

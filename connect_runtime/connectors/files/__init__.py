@@ -25,7 +25,8 @@ JSON value; ``csv``: a dict keyed by the header row; ``text``: the line's text, 
   size is still the committed position) and deals the rest round-robin to at most ``tasks.max``
   tasks (task config ``task.files``: a JSON list). While the run goes on, a background check every
   ``directory.scan.interval.ms`` asks for task reconfiguration when a new matching file appears or a
-  finished file changes size; ``stop()`` ends that check.
+  finished file changes size; ``stop()`` ends that check. A run that reads nothing says why
+  (``nothing_read``): no file matches ``pattern`` in ``directory``, or every matching file was read before.
 - A **task** resumes each file at its committed byte offset (re-reading a CSV header first), emits
   whole lines only, and follows files that grow while it runs. Text after the last newline is a line
   still being written and waits, until the file is **final**: not modified for ``file.final.ms``

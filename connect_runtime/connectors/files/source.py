@@ -29,7 +29,7 @@ from connect_runtime.api.connector import (
 )
 from connect_runtime.api.errors import ConfigError
 from connect_runtime.api.records import SourceRecord
-from connect_runtime.api.source import SourceTask
+from connect_runtime.api.source import COMMITTED_BEFORE, NothingRead, SourceTask
 from connect_runtime.connectors.files._cursor import cursor
 from connect_runtime.connectors.files._formats import VERSION, format_of
 
@@ -102,6 +102,7 @@ class DirectorySource(SourceConnector):
         self._watcher: threading.Thread | None = None
         self._plan: list[str] | None = None
         self._known: dict[str, int] = {}
+        self._scan = (0, 0)  # matching files, finished files (the last plan's)
 
     def config_def(self) -> ConfigDef:
         return _SOURCE_CONFIG
@@ -151,6 +152,7 @@ class DirectorySource(SourceConnector):
             else:
                 plan.append(name)
         self._known = files
+        self._scan = (len(files), finished)
         log.info("DirectorySource: %d matching files in %s, %d finished, %d to read",
                  len(files), self._config["directory"], finished, len(plan))
         return plan
@@ -175,6 +177,21 @@ class DirectorySource(SourceConnector):
         for i, name in enumerate(plan):
             groups[i % n].append(name)
         return [{**base, _TASK_FILES: json.dumps(group)} for group in groups]
+
+    def nothing_read(self) -> NothingRead | None:
+        """The directory and pattern looked at: no matching file, or every one read to its end before."""
+        config = getattr(self, "_config", None)
+        if config is None:
+            return None
+        where, pattern = str(config["directory"]), config["pattern"]
+        files, finished = self._scan
+        if not files:
+            return NothingRead(where, detail=f"no file matches pattern {pattern!r}")
+        if finished >= files:
+            return NothingRead(where, COMMITTED_BEFORE,
+                               f"{files} file{'s' if files != 1 else ''} matching {pattern!r}, each read to its end "
+                               f"by an earlier run")
+        return None
 
     def _watch(self, interval: float) -> None:
         while not self._stop.wait(interval):
@@ -235,6 +252,8 @@ class DirectorySourceTask(SourceTask):
         ]
         self._current = 0
         self._tx = self.context.transaction_context
+        self._where = f"{root} ({len(names)} file{'s' if len(names) != 1 else ''}: {', '.join(names[:3])}" + (
+            ", ...)" if len(names) > 3 else ")")
 
     def poll(self) -> list[SourceRecord] | None:
         for c in self._cursors:
@@ -278,6 +297,13 @@ class DirectorySourceTask(SourceTask):
         if self._tx is not None and record.source_offset and record.source_offset.get("done"):
             self._tx.commit_transaction(record)
         return [record]
+
+    def nothing_read(self) -> NothingRead | None:
+        """Its files had nothing past their committed positions (a last line without its newline waits for
+        ``file.final.ms``)."""
+        where = getattr(self, "_where", None)
+        return None if where is None else NothingRead(where, COMMITTED_BEFORE, "nothing new past the committed "
+                                                                               "positions")
 
     def stop(self) -> None:
         for c in getattr(self, "_cursors", ()):

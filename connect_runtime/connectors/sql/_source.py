@@ -18,9 +18,10 @@ from connect_runtime.api.config import (
 from connect_runtime.api.connector import ConnectorTransactionBoundaries, ExactlyOnceSupport, SourceConnector
 from connect_runtime.api.errors import ConfigError, ConnectError
 from connect_runtime.api.records import SourceRecord
-from connect_runtime.api.source import SourceTask
+from connect_runtime.api.source import COMMITTED_BEFORE, NothingRead, SourceTask
 from connect_runtime.connectors.sql._common import (
     VERSION,
+    build_url,
     connect,
     connection_fields,
     create_engine,
@@ -143,6 +144,14 @@ class SqlSource(SourceConnector):
         base = {k: v for k, v in self._props.items() if k in SOURCE_CONFIG.keys}
         return [cast("dict[str, str]", {**base, "tables": json.dumps(g)}) for g in groups]
 
+    def nothing_read(self) -> NothingRead | None:
+        """No table to read: none matched ``table.include.list`` / ``table.exclude.list``."""
+        cfg = getattr(self, "_cfg", None)
+        if cfg is None or getattr(self, "_tables", None):
+            return None
+        wanted = ", ".join(cfg["table.include.list"]) or "every table of the default schema"
+        return NothingRead(f"{wanted} on {safe_url(build_url(cfg))}", detail="no table matched")
+
 
 
 class SqlSourceTask(SourceTask):
@@ -255,6 +264,20 @@ class SqlSourceTask(SourceTask):
             txn.commit_transaction()
         else:
             txn.commit_transaction(records[i])
+
+    def nothing_read(self) -> NothingRead | None:
+        """The tables (or query) read and the row filter: no row at all, or none past the committed offsets."""
+        readers = getattr(self, "readers", None)
+        if not readers:
+            return None
+        where = f"{', '.join(r.name for r in readers)} on {safe_url(self.engine.url)}"
+        interval = readers[0].interval
+        if interval is not None:
+            where += (f", rows with {readers[0].ts_name} in [{interval[0].isoformat()}Z, "
+                      f"{interval[1].isoformat()}Z)")
+        if any(r.last_ts is not None or r.last_inc is not None for r in readers):
+            return NothingRead(where, COMMITTED_BEFORE, "no row past the committed offsets")
+        return NothingRead(where, detail="no row")
 
     def stop(self) -> None:
         for r in getattr(self, "readers", []):

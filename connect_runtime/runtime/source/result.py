@@ -12,6 +12,7 @@ from connect_runtime import ranges as ranges_mod
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends.base import Backend
 from connect_runtime.runtime.source.config import SourcePlan
+from connect_runtime.runtime.source.empty import empty_reason
 from connect_runtime.runtime.source.ledger import interval_ranges
 from connect_runtime.runtime.source.state import SourceRunState
 
@@ -28,7 +29,9 @@ class SourceRunResult:
     (this one included), so a rerun that wrote nothing still says what its interval holds; else ``{}``. ``source_offsets``: the latest offset this run committed per
     source partition. ``transactions``: commit points (exactly-once: committed transactions;
     at-least-once: offset flushes). ``filtered``/``skipped``: records a transform dropped or error
-    tolerance skipped (their offsets are committed, the records are not written).
+    tolerance skipped (their offsets are committed, the records are not written). ``empty``: ``None`` when
+    this run committed records, else why it committed none (``{"reason", "message", "looked_at"}``, reasons
+    ``committed_before``, ``filtered``, ``no_input``, ``unknown``: :mod:`~connect_runtime.runtime.source.empty`).
     """
 
     connector: str
@@ -41,6 +44,7 @@ class SourceRunResult:
     seconds: float = 0.0
     interval_ranges: dict[str, dict[str, Any]] = field(default_factory=dict)
     generation: int | None = None
+    empty: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -57,6 +61,7 @@ class SourceRunResult:
             "seconds": self.seconds,
             "interval_ranges": ranges_mod.dump(ranges_mod.parse(self.interval_ranges)),
             "generation": self.generation,
+            "empty": None if self.empty is None else json.loads(json.dumps(self.empty)),
         }
 
     @classmethod
@@ -67,6 +72,7 @@ class SourceRunResult:
             ranges=ranges_mod.dump(ranges_mod.parse(data["ranges"])),
             interval_ranges=ranges_mod.dump(ranges_mod.parse(data.get("interval_ranges") or {})),
             generation=data.get("generation"),
+            empty=data.get("empty"),
             source_offsets=[{"partition": dict(e["partition"]),
                              "offset": None if e["offset"] is None else dict(e["offset"])}
                             for e in data["source_offsets"]],
@@ -122,7 +128,8 @@ def build_result(plan: SourcePlan, run: SourceRunState, seconds: float, be: Back
     return SourceRunResult(connector=plan.name, records=run.records, ranges=ranges_mod.dump(spans),
                            source_offsets=offsets, transactions=run.transactions, filtered=run.filtered,
                            skipped=run.skipped, seconds=seconds, interval_ranges=held,
-                           generation=None if plan.record is None else plan.record.generation)
+                           generation=None if plan.record is None else plan.record.generation,
+                           empty=empty_reason(run.records, run.filtered, run.skipped, held, run.nothing_read))
 
 
 

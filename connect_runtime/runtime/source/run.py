@@ -220,6 +220,11 @@ class SourceRun(ConnectorRun[SourceRunResult]):
         return self.state.out_of_bounds()
 
     def stop_connector(self) -> None:
+        if self.state.records == 0 and not self.state.failed:
+            try:
+                self.state.report_nothing_read("connector", self.p.connector.nothing_read())
+            except Exception as exc:  # a report is for the log: it never fails a run that succeeded
+                log.warning("connector %s: nothing_read() raised %r", self.p.name, exc)
         try:
             self.p.connector.stop()
         except Exception as exc:

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from connect_runtime.api.records import SourceRecord, TopicPartition
+from connect_runtime.api.source import NothingRead
 from connect_runtime.runtime.supervisor import RunState
 
 
@@ -29,6 +30,8 @@ class SourceRunState(RunState):
         self.spans: dict[TopicPartition, dict[int, list[tuple[int, int]]]] = {}
         self.offsets: dict[bytes, tuple[Mapping[str, Any], Mapping[str, Any] | None]] = {}
         self.topics: set[str] = set()
+        # why nothing was read, by task index (or "connector"): see runtime/source/empty.py
+        self.nothing_read: dict[int | str, NothingRead] = {}
 
     def budget_exhausted(self) -> bool:
         return self.remaining is not None and self.remaining <= 0
@@ -65,6 +68,12 @@ class SourceRunState(RunState):
             if self.remaining <= 0:
                 self._stop_locked("max_records reached")
         return records if n == len(records) else records[:n]
+
+    def report_nothing_read(self, who: int | str, report: Any) -> None:
+        """Keep a task's (or the connector's) :class:`NothingRead`; anything else is ignored."""
+        if isinstance(report, NothingRead):
+            with self.lock:
+                self.nothing_read[who] = report
 
     # -- accounting --------------------------------------------------------------------------------
     def committed(self, spans: Iterable[tuple[TopicPartition, tuple[int, int]]], records: int, filtered: int,

@@ -77,6 +77,7 @@ class SourceWorkerTask(WorkerTask):
         self.callbacks = self.track or plan.task_class.commit is not SourceTask.commit
         self.task: SourceTask | None = None
         self.started = False
+        self.polled = False  # whether any poll of this run returned records
         self.store: OffsetStore | None = None
         self.reader: StoreOffsetReader | None = None
         self.pipeline: SourcePipeline | None = None
@@ -122,12 +123,21 @@ class SourceWorkerTask(WorkerTask):
         if self.state.failed and not self.fenced:
             self.abort_quietly()
         if self.started and self.task is not None:
+            if not self.polled and not self.state.failed:
+                self.ask_nothing_read(self.task)
             try:
                 self.task.stop()
             except Exception as exc:
                 log.error("%s: stop() raised %r", self.label, exc)
                 self.state.fail(exc)
         self.close_clients()
+
+    def ask_nothing_read(self, task: SourceTask) -> None:
+        """Every poll returned nothing: keep the task's :meth:`~SourceTask.nothing_read` for the result."""
+        try:
+            self.state.report_nothing_read(self.index, task.nothing_read())
+        except Exception as exc:  # a report is for the log: it never fails a run that succeeded
+            log.warning("%s: nothing_read() raised %r", self.label, exc)
 
     def close_clients(self) -> None:
         closers = (("producer", getattr(self, "producer", None)), ("pipeline", self.pipeline),
@@ -166,6 +176,7 @@ class SourceWorkerTask(WorkerTask):
                     run.set_idle(self.index, True)
                 run.stop.wait(IDLE_BACKOFF)
                 continue
+            self.polled = True
             if is_idle:
                 is_idle = False
                 run.set_idle(self.index, False)

@@ -15,6 +15,8 @@ EXPECTED_API = {
     "SourceConnectorContext", "SourceRecord", "SourceTask", "SourceTaskContext", "TopicPartition",
     "TransactionContext", "Transformation", "Type", "ValidString", "WaitTimeoutError", "mask",
     "non_empty_string", "valid_regex",
+    # why a source read nothing (connect_runtime.api.source)
+    "COMMITTED_BEFORE", "NO_INPUT", "NothingRead",
     # Kafka Connect's data model (connect_runtime.api.data)
     "Field", "Schema", "SchemaAndValue", "SchemaBuilder", "SchemaType", "Struct",
 }

@@ -40,7 +40,9 @@ def test_no_task_configs_is_an_empty_successful_run(sqlite_url: str) -> None:
     result = run_source(config, sqlite_url)
     assert result.to_dict() | {"seconds": 0} == {
         "connector": "plan", "records": 0, "ranges": {}, "source_offsets": [], "transactions": 0,
-        "filtered": 0, "skipped": 0, "seconds": 0, "interval_ranges": {}, "generation": 0}
+        "filtered": 0, "skipped": 0, "seconds": 0, "interval_ranges": {}, "generation": 0,
+        "empty": {"reason": "unknown", "looked_at": [],
+                  "message": "the source returned no records (the connector does not say where it looked)"}}
 
 
 def test_one_config_error_names_every_bad_field(sqlite_url: str) -> None:
@@ -270,7 +272,7 @@ def test_result_to_dict_is_plain_json_and_round_trips(sqlite_url: str) -> None:
     result = run_source(config, sqlite_url)
     data = result.to_dict()
     assert list(data) == ["connector", "records", "ranges", "source_offsets", "transactions", "filtered",
-                          "skipped", "seconds", "interval_ranges", "generation"]
+                          "skipped", "seconds", "interval_ranges", "generation", "empty"]
     assert json.loads(json.dumps(data)) == data
     assert data["ranges"] == {"t": {"0": [0, 24]}} and data["records"] == 24
     assert data["source_offsets"] == [{"partition": {"round": 1, "task": 0}, "offset": {"n": 12}},
