@@ -165,20 +165,13 @@ def config_kind(config: Mapping[str, Any]) -> str | None:
 
     :raises ConfigError: no ``connector.class``; a module that is here but fails to import or lacks the class;
         a class that is neither a SourceConnector nor a SinkConnector."""
-    from connect_runtime.api.connector import SourceConnector
-    from connect_runtime.runtime.plugins import load_class, module_absent
+    from connect_runtime.runtime.plugins import module_absent
+    from connect_runtime.validation import connector_kind
 
     path = str(config.get("connector.class") or "").strip()
     if not path:
         raise ConfigError(errors={"connector.class": "missing required field"})
-    if module_absent(path):
-        return None
-    cls = load_class(path, "connector.class")
-    if issubclass(cls, SourceConnector):
-        return "source"
-    if issubclass(cls, SinkConnector):
-        return "sink"
-    raise ConfigError(errors={"connector.class": f"class {path!r} is neither a SourceConnector nor a SinkConnector"})
+    return None if module_absent(path) else connector_kind(config)
 
 
 def is_running(backend: Backend, name: str) -> bool:

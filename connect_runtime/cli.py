@@ -57,7 +57,7 @@ from typing import IO, Any
 from connect_runtime.api.errors import ConfigError, ConnectError
 from connect_runtime.runtime.worker import CONFIG_LOGGER
 from connect_runtime.secrets import mask_config, secret_values, url_passwords
-from connect_runtime.validation import validation_errors, validation_warnings
+from connect_runtime.validation import connector_kind, validation_errors, validation_warnings
 
 DEFAULT_BACKEND = "sqlite:///pyconnect.db"
 BACKEND_ENV = "PYCONNECT_BACKEND"
@@ -130,22 +130,6 @@ def _decode(data: bytes | None) -> Any:
         return text
 
 
-def _connector_kind(config: Mapping[str, str]) -> str:
-    """``source`` or ``sink`` by the class ``connector.class`` names."""
-    from connect_runtime.api.connector import SinkConnector, SourceConnector
-    from connect_runtime.runtime.plugins import load_class
-
-    path = config.get("connector.class")
-    if not path:
-        raise ConfigError(errors={"connector.class": "missing required field (class)"})
-    cls = load_class(str(path).strip(), "connector.class")
-    if issubclass(cls, SourceConnector):
-        return "source"
-    if issubclass(cls, SinkConnector):
-        return "sink"
-    raise ConfigError(errors={"connector.class": f"class {path!r} is neither a SourceConnector nor a SinkConnector"})
-
-
 def _load(path: str) -> dict[str, str]:
     from connect_runtime.runtime.configfile import load_config
 
@@ -204,7 +188,7 @@ def cmd_run(ctx: _Context) -> int:
     a = ctx.args
     config = _load(a.config)
     ctx.secrets = _secrets(config)
-    kind = _connector_kind(config)
+    kind = connector_kind(config)
     logging.getLogger(__name__).info("running %s connector: %s", kind, json.dumps(mask_config(config)))
     progress = _progress_printer(sys.stderr)
     if kind == "source":
