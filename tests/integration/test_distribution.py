@@ -1,0 +1,119 @@
+"""The distribution as a user installs it: its wheel and sdist (built with uv, as ``uv build`` does), the LICENSE
+in both, and the provider installed without the ``airflow`` extra, alone and beside an Airflow older than the
+minimum, in a throwaway virtualenv: Airflow and its commands keep working and the provider says once why it
+registered nothing.
+
+Both tests need uv (in the virtualenv's ``bin/``) and the package registry, or uv's cache holding what they
+install; without them they skip, naming what failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.support import REPO
+
+OLDER_AIRFLOW = "3.2.2"
+"""An Airflow 3 release older than ``airflow_pyconnect.MIN_AIRFLOW_VERSION``."""
+
+_OFFLINE = ("Failed to fetch", "failed to lookup address", "dns error", "Connection refused", "Network is unreachable",
+            "error sending request", "Could not connect", "offline")
+
+UV = Path(sys.executable).parent / "uv"
+
+
+def _uv(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run uv; skip the test when uv is missing or the registry cannot be reached (uv's words for it)."""
+    if not UV.exists():
+        pytest.skip(f"uv is not installed next to {sys.executable}")
+    out = subprocess.run([str(UV), *args], capture_output=True, text=True, timeout=timeout,
+                         env={**os.environ, "UV_NO_PROGRESS": "1"})
+    if out.returncode != 0 and any(word in out.stderr for word in _OFFLINE):
+        pytest.skip(f"uv {args[0]} could not reach the package registry: {out.stderr.strip()[-300:]}")
+    assert out.returncode == 0, f"uv {' '.join(args)}:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel and the sdist of this checkout (built in isolation, as uv builds them for an index)."""
+    out = tmp_path_factory.mktemp("dist")
+    _uv("build", "--quiet", "--out-dir", str(out), str(REPO), timeout=300)
+    return out
+
+
+def test_the_wheel_and_the_sdist_hold_the_license(dist: Path) -> None:
+    """LICENSE (the Apache License 2.0, as the providers ship it) is in the repository, the wheel and the sdist,
+    and the metadata names it with the SPDX expression."""
+    import tarfile
+
+    license_text = (REPO / "LICENSE").read_text()
+    assert license_text.lstrip().startswith("Apache License") and "Version 2.0, January 2004" in license_text
+    (wheel,) = dist.glob("airflow_pyconnect-*.whl")
+    (sdist,) = dist.glob("airflow_pyconnect-*.tar.gz")
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        (in_wheel,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
+        assert zf.read(in_wheel).decode() == license_text
+        (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        headers = zf.read(metadata).decode().split("\n\n", 1)[0].splitlines()
+    assert "License-Expression: Apache-2.0" in headers and "License-File: LICENSE" in headers, headers
+    assert not [h for h in headers if h.startswith("Classifier: License ::")], "the SPDX field replaces it"
+    with tarfile.open(sdist) as tf:
+        (in_sdist,) = [m for m in tf.getmembers() if m.name.count("/") == 1 and m.name.endswith("/LICENSE")]
+        extracted = tf.extractfile(in_sdist)
+        assert extracted is not None and extracted.read().decode() == license_text
+
+
+_NO_AIRFLOW = """
+import json, connect_runtime
+from airflow_pyconnect.get_provider_info import get_provider_info
+from airflow_pyconnect.plugins.connectors import ENTRY_POINT_PLUGIN
+print(json.dumps({"info": get_provider_info(), "plugin": ENTRY_POINT_PLUGIN}))
+"""
+
+
+@pytest.mark.airflow
+def test_beside_no_airflow_and_an_older_airflow_airflow_keeps_working(dist: Path, tmp_path: Path) -> None:
+    """The wheel installed without extras in a fresh virtualenv: alone, its entry points register nothing and
+    say Airflow is missing; with Apache Airflow 3.2.2 beside it, ``import airflow``, ``airflow version`` and
+    ``airflow providers list`` work, the list shows the provider registering nothing and why, and each command
+    logs that once."""
+    (wheel,) = dist.glob("airflow_pyconnect-*.whl")
+    venv = tmp_path / "venv"
+    _uv("venv", "--quiet", "--python", sys.executable, str(venv))
+    python = venv / "bin" / "python"
+    _uv("pip", "install", "--quiet", "--python", str(python), str(wheel))
+    alone = subprocess.run([str(python), "-c", _NO_AIRFLOW], capture_output=True, text=True, timeout=120,
+                           cwd=tmp_path, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    got = json.loads(alone.stdout.strip().splitlines()[-1])
+    assert got["plugin"] is None
+    assert got["info"]["description"] == (
+        "Registers nothing here: Apache Airflow is not installed (pip install 'airflow-pyconnect[airflow]').")
+
+    _uv("pip", "install", "--quiet", "--python", str(python), f"apache-airflow=={OLDER_AIRFLOW}", timeout=600)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("AIRFLOW")}
+    env.update(AIRFLOW_HOME=str(tmp_path / "home"), AIRFLOW__CORE__LOAD_EXAMPLES="False")
+    why = f"it needs Apache Airflow 3.3.0+, found {OLDER_AIRFLOW}"
+    for command in ([str(python), "-c", "import airflow; print(airflow.__version__)"],
+                    [str(venv / "bin" / "airflow"), "version"],
+                    [str(venv / "bin" / "airflow"), "providers", "list", "--output", "json"]):
+        out = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+        shown = f"{command}:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+        assert out.returncode == 0, shown
+        warnings = [line for line in (out.stdout + out.stderr).splitlines()
+                    if "airflow-pyconnect 0.1.0 registers nothing" in line]
+        assert len(warnings) == 1 and why in warnings[0], shown
+        if command[-1] == "json":
+            listed = {p["package_name"]: p for p in json.loads(out.stdout[out.stdout.index("["):])}
+            assert listed["airflow-pyconnect"]["description"].startswith(f"Registers nothing here: {why}"), shown
+        else:
+            assert out.stdout.strip().splitlines()[-1] == OLDER_AIRFLOW, shown
