@@ -138,6 +138,7 @@ class PyConnectSourceOperator(_ConnectorOperator):
     """
 
     template_fields: Sequence[str] = ("connector_config", "identity")
+    interval_args = ("connector_config", "identity")
     ui_color = "#e8f4d9"
     serialise_runs_without_identity = True
     """Whether ``max_active_tis_per_dag`` defaults to 1 without ``identity`` (not for the fan-out's
