@@ -39,4 +39,4 @@ def test_parsing_a_dag_loads_only_the_link_of_the_plugin() -> None:
         "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
         "assert module.dag.get_task('ingest').operator_extra_links",
         "airflow_pyconnect.plugins")
-    assert loaded == ["airflow_pyconnect.plugins", "airflow_pyconnect.plugins.links", "airflow_pyconnect.plugins.view"]
+    assert loaded == ["airflow_pyconnect.plugins", "airflow_pyconnect.plugins.links"]
