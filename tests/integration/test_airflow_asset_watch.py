@@ -168,6 +168,17 @@ def test_committed_records_schedule_one_run_each_with_their_ranges(tmp_path: Pat
     print(f"standalone up to done {time.monotonic() - t0:.0f} s; commit to run done: {first:.1f} s, {second:.1f} s")
 
 
+def _answers(url: str) -> bool:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=5):
+            return True
+    except (urllib.error.URLError, OSError):  # not listening yet, or slow
+        return False
+
+
 SENSOR_DAG = "pyconnect_test_deferral"
 SENSOR_TOPIC = "late-events"
 
@@ -188,13 +199,19 @@ def test_the_deferrable_sensor_waits_in_the_real_triggerer(tmp_path: Path, metad
                 "topic": SENSOR_TOPIC, "max.records": "40"}, store)
     target = {SENSOR_TOPIC: {"0": 40}}
     out = tmp_path / "sensor_xcom.json"
-    env = {**_base_env(af, free_port(), store, metadata_db, job_schedule=True),
+    port = free_port()
+    env = {**_base_env(af, port, store, metadata_db, job_schedule=True),
+           # a worker's calls to the API server wait 5 s by default: a just-started API server on a busy
+           # machine took longer to answer the task's start (the task then fails before it runs)
+           "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
            "AIRFLOW_CONN_PYCONNECT_TEST": json.dumps({"conn_type": "pyconnect", "host": store}),
            "PYCONNECT_TEST_TARGET": json.dumps(target), "PYCONNECT_TEST_TIMEOUT": str(BOUND_S * 2),
            "PYCONNECT_TEST_OUT": str(out)}
     log = tmp_path / "standalone.log"
     with _standalone(af, env, log) as proc:
         _wait_dags(home, [SENSOR_DAG], proc, log)
+        _until("the API server to answer", lambda: _answers(f"http://127.0.0.1:{port}/api/v2/monitor/health"),
+               home, proc, log)
         af.airflow("dags", "unpause", SENSOR_DAG, extra_env=env)
         af.airflow("dags", "trigger", SENSOR_DAG, extra_env=env)
 
