@@ -54,7 +54,7 @@ def unsupported_airflow() -> str | None:
         return f"Apache Airflow's version {found!r} is not a version number; it needs {MIN_AIRFLOW_VERSION}+"
     if too_old:
         return (f"it needs Apache Airflow {MIN_AIRFLOW_VERSION}+, found {found} "
-                f"(pip install 'apache-airflow>={MIN_AIRFLOW_VERSION}')")
+                f"(install Apache Airflow {MIN_AIRFLOW_VERSION} or newer)")
     return None
 
 
