@@ -129,3 +129,49 @@ def test_beside_no_airflow_and_an_older_airflow_airflow_keeps_working(dist: Path
             assert listed["airflow-pyconnect"]["description"].startswith(f"Registers nothing here: {why}"), shown
         else:
             assert out.stdout.strip().splitlines()[-1] == older_airflow, shown
+
+
+_MAPPED_DAG = """
+from datetime import datetime
+from airflow.sdk import DAG
+from airflow_pyconnect.operators.source import INTERVAL_IDENTITY, PyConnectSourceOperator
+
+FILES = {"name": "files", "connector.class": "connect_runtime.connectors.files.DirectorySource",
+         "directory": "/tmp/in", "pattern": "*.jsonl", "topic": "t"}
+with DAG(dag_id="mapped_daily", schedule="@daily", start_date=datetime(2026, 1, 1), catchup=False):
+    PyConnectSourceOperator.partial(task_id="m", connector_config=FILES).expand(identity=[INTERVAL_IDENTITY])
+"""
+
+_PARSE = """
+import json
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag()
+print(json.dumps({"dags": sorted(bag.dags), "errors": list(bag.import_errors.values())}))
+"""
+
+
+@pytest.mark.airflow
+def test_an_installed_wheel_checks_mapped_tasks_through_its_cluster_policy(dist: Path, tmp_path: Path) -> None:
+    """The wheel with Apache Airflow 3.3.2 in a fresh virtualenv: Airflow loads the provider's cluster policy
+    from the wheel's ``airflow.policy`` entry point, and a mapped task using the data interval on ``"@daily"``
+    (whose runs have empty intervals) is the DAG file's import error, naming the task and the fix."""
+    (wheel,) = dist.glob("airflow_pyconnect-*.whl")
+    venv = tmp_path / "venv"
+    _uv("venv", "--quiet", "--python", sys.executable, str(venv))
+    _uv("pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), str(wheel), "apache-airflow==3.3.2",
+        timeout=600)
+    dags = tmp_path / "home" / "dags"
+    dags.mkdir(parents=True)
+    (dags / "mapped_daily.py").write_text(_MAPPED_DAG)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("AIRFLOW")}
+    env.update(AIRFLOW_HOME=str(tmp_path / "home"), AIRFLOW__CORE__LOAD_EXAMPLES="False",
+               AIRFLOW__CORE__DAGS_FOLDER=str(dags))
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", _PARSE], capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    parsed = json.loads(out.stdout.strip().splitlines()[-1])
+    assert parsed["dags"] == [], parsed
+    (error,) = parsed["errors"]
+    for words in ("AirflowClusterPolicyViolation", "Task 'm' of DAG 'mapped_daily'", "identity uses the data interval",
+                  "schedule='@daily'", 'CronDataIntervalTimetable("@daily", timezone="UTC")'):
+        assert words in error, error

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -105,3 +106,36 @@ def test_a_timetable_of_airflows_it_does_not_know_is_an_error_not_a_check_switch
         empty_runs(new(), START)
     mine = type("MyTimetable", (BaseTimetable,), {"__module__": "my_dags.timetables"})
     assert empty_runs(mine(), START) is None  # an author's own: the run-time check sees the real interval
+
+
+FILES = {"name": "files", "connector.class": "connect_runtime.connectors.files.DirectorySource",
+         "directory": "/tmp/in", "pattern": "*.jsonl", "topic": "t"}
+
+
+def test_the_cluster_policy_checks_mapped_and_late_assigned_tasks_and_leaves_others_alone() -> None:
+    """``airflow_pyconnect.policy.task_policy`` (what Airflow calls for each parsed task): a mapped task's
+    ``partial`` and literal ``expand`` values and a task given its DAG after construction are checked, the error
+    is a cluster policy violation naming the task; an XCom-fed ``expand`` and other operators pass."""
+    from airflow.exceptions import AirflowClusterPolicyViolation
+    from airflow.sdk import BaseOperator
+
+    from airflow_pyconnect.operators.source import INTERVAL_IDENTITY, PyConnectSourceOperator
+    from airflow_pyconnect.policy import task_policy
+
+    with DAG("daily", schedule="@daily", start_date=START) as dag:
+        mapped = PyConnectSourceOperator.partial(task_id="m", connector_config=FILES).expand(
+            identity=["a", INTERVAL_IDENTITY])
+        as_config = PyConnectSourceOperator.partial(task_id="c").expand(
+            connector_config=[{**FILES, "pattern": "{{ data_interval_start | ds }}/*"}])
+        fine = PyConnectSourceOperator.partial(task_id="f", connector_config=FILES).expand(identity=["a", "{{ ds }}"])
+        other = BaseOperator(task_id="other")
+        from_xcom = PyConnectSourceOperator.partial(task_id="x", connector_config=FILES).expand(identity=other.output)
+    late = PyConnectSourceOperator(task_id="late", connector_config=FILES, identity=INTERVAL_IDENTITY)
+    dag.add_task(late)
+    for task, words in ((mapped, "Task 'm' of DAG 'daily': identity uses"),
+                        (as_config, "Task 'c' of DAG 'daily': connector_config['pattern'] uses"),
+                        (late, "Task 'late' of DAG 'daily': identity uses")):
+        with pytest.raises(AirflowClusterPolicyViolation, match=re.escape(words)):
+            task_policy(task)
+    for task in (fine, other, from_xcom):
+        task_policy(task)
