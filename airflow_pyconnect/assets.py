@@ -13,19 +13,43 @@ Each event's ``extra`` holds ``{"connector", "topic", "ranges": {"<p>": [from, t
 
 The provider info registers the ``pyconnect`` scheme (``asset-uris``) with :func:`sanitize_uri`, which Airflow
 calls on every ``pyconnect://`` URI of an Asset (after its own normalisation: no trailing slash, no fragment):
-a URI naming no connection or no topic is refused when the DAG is parsed. :func:`create_asset` is its factory.
+a URI naming no connection, or a topic Kafka would refuse (:func:`check_topic`: Kafka's rule, ``[a-zA-Z0-9._-]``,
+1 to 249 characters, not ``.`` nor ``..``), is refused when the DAG is parsed. :func:`create_asset` is its factory.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import Asset
+from airflow_pyconnect import require_supported_airflow
+
+require_supported_airflow()
+
+from airflow.sdk import Asset  # noqa: E402  (after the Airflow check)
 
 if TYPE_CHECKING:
     from urllib.parse import SplitResult
 
 SCHEME = "pyconnect"
+
+TOPIC_RULE = "1 to 249 characters of [a-zA-Z0-9._-], not '.' nor '..' (Kafka's rule for topic names)"
+"""Kafka's legal topic names (``org.apache.kafka.common.internals.Topic.validate``), as errors name it."""
+
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+def legal_topic(topic: object) -> bool:
+    """Whether Kafka accepts ``topic`` as a topic name (:data:`TOPIC_RULE`)."""
+    return isinstance(topic, str) and bool(_LEGAL_TOPIC.fullmatch(topic)) and topic not in (".", "..")
+
+
+def check_topic(topic: str, where: str = "topic") -> str:
+    """``topic`` when Kafka accepts it as a topic name; else ``ValueError`` naming ``where`` and the rule."""
+    if not legal_topic(topic):
+        shown = topic if not isinstance(topic, str) or len(topic) <= 60 else f"{topic[:40]}... ({len(topic)} characters)"
+        raise ValueError(f"{where} {shown!r} is not a Kafka topic name: a topic name is {TOPIC_RULE}")
+    return topic
 
 
 def pyconnect_asset(topic: str, pyconnect_conn_id: str = "pyconnect_default") -> Asset:
@@ -35,21 +59,25 @@ def pyconnect_asset(topic: str, pyconnect_conn_id: str = "pyconnect_default") ->
 
 def create_asset(*, topic: str, pyconnect_conn_id: str = "pyconnect_default",
                  extra: dict[str, Any] | None = None) -> Asset:
-    """The asset factory of the ``pyconnect`` scheme (``asset-uris`` of the provider info)."""
+    """The asset factory of the ``pyconnect`` scheme (``asset-uris`` of the provider info); ``ValueError`` for a
+    topic Kafka would refuse (:data:`TOPIC_RULE`)."""
+    check_topic(topic, f"the topic of a {SCHEME}:// asset")
     uri = f"{SCHEME}://{pyconnect_conn_id}/{topic}"
     return Asset(name=uri, uri=uri, extra=extra)
 
 
 def sanitize_uri(uri: SplitResult) -> SplitResult:
-    """Airflow's URI handler for ``pyconnect://<connection id>/<topic>``: both parts are required, and the URI
-    has nothing else (no query: a topic is named by its path alone)."""
-    topic = uri.path.lstrip("/")
+    """Airflow's URI handler for ``pyconnect://<connection id>/<topic>``: both parts are required, the topic is
+    a name Kafka accepts (:data:`TOPIC_RULE`: no ``/``, no space), and the URI has nothing else (no query: a
+    topic is named by its path alone)."""
+    topic = uri.path[1:] if uri.path.startswith("/") else uri.path
     if not uri.netloc:
         raise ValueError(f"a {SCHEME}:// asset URI names a connection id: {SCHEME}://<connection id>/<topic>")
     if not topic:
         raise ValueError(f"a {SCHEME}:// asset URI names a topic: {SCHEME}://{uri.netloc}/<topic>")
     if uri.query:
         raise ValueError(f"a {SCHEME}:// asset URI has no query: {SCHEME}://{uri.netloc}/{topic}, got ?{uri.query}")
+    check_topic(topic, f"the topic of a {SCHEME}://{uri.netloc}/ asset URI")
     return uri
 
 
@@ -62,4 +90,4 @@ def topic_of(asset: object, pyconnect_conn_id: str) -> str | None:
     return None
 
 
-__all__ = ["SCHEME", "create_asset", "pyconnect_asset", "sanitize_uri", "topic_of"]
+__all__ = ["SCHEME", "TOPIC_RULE", "check_topic", "create_asset", "legal_topic", "pyconnect_asset", "sanitize_uri", "topic_of"]

@@ -6,6 +6,10 @@ plugin and extra link, the ``pyconnect://`` asset URI scheme and the ``[pyconnec
 ``airflow config get-value pyconnect ...`` and ``airflow providers configs`` know its options). It must stay
 a plain function returning plain data: it is called when Airflow lists providers, so it imports nothing but
 the version.
+
+Beside an Airflow the provider cannot run on (older than ``MIN_AIRFLOW_VERSION``), it returns a manifest that
+registers nothing (name, version, and the reason in its description) and logs the reason once: it never
+raises inside Airflow's provider discovery, which would break ``import airflow`` and every ``airflow`` command.
 """
 
 from __future__ import annotations
@@ -58,9 +62,15 @@ of the provider, with its default, so Airflow's config parser and CLI know it.""
 
 
 def get_provider_info() -> dict[str, Any]:
-    """The provider's manifest (the ``provider.yaml`` of an ``apache-airflow-providers-*`` package)."""
-    from airflow_pyconnect import __version__
+    """The provider's manifest (the ``provider.yaml`` of an ``apache-airflow-providers-*`` package); one that
+    registers nothing, saying why, beside an Airflow the provider cannot run on."""
+    from airflow_pyconnect import __version__, unsupported_airflow, warn_unsupported
 
+    reason = unsupported_airflow()
+    if reason is not None:
+        warn_unsupported(reason)
+        return {"package-name": "airflow-pyconnect", "name": "PyConnect", "versions": [__version__],
+                "description": f"Registers nothing here: {reason}."}
     return {
         "package-name": "airflow-pyconnect",
         "name": "PyConnect",
@@ -98,7 +108,7 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "config": CONFIG,
-        "plugins": [{"name": "pyconnect", "plugin-class": "airflow_pyconnect.plugins.connectors.PyConnectPlugin"}],
+        "plugins": [{"name": "pyconnect", "plugin-class": "airflow_pyconnect.plugins.view.PyConnectPlugin"}],
         "connection-types": [
             {
                 "hook-class-name": "airflow_pyconnect.hooks.pyconnect.PyConnectHook",

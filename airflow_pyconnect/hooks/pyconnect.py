@@ -167,7 +167,9 @@ class PyConnectHook(BaseHook):
             self._resolved = self._resolve()
         return self._resolved
 
-    def _resolve(self) -> tuple[str, dict[str, Any]]:
+    def _resolve(self, create: bool = True) -> tuple[str, dict[str, Any]]:
+        """The connection's backend URL and settings; the embedded default's directory is created when
+        ``create`` (not for :meth:`test_connection`, which creates nothing)."""
         from airflow.sdk.exceptions import AirflowNotFoundException
 
         try:
@@ -188,7 +190,8 @@ class PyConnectHook(BaseHook):
                     "if every worker shares one machine"
                 ) from None
             url = embedded_backend_url()
-            Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+            if create:
+                Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
             if not _default_logged.is_set():
                 _default_logged.set()
                 self.log.info("Connection %r is not defined: using the embedded backend %s",
@@ -237,13 +240,19 @@ class PyConnectHook(BaseHook):
         return open_backend_at(url, settings)
 
     def test_connection(self) -> tuple[bool, str]:
-        """Open the backend and list its topics: ``(True, what was found)`` or ``(False, why not)``."""
+        """Open the backend read-only and list its topics: ``(True, what was found)`` or ``(False, why not)``.
+
+        The UI's Test button runs this in the API server, so it creates nothing: no directory, no SQLite file
+        (a path naming no file fails the test, naming the path; the first run creates it), no topic. A Kafka
+        cluster that does not answer fails it within the client's bounds (``socket.connection.setup.timeout.ms``,
+        the backend's metadata timeout), naming the servers."""
         try:
-            with self.get_backend() as backend:
+            url, settings = self._resolved or self._resolve(create=False)
+            with open_backend_at(url, settings, read_only=True) as backend:
                 topics = backend.list_topics()
         except Exception as exc:
             return False, f"{type(exc).__name__}: {exc}"
-        return True, f"Connected to {self.backend_config()[0]}: {len(topics)} topic(s)"
+        return True, f"Connected to {url}: {len(topics)} topic(s)"
 
 
 __all__ = ["DEFAULT_CONN_ID", "SINGLE_MACHINE_EXECUTORS", "PyConnectHook", "backend_url_from_host",

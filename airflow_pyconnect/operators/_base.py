@@ -33,7 +33,11 @@ A task whose connector config or identity is rendered from the data interval (``
 presets and cron strings (``schedule="@daily"``) make a ``CronTriggerTimetable`` whose runs have
 ``data_interval_start == data_interval_end``; so do ``schedule=None``, ``"@once"`` and asset schedules.
 Such a task fails when the DAG file is parsed (an import error naming the task, the schedule and the
-fix: :func:`check_schedule`), and, if it gets a run with an empty interval anyway, when it runs.
+fix: :func:`check_schedule`), and, if it gets a run with an empty interval anyway, when it runs. The parse-time
+check runs in the operator's constructor when the DAG is known there, and for every task of every DAG Airflow
+parses through the provider's cluster policy (:mod:`airflow_pyconnect.policy`): mapped tasks and tasks given
+their DAG after construction included. It uses Airflow's public API only (:func:`empty_runs`) and raises,
+rather than switching itself off, on a timetable of Airflow's it does not know.
 """
 
 from __future__ import annotations
@@ -154,42 +158,93 @@ def interval_fields(**fields: Any) -> list[str]:
 _EMPTY_INTERVALS: dict[int, tuple[Any, str | None]] = {}
 """Per timetable object (``id``, the object kept alive with it): what :func:`_empty_intervals` found."""
 
+_SCHEDULED = "scheduled runs, catch-up and backfills"
+
 
 def _empty_intervals(dag: Any) -> str | None:
-    """Which runs of ``dag`` have an empty data interval (``data_interval_start == data_interval_end``),
-    asked of its timetable; ``None`` when they have data intervals, or when this cannot be told at parse
-    time (a custom timetable Airflow cannot convert): the task's own check when it runs covers that."""
+    """Which runs of ``dag`` have an empty data interval (``data_interval_start == data_interval_end``), told
+    from its timetable (:func:`empty_runs`); ``None`` when they have data intervals."""
     timetable = getattr(dag, "timetable", None)
     if timetable is None:
         return None
     cached = _EMPTY_INTERVALS.get(id(timetable))
     if cached is None or cached[0] is not timetable:
-        cached = _EMPTY_INTERVALS[id(timetable)] = (timetable, _ask_timetable(timetable, dag.start_date))
+        cached = _EMPTY_INTERVALS[id(timetable)] = (timetable, empty_runs(timetable, dag.start_date))
     return cached[1]
 
 
+def empty_runs(timetable: Any, start_date: Any = None) -> str | None:
+    """Which runs a DAG with this timetable gets with an empty data interval (``"manual runs"``, ...), or
+    ``None`` when its runs have data intervals, through Airflow's public API only: a timetable written on
+    Airflow's ``Timetable`` base (``airflow.timetables``, custom timetables included) is asked, as the
+    scheduler asks it (``next_dagrun_info``, ``infer_manual_data_interval``); a Task SDK timetable is told by
+    its class and its ``interval``. A Task SDK timetable of Airflow's own that this provider does not know
+    (a newer Airflow) is an error: the check never switches itself off. One the DAG's author wrote on the SDK
+    base gives ``None`` here; the check when the task runs still sees the run's real interval."""
+    from airflow.timetables.base import Timetable
+
+    if isinstance(timetable, Timetable):
+        return _ask_timetable(timetable, start_date)
+    from airflow.sdk import (
+        CronDataIntervalTimetable,
+        CronTriggerTimetable,
+        DeltaDataIntervalTimetable,
+        DeltaTriggerTimetable,
+        EventsTimetable,
+        MultipleCronTriggerTimetable,
+    )
+    from airflow.sdk.definitions.timetables.assets import (
+        AssetOrTimeSchedule,
+        AssetTriggeredTimetable,
+        PartitionedAtRuntime,
+    )
+    from airflow.sdk.definitions.timetables.simple import ContinuousTimetable, NullTimetable, OnceTimetable
+
+    if isinstance(timetable, AssetOrTimeSchedule):  # its time-based runs decide (its base is asset-triggered)
+        return empty_runs(timetable.timetable, start_date)
+    if isinstance(timetable, (CronDataIntervalTimetable, DeltaDataIntervalTimetable, ContinuousTimetable)):
+        return None  # a continuous run covers the time since the previous one
+    if isinstance(timetable, (CronTriggerTimetable, DeltaTriggerTimetable)):  # CronPartitionTimetable too
+        return None if timetable.interval else _SCHEDULED
+    if isinstance(timetable, MultipleCronTriggerTimetable):
+        return None if all(t.interval for t in timetable.timetables) else _SCHEDULED
+    if isinstance(timetable, NullTimetable):
+        return "manual runs"
+    if isinstance(timetable, (AssetTriggeredTimetable, PartitionedAtRuntime)):
+        return "asset-triggered and manual runs"
+    if isinstance(timetable, (OnceTimetable, EventsTimetable)):
+        return _SCHEDULED
+    kind = type(timetable)
+    if kind.__module__.split(".")[0] == "airflow":
+        from airflow import __version__ as airflow_version
+
+        from airflow_pyconnect import __version__
+
+        raise RuntimeError(
+            f"airflow-pyconnect {__version__} does not know Airflow {airflow_version}'s timetable "
+            f"{kind.__module__}.{kind.__qualname__}, so it cannot tell whether its runs have data intervals "
+            f"(a newer Airflow than it was built for): upgrade airflow-pyconnect, or schedule with a timetable "
+            f"it knows, e.g. {INTERVAL_FIX.removeprefix('give the DAG a schedule with data intervals, e.g. ')}")
+    return None
+
+
 def _ask_timetable(timetable: Any, start_date: Any) -> str | None:
+    """Ask a timetable on Airflow's public ``Timetable`` base for its first scheduled run (or, when it
+    schedules nothing, a manual run's interval) from the DAG's start date."""
     from datetime import datetime
 
-    try:
-        if not hasattr(timetable, "next_dagrun_info"):  # an SDK timetable: its core twin does the scheduling
-            from airflow.serialization.encoders import coerce_to_core_timetable
+    from airflow.timetables.base import TimeRestriction
+    from pendulum import instance
 
-            timetable = coerce_to_core_timetable(timetable)
-        from airflow.timetables.base import TimeRestriction
-        from pendulum import instance
-
-        start = instance(start_date or datetime(2026, 1, 1, tzinfo=UTC))
-        info = None
-        if getattr(timetable, "can_be_scheduled", True):
-            info = timetable.next_dagrun_info(last_automated_data_interval=None,
-                                              restriction=TimeRestriction(earliest=start, latest=None, catchup=True))
-        if info is not None:
-            interval, runs = info.data_interval, "scheduled runs, catch-up and backfills"
-        else:
-            interval, runs = timetable.infer_manual_data_interval(run_after=start), "manual runs"
-    except Exception:
-        return None
+    start = instance(start_date or datetime(2026, 1, 1, tzinfo=UTC))
+    info = None
+    if timetable.can_be_scheduled:
+        info = timetable.next_dagrun_info(last_automated_data_interval=None,
+                                          restriction=TimeRestriction(earliest=start, latest=None, catchup=True))
+    if info is not None:
+        interval, runs = info.data_interval, _SCHEDULED
+    else:
+        interval, runs = timetable.infer_manual_data_interval(run_after=start), "manual runs"
     return runs if interval.start == interval.end else None
 
 
@@ -206,10 +261,16 @@ def _schedule_text(dag: Any) -> str:
     return f"schedule={text} ({kind})" if kind not in text else f"schedule={text}"
 
 
-def check_schedule(task: BaseOperator, fields: list[str]) -> None:
+def _dag_of(task: Any) -> Any:
+    """The task's DAG or ``None`` (an operator not yet assigned; a mapped operator holds it as an attribute)."""
+    has_dag = getattr(task, "has_dag", None)
+    return (task.dag if has_dag() else None) if has_dag is not None else getattr(task, "dag", None)
+
+
+def check_schedule(task: Any, fields: list[str]) -> None:
     """Fail (when the DAG file is parsed) if ``fields`` use the data interval but the task's DAG gives
     its runs empty data intervals; the error names the task, the DAG's schedule and the fix."""
-    dag = task.dag if task.has_dag() else None
+    dag = _dag_of(task)
     if not fields or dag is None:
         return
     runs = _empty_intervals(dag)
@@ -222,6 +283,31 @@ def check_schedule(task: BaseOperator, fields: list[str]) -> None:
         f"(data_interval_start / data_interval_end), but the DAG's {_schedule_text(dag)} gives its {runs} an "
         f"empty data interval (data_interval_start == data_interval_end{why}): an interval-mode source would "
         f"read nothing and INTERVAL_IDENTITY would name no interval. Fix: {INTERVAL_FIX}.")
+
+
+def check_task_schedule(task: Any) -> None:
+    """:func:`check_schedule` for any task of a parsed DAG (the provider's cluster policy,
+    :mod:`airflow_pyconnect.policy`, calls it for every task): a pyconnect operator, or one mapped with
+    ``.partial(...).expand(...)`` (the fields of ``partial`` and each literal value of ``expand``; values from
+    XCom are known only when the task runs, where :meth:`_ConnectorOperator._check_interval` checks them).
+    Other tasks are left alone."""
+    if getattr(task, "is_mapped", False):
+        kind = task.operator_class
+        if not (isinstance(kind, type) and issubclass(kind, _ConnectorOperator)):
+            return
+        names = kind.interval_args
+        given: list[dict[str, Any]] = [{n: v for n, v in task.partial_kwargs.items() if n in names}]
+        expand = task.expand_input.value
+        for kwargs in ([expand] if isinstance(expand, Mapping) else expand if isinstance(expand, list) else []):
+            if isinstance(kwargs, Mapping):
+                given += [{n: v} for n in names if isinstance(kwargs.get(n), list) for v in kwargs[n]]
+                given += [{n: kwargs[n]} for n in names if isinstance(kwargs.get(n), (str, Mapping))]
+        fields = list(dict.fromkeys(f for kwargs in given for f in interval_fields(**kwargs)))
+    elif isinstance(task, _ConnectorOperator):
+        fields = getattr(task, "_interval_fields", [])
+    else:
+        return
+    check_schedule(task, fields)
 
 
 def serialised_runs(kwargs: dict[str, Any], serialise: bool) -> dict[str, Any]:
@@ -244,6 +330,8 @@ class _ConnectorOperator(BaseOperator):
 
     template_fields_renderers = {"connector_config": "json"}
     operator_extra_links = (ConnectorsLink(),)
+    interval_args: tuple[str, ...] = ("connector_config",)
+    """The arguments whose templates may use the data interval (the schedule check reads them)."""
 
     def __init__(
         self,

@@ -106,6 +106,7 @@ class PyConnectPlanSourceOperator(_ConnectorOperator):
     """
 
     template_fields: Sequence[str] = ("connector_config", "identity")
+    interval_args = ("connector_config", "identity")
     ui_color = "#e8f4d9"
 
     def __init__(self, *, connector_config: Mapping[str, Any] | str, pyconnect_conn_id: str = DEFAULT_CONN_ID,

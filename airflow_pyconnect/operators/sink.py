@@ -61,6 +61,7 @@ class PyConnectSinkOperator(_ConnectorOperator):
     """
 
     template_fields: Sequence[str] = ("connector_config", "until_offsets")
+    interval_args = ("connector_config", "until_offsets")
     template_fields_renderers = {"connector_config": "json", "until_offsets": "json"}
     ui_color = "#f4e4d9"
 

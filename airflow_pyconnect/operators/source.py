@@ -76,7 +76,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_pyconnect.assets import pyconnect_asset, topic_of
+from airflow_pyconnect.assets import TOPIC_RULE, legal_topic, pyconnect_asset, topic_of
 from airflow_pyconnect.hooks.pyconnect import DEFAULT_CONN_ID
 from airflow_pyconnect.operators._base import (
     _ConnectorOperator,
@@ -170,6 +170,7 @@ class PyConnectSourceOperator(_ConnectorOperator):
     """
 
     template_fields: Sequence[str] = ("connector_config", "identity")
+    interval_args = ("connector_config", "identity")
     ui_color = "#e8f4d9"
     serialise_runs_without_identity = True
     """Whether ``max_active_tis_per_dag`` defaults to 1 without ``identity`` (not for the fan-out's
@@ -305,6 +306,9 @@ class PyConnectSourceOperator(_ConnectorOperator):
                      "records": self._topic_records(parts)}
             if topic in by_topic:
                 events[by_topic[topic]].extra.update(extra)
+            elif aliases and not legal_topic(topic):
+                self.log.warning("Topic %r is not a Kafka topic name (%s): it has no asset, no asset event for it",
+                                 topic, TOPIC_RULE)
             elif aliases:
                 for alias in aliases:
                     events[alias].add(pyconnect_asset(topic, self.pyconnect_conn_id), extra=extra)

@@ -72,7 +72,7 @@ def _unavailable(exc: service.StoreUnavailable) -> HTTPException:
 
 
 def create_app() -> FastAPI:
-    """The app Airflow's API server mounts (see :class:`airflow_pyconnect.plugins.connectors.PyConnectPlugin`)."""
+    """The app Airflow's API server mounts (see :class:`airflow_pyconnect.plugins.view.PyConnectPlugin`)."""
     app = FastAPI(title="PyConnect Connectors", description=__doc__, docs_url=None, redoc_url=None)
 
     @app.get("/ui", response_class=HTMLResponse, include_in_schema=False)

@@ -1,67 +1,35 @@
-"""The Airflow plugin of the Connectors view, registered by the provider manifest (``plugins``).
+"""The ``airflow.plugins`` entry point of the Connectors view: safe to import beside any Airflow.
 
-Airflow loads plugins in its scheduler, DAG processor, workers and API server; only the API server
-uses ``fastapi_apps``. So the FastAPI app (and with it FastAPI, the admin API and the backends) is
-built the first time ``PyConnectPlugin.fastapi_apps`` is read, never when this module is imported.
+Airflow 3.3 loads the ``plugins`` of provider manifests only when ``[core] lazy_discover_providers`` is False
+(its default is True); then the manifest registers :class:`~airflow_pyconnect.plugins.view.PyConnectPlugin` and
+the entry point yields nothing (Airflow skips what is not a plugin), so it is never registered twice. The option
+is read from Airflow's config, as Airflow itself reads it (with the same default).
 
-What the plugin adds:
-
-- ``fastapi_apps``: the JSON API and the page at ``/pyconnect`` (:mod:`airflow_pyconnect.plugins.app`);
-- ``external_views``: "Connectors" in the navigation (Browse), showing ``/pyconnect/ui`` in Airflow's UI;
-- ``operator_extra_links``: :class:`~airflow_pyconnect.plugins.links.ConnectorsLink`, so the API
-  server knows the link the operators declare.
+Every Airflow process loads this module (its plugins manager, through the entry point), so it imports no
+Airflow class unless the provider can run here: beside an Airflow older than the minimum it yields nothing and
+says why once (:func:`airflow_pyconnect.warn_unsupported`), rather than an import error in every process.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from airflow.plugins_manager import AirflowPlugin
-
-from airflow_pyconnect.plugins.links import PAGE_PATH, URL_PREFIX, ConnectorsLink, base_path
+from airflow_pyconnect import unsupported_airflow, warn_unsupported
 
 
-class _LazyApps:
-    """``fastapi_apps`` built on first read (the API server), cached afterwards."""
-
-    def __init__(self) -> None:
-        self._apps: list[dict[str, Any]] | None = None
-
-    def __get__(self, obj: object, owner: type | None = None) -> list[dict[str, Any]]:
-        if self._apps is None:
-            from airflow_pyconnect.plugins.app import create_app
-
-            self._apps = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "PyConnect Connectors"}]
-        return self._apps
-
-
-class PyConnectPlugin(AirflowPlugin):
-    """The Connectors view: connectors, offsets, lag and runs of every ``pyconnect`` connection."""
-
-    name = "pyconnect"
-    fastapi_apps = _LazyApps()
-    external_views = [
-        {
-            "name": "Connectors",
-            "href": base_path() + PAGE_PATH,
-            "destination": "nav",
-            "category": "browse",
-            "url_route": "pyconnect_connectors",
-        }
-    ]
-    operator_extra_links = [ConnectorsLink()]
-
-
-def _entry_point_plugin() -> type[PyConnectPlugin] | None:
-    """The plugin for the ``airflow.plugins`` entry point: Airflow 3.3 loads the ``plugins`` of provider
-    manifests only when ``[core] lazy_discover_providers`` is False (its default is True); then the
-    manifest registers it and the entry point yields nothing (Airflow skips what is not a plugin). The option is
-    read from Airflow's config, as Airflow itself reads it (with the same default)."""
+def _entry_point_plugin() -> Any:
+    """The plugin class for the entry point, or ``None`` (manifest plugins loaded, or an unsupported Airflow)."""
+    reason = unsupported_airflow()
+    if reason is not None:
+        warn_unsupported(reason)
+        return None
     from airflow.configuration import conf
+
+    from airflow_pyconnect.plugins.view import PyConnectPlugin
 
     return PyConnectPlugin if conf.getboolean("core", "lazy_discover_providers", fallback=True) else None
 
 
 ENTRY_POINT_PLUGIN = _entry_point_plugin()
 
-__all__ = ["ENTRY_POINT_PLUGIN", "PyConnectPlugin"]
+__all__ = ["ENTRY_POINT_PLUGIN"]

@@ -5,6 +5,10 @@ its Asset watched by ``CommittedRecordsTrigger`` in the triggerer.
 Records committed into the store by a source run outside Airflow make exactly one Asset event and one
 DAG run, whose triggering event carries the committed ranges; the run's sink delivers exactly those
 records. Committing more makes the next run with the next ranges; nothing fires or lands twice.
+
+The deferrable committed-offsets sensor, in the same setup: it defers, a triggerer process runs its
+``CommittedOffsetsTrigger``, and a sink commit outside Airflow resumes it (``dags test`` runs triggers in its
+own process: tests/integration/test_airflow_pipeline.py).
 """
 
 from __future__ import annotations
@@ -162,3 +166,73 @@ def test_committed_records_schedule_one_run_each_with_their_ranges(tmp_path: Pat
     archived = _archived(data / "archive")
     assert sorted(archived) == list(range(50)), f"{len(archived)} records archived, {len(set(archived))} distinct"
     print(f"standalone up to done {time.monotonic() - t0:.0f} s; commit to run done: {first:.1f} s, {second:.1f} s")
+
+
+def _answers(url: str) -> bool:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=5):
+            return True
+    except (urllib.error.URLError, OSError):  # not listening yet, or slow
+        return False
+
+
+SENSOR_DAG = "pyconnect_test_deferral"
+SENSOR_TOPIC = "late-events"
+
+
+def test_the_deferrable_sensor_waits_in_the_real_triggerer(tmp_path: Path, metadata_db: str) -> None:  # noqa: F811
+    """``PyConnectCommittedOffsetsSensor(deferrable=True)`` in a DAG run the scheduler started: the sensor finds
+    the sink's offsets short of the target and defers; a triggerer process (not ``dags test``'s in-process one)
+    takes its ``CommittedOffsetsTrigger``; a sink run outside Airflow then commits the target, the trigger's
+    event resumes the sensor on its first try, and its XCom is the committed offsets."""
+    from connect_runtime import run_sink, run_source
+
+    home = tmp_path / "home"
+    (home / "dags").mkdir(parents=True)
+    shutil.copy(REPO / "tests" / "support" / "dag_files" / f"{SENSOR_DAG}.py", home / "dags")
+    af = AirflowEnv(home)
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    run_source({"name": "late-gen", "connector.class": "connect_runtime.connectors.datagen.DataGenSource",
+                "topic": SENSOR_TOPIC, "max.records": "40"}, store)
+    target = {SENSOR_TOPIC: {"0": 40}}
+    out = tmp_path / "sensor_xcom.json"
+    port = free_port()
+    env = {**_base_env(af, port, store, metadata_db, job_schedule=True),
+           # a worker's calls to the API server wait 5 s by default: a just-started API server on a busy
+           # machine took longer to answer the task's start (the task then fails before it runs)
+           "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
+           "AIRFLOW_CONN_PYCONNECT_TEST": json.dumps({"conn_type": "pyconnect", "host": store}),
+           "PYCONNECT_TEST_TARGET": json.dumps(target), "PYCONNECT_TEST_TIMEOUT": str(BOUND_S * 2),
+           "PYCONNECT_TEST_OUT": str(out)}
+    log = tmp_path / "standalone.log"
+    with _standalone(af, env, log) as proc:
+        _wait_dags(home, [SENSOR_DAG], proc, log)
+        _until("the API server to answer", lambda: _answers(f"http://127.0.0.1:{port}/api/v2/monitor/health"),
+               home, proc, log)
+        af.airflow("dags", "unpause", SENSOR_DAG, extra_env=env)
+        af.airflow("dags", "trigger", SENSOR_DAG, extra_env=env)
+
+        def deferred_in_a_triggerer() -> list[tuple[Any, ...]]:
+            return _query(home, "SELECT t.classpath, t.triggerer_id FROM task_instance ti JOIN trigger t "
+                                "ON t.id = ti.trigger_id WHERE ti.dag_id = ? AND ti.task_id = 'wait' "
+                                "AND ti.state = 'deferred' AND t.triggerer_id IS NOT NULL", SENSOR_DAG)
+
+        ((classpath, triggerer_id),) = _until("the sensor to defer to a running triggerer", deferred_in_a_triggerer,
+                                              home, proc, log)
+        assert classpath == "airflow_pyconnect.triggers.offsets.CommittedOffsetsTrigger"
+        (job,) = _query(home, "SELECT job_type, state FROM job WHERE id = ?", triggerer_id)
+        assert job == ("TriggererJob", "running")
+        assert not out.exists()  # still waiting: the sink has committed nothing
+
+        sink = run_sink({"name": "late-sink", "connector.class": "tests.support.sink_helpers.RecordingSinkConnector",
+                         "topics": SENSOR_TOPIC, "log.path": str(tmp_path / "sink.log")}, store, until_offsets=target)
+        assert sink.to_dict()["committed"] == target
+        _until("the DAG run to succeed", lambda: _query(
+            home, "SELECT 1 FROM dag_run WHERE dag_id = ? AND state = 'success'", SENSOR_DAG), home, proc, log)
+        states = _query(home, "SELECT task_id, state, try_number FROM task_instance WHERE dag_id = ? ORDER BY task_id",
+                        SENSOR_DAG)
+        assert states == [("report", "success", 1), ("wait", "success", 1)], states
+    assert json.loads(out.read_text()) == target

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import shutil
 import signal
@@ -30,6 +31,20 @@ BIN = Path(sys.executable).parent
 DAG_FILES = Path(__file__).resolve().parent / "dag_files"
 
 
+POLICY_ENTRY_POINT = Path(__file__).resolve().parent / "policy_entry_point"
+"""A directory declaring ``pyproject.toml``'s ``airflow.policy`` entry point, put on the path of Airflow's
+processes when the installed airflow-pyconnect predates it (an editable install made before the entry point
+existed), so they load the provider's cluster policy as an install of this checkout does."""
+
+
+@functools.cache
+def _policy_path() -> list[str]:
+    from importlib.metadata import entry_points
+
+    declared = any(e.value == "airflow_pyconnect.policy" for e in entry_points(group="airflow.policy"))
+    return [] if declared else [str(POLICY_ENTRY_POINT)]
+
+
 @dataclass
 class AirflowEnv:
     home: Path
@@ -45,7 +60,7 @@ class AirflowEnv:
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags),
             "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
-            "PYTHONPATH": os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+            "PYTHONPATH": os.pathsep.join([str(REPO), *_policy_path(), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
             "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
         })
         env.update(extra or {})

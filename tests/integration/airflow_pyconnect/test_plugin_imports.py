@@ -20,9 +20,9 @@ def _modules_after(code: str, prefix: str) -> list[str]:
 def test_loading_the_plugin_builds_no_app_until_the_api_server_asks() -> None:
     loaded = _modules_after("import airflow_pyconnect.plugins.connectors", "airflow_pyconnect.plugins")
     assert loaded == ["airflow_pyconnect.plugins", "airflow_pyconnect.plugins.connectors",
-                      "airflow_pyconnect.plugins.links"]
+                      "airflow_pyconnect.plugins.links", "airflow_pyconnect.plugins.view"]
     loaded = _modules_after(
-        "from airflow_pyconnect.plugins.connectors import PyConnectPlugin\n"
+        "from airflow_pyconnect.plugins.view import PyConnectPlugin\n"
         "(app,) = PyConnectPlugin.fastapi_apps\n"
         "assert app['url_prefix'] == '/pyconnect' and PyConnectPlugin.fastapi_apps[0] is app\n"
         "assert {r.path for r in app['app'].routes} >= {'/ui', '/api/connections', '/api/connections/{conn_id}',"

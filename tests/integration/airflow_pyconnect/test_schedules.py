@@ -6,7 +6,8 @@
   source's ``interval.start``/``interval.end``) on a schedule whose runs have empty data intervals
   (``"@daily"``, a cron string, ``None``, ``"@once"``) is an import error naming the task, the schedule
   and the fix; with ``CronDataIntervalTimetable`` or ``CronTriggerTimetable(..., interval=...)`` it
-  parses, and ``{{ ds }}`` alone is fine on ``"@daily"``;
+  parses, and ``{{ ds }}`` alone is fine on ``"@daily"``; mapped tasks (``.partial().expand()``) and tasks given
+  their DAG after construction (``dag.add_task``, ``op.dag = dag``) too, through the provider's cluster policy;
 - ``CronDataIntervalTimetable`` works end to end under ``airflow dags test`` (SqlSource interval mode on
   SQLite, ``INTERVAL_IDENTITY``);
 - the task concurrency defaults, as the scheduler sees them (the serialized DAG): 1 for sinks and for
@@ -74,6 +75,31 @@ CASES: dict[str, tuple[str, str, list[str] | None]] = {
     "daily_ds_only_ok": ('"@daily"', 'PyConnectSourceOperator(task_id="ingest", connector_config=FILES, '
                                      'identity="{{ ds }}")', None),
     "none_no_interval_ok": ("None", 'PyConnectSinkOperator(task_id="out", connector_config=SINK)', None),
+    # mapped tasks: the constructor runs only when a mapped instance runs; Airflow's task policy sees them
+    "daily_mapped_identity": ('"@daily"', 'PyConnectSourceOperator.partial(task_id="m", connector_config=FILES)'
+                                          '.expand(identity=["a", INTERVAL_IDENTITY])',
+                              ["'m'", "identity uses the data interval", "schedule='@daily'"]),
+    "daily_mapped_config": ('"@daily"', 'PyConnectSourceOperator.partial(task_id="m").expand(connector_config=[SQL])',
+                            ["'m'", "connector_config['interval.start'], connector_config['interval.end'] use"]),
+    "daily_mapped_sink_partial": ('"@daily"', 'PyConnectSinkOperator.partial(task_id="out", connector_config={**SINK, '
+                                              '"directory": "/o/{{ data_interval_end | ds }}"}).expand(until_offsets=[None])',
+                                  ["'out'", "connector_config['directory'] uses"]),
+    "mapped_data_interval_ok": ('CronDataIntervalTimetable("@daily", timezone="UTC")',
+                                'PyConnectSourceOperator.partial(task_id="m", connector_config=SQL)'
+                                '.expand(identity=[INTERVAL_IDENTITY])', None),
+}
+
+# DAGs given to the task after it was built: the constructor saw no DAG; Airflow's task policy sees them
+LATE = """
+ingest = PyConnectSourceOperator(task_id="late", connector_config=FILES, identity=INTERVAL_IDENTITY)
+dag = DAG(dag_id=NAME, schedule=SCHEDULE, start_date=datetime(2026, 1, 1), catchup=False)
+ASSIGN
+"""
+LATE_CASES: dict[str, tuple[str, str, list[str] | None]] = {
+    "late_add_task": ('"@daily"', "dag.add_task(ingest)", ["'late'", "identity uses the data interval",
+                                                           "schedule='@daily'", "CronDataIntervalTimetable"]),
+    "late_dag_attribute": ('"0 3 * * *"', "ingest.dag = dag", ["'late'", "schedule='0 3 * * *'"]),
+    "late_ok": ('CronDataIntervalTimetable("@daily", timezone="UTC")', "ingest.dag = dag", None),
 }
 
 
@@ -92,6 +118,9 @@ def parsed(tmp_path_factory: pytest.TempPathFactory) -> tuple[AirflowEnv, dict[s
     af.dags.mkdir(parents=True)
     for name, (schedule, body, _) in CASES.items():
         (af.dags / f"{name}.py").write_text(_dag_file(name, schedule, body))
+    for name, (schedule, assign, _) in LATE_CASES.items():
+        late = LATE.replace("NAME", repr(name)).replace("SCHEDULE", schedule).replace("ASSIGN", assign)
+        (af.dags / f"{name}.py").write_text(HEADER + late)
     out = af.python(textwrap.dedent("""
         import json
         from pathlib import Path
@@ -104,11 +133,11 @@ def parsed(tmp_path_factory: pytest.TempPathFactory) -> tuple[AirflowEnv, dict[s
     return af, result["errors"], result["dags"]
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", sorted(CASES) + sorted(LATE_CASES))
 def test_dag_files_with_empty_intervals_are_import_errors_naming_the_fix(
         parsed: tuple[AirflowEnv, dict[str, str], list[str]], name: str) -> None:
     _, errors, dags = parsed
-    want = CASES[name][2]
+    want = {**CASES, **LATE_CASES}[name][2]
     if want is None:
         assert name not in errors, errors.get(name)
         assert name in dags
@@ -126,7 +155,7 @@ def test_list_import_errors_shows_it(parsed: tuple[AirflowEnv, dict[str, str], l
     assert listed.returncode == 1  # the command fails when there are import errors (CI's use of it)
     out = listed.stdout
     errors = {Path(e["filepath"]).stem: e["error"] for e in json.loads(out[out.index("[{"):])}
-    assert sorted(errors) == sorted(n for n, c in CASES.items() if c[2] is not None)
+    assert sorted(errors) == sorted(n for n, c in {**CASES, **LATE_CASES}.items() if c[2] is not None)
     assert "Task 'ingest' of DAG 'daily_interval_identity'" in errors["daily_interval_identity"]
     assert 'schedule=CronDataIntervalTimetable("@daily", timezone="UTC")' in errors["daily_interval_identity"]
 

@@ -66,6 +66,41 @@ def test_sqlite_connection_opens_and_tests(monkeypatch: pytest.MonkeyPatch, tmp_
     assert message == f"Connected to sqlite:///{tmp_path / 'h.db'}: 1 topic(s)"
 
 
+def _tree(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(root.rglob("*"))}
+
+
+def test_test_connection_opens_the_store_read_only_and_creates_nothing(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The UI's Test button (run in the API server): a SQLite path naming no file fails the test naming the
+    path, and creates no directory and no file; an existing store is read, not written (no file added or
+    changed); the embedded default creates no directory either."""
+    missing = tmp_path / "not" / "yet" / "p.db"
+    _conn(monkeypatch, "pc_missing", host=f"sqlite:///{missing}")
+    ok, message = PyConnectHook("pc_missing").test_connection()
+    assert not ok and str(missing) in message and "no such file" in message, message
+    assert list(tmp_path.iterdir()) == []
+
+    store = tmp_path / "store"
+    store.mkdir()
+    _conn(monkeypatch, "pc_store", host=f"sqlite:///{store / 'p.db'}")
+    with PyConnectHook("pc_store").get_backend() as be:
+        be.create_topics({"t1": 2, "t2": 1})
+    before = _tree(store)
+    assert PyConnectHook("pc_store").test_connection() == (True, f"Connected to sqlite:///{store / 'p.db'}: 2 topic(s)")
+    after = _tree(store)
+    assert after["p.db"] == before["p.db"], "the database file is not written"
+    # a WAL reader's coordination files (an empty log, the shared-memory index) are SQLite's, as any reader
+    # beside a writer makes them; nothing else appears
+    assert set(after) - set(before) <= {"p.db-wal", "p.db-shm"} and after.get("p.db-wal", (0, 0))[0] == 0, after
+
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("AIRFLOW_CONN_PYCONNECT_DEFAULT", raising=False)
+    ok, message = PyConnectHook().test_connection()
+    assert not ok and str(tmp_path / "home" / "pyconnect" / "pyconnect.db") in message, message
+    assert not (tmp_path / "home").exists()
+
+
 def test_test_connection_reports_failure(monkeypatch: pytest.MonkeyPatch) -> None:
     _conn(monkeypatch, "pc_bad", host="sqlite:///")
     ok, message = PyConnectHook("pc_bad").test_connection()

@@ -13,9 +13,10 @@ from airflow_pyconnect.get_provider_info import get_provider_info
 
 def test_the_manifest_registers_the_plugin_class() -> None:
     (entry,) = get_provider_info()["plugins"]
-    assert entry == {"name": "pyconnect", "plugin-class": "airflow_pyconnect.plugins.connectors.PyConnectPlugin"}
-    from airflow_pyconnect.plugins.connectors import ENTRY_POINT_PLUGIN, PyConnectPlugin
+    assert entry == {"name": "pyconnect", "plugin-class": "airflow_pyconnect.plugins.view.PyConnectPlugin"}
+    from airflow_pyconnect.plugins.connectors import ENTRY_POINT_PLUGIN
     from airflow_pyconnect.plugins.links import ConnectorsLink
+    from airflow_pyconnect.plugins.view import PyConnectPlugin
 
     assert PyConnectPlugin.name == "pyconnect"
     (view,) = PyConnectPlugin.external_views

@@ -109,11 +109,27 @@ def test_extra_links_and_asset_uris_point_at_real_objects() -> None:
             raise AssertionError(f"{bad} was accepted")
 
 
-def test_one_version_and_the_minimum_airflow_check(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_asset_uris_accept_exactly_kafkas_topic_names() -> None:
+    """``pyconnect://<connection>/<topic>`` takes Kafka's legal topic names (``[a-zA-Z0-9._-]``, 1 to 249
+    characters, not ``.`` nor ``..``: ``Topic.validate``) and refuses the rest naming the rule, through Airflow's
+    own Asset (the provider's URI handler) and through the factory."""
+    from airflow.sdk import Asset
+
+    from airflow_pyconnect.assets import TOPIC_RULE, create_asset, pyconnect_asset
+
+    for good in ("orders", "a.b_c-D9", "x" * 249, "...", ".a", "_"):
+        assert Asset(f"pyconnect://c/{good}").uri == pyconnect_asset(good, "c").uri == f"pyconnect://c/{good}"
+    for bad in ("a/b", "or ders", "x" * 250, ".", "..", "or%20ders", "/orders", "caf\u00e9", "a+b"):
+        for make in (lambda t: Asset(f"pyconnect://c/{t}"), lambda t: create_asset(topic=t, pyconnect_conn_id="c")):
+            with pytest.raises(ValueError, match="is not a Kafka topic name") as caught:
+                make(bad)
+            assert TOPIC_RULE in str(caught.value) and "[a-zA-Z0-9._-]" in TOPIC_RULE
+            assert len(str(caught.value)) < 300, "a long name is shortened in the error"
+
+
+def test_one_version() -> None:
     import tomllib
     from pathlib import Path
-
-    import airflow
 
     import airflow_pyconnect
 
@@ -121,11 +137,64 @@ def test_one_version_and_the_minimum_airflow_check(monkeypatch: pytest.MonkeyPat
     assert project["project"]["dynamic"] == ["version"] and "version" not in project["project"]
     assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "airflow_pyconnect.__version__"}
     assert get_provider_info()["versions"] == [airflow_pyconnect.__version__]
+
+
+def test_beside_an_older_airflow_discovery_works_and_the_provider_registers_nothing_saying_why_once(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Airflow's own ProvidersManager (a fresh one, real entry points) lists providers beside an Airflow older
+    than the minimum: the manifest registers nothing and says why, the plugin entry point yields nothing, the
+    warning is logged once; importing a module with Airflow classes names the version needed."""
+    import logging
+
+    import airflow
+    from airflow.providers_manager import ProvidersManager
+
+    import airflow_pyconnect
+    from airflow_pyconnect.plugins import connectors
+
     monkeypatch.setattr(airflow, "__version__", "3.2.9")
-    with pytest.raises(RuntimeError, match=r"airflow-pyconnect:0\.1\.0` needs Apache Airflow 3\.3\.0\+, found 3\.2\.9"):
-        importlib.reload(airflow_pyconnect)
+    monkeypatch.setattr(airflow_pyconnect, "_WARNED", [])
+    monkeypatch.setattr(ProvidersManager, "_instance", None)
+    monkeypatch.setattr(ProvidersManager, "_initialized", False)
+    caplog.set_level(logging.WARNING, logger="airflow_pyconnect")
+    manager = ProvidersManager()
+    manager.initialize_providers_list()
+    info = manager.providers["airflow-pyconnect"].data
+    why = "it needs Apache Airflow 3.3.0+, found 3.2.9"
+    assert why in info["description"] and info["description"].startswith("Registers nothing here: ")
+    assert not {"hooks", "operators", "connection-types", "plugins", "asset-uris", "config"} & set(info)
+    assert "apache-airflow-providers-standard" in manager.providers  # the others are still there
+    try:
+        importlib.reload(connectors)
+        assert connectors.ENTRY_POINT_PLUGIN is None
+        get_provider_info()
+    finally:
+        monkeypatch.undo()
+        importlib.reload(connectors)
+    warned = [r.getMessage() for r in caplog.records if r.name == "airflow_pyconnect"]
+    assert len(warned) == 1 and why in warned[0] and "registers nothing" in warned[0], warned
+    assert connectors.ENTRY_POINT_PLUGIN is not None or not airflow_pyconnect.unsupported_airflow()
+
+
+def test_the_airflow_check_names_the_version_needed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    import airflow
+
+    import airflow_pyconnect
+
+    assert airflow_pyconnect.unsupported_airflow() is None
     monkeypatch.setattr(airflow, "__version__", "3.3.0.dev0")  # a pre-release of the minimum is accepted
-    importlib.reload(airflow_pyconnect)
+    assert airflow_pyconnect.unsupported_airflow() is None
+    monkeypatch.setattr(airflow, "__version__", "2.11.0")
+    with pytest.raises(RuntimeError, match=r"airflow-pyconnect:0\.1\.0` cannot run here: it needs Apache Airflow "
+                                           r"3\.3\.0\+, found 2\.11\.0"):
+        airflow_pyconnect.require_supported_airflow()
+    monkeypatch.setattr(airflow, "__version__", "not a version")
+    assert "not a version number" in (airflow_pyconnect.unsupported_airflow() or "")
+    monkeypatch.setitem(sys.modules, "airflow", None)  # as if Airflow were not installed
+    assert airflow_pyconnect.unsupported_airflow() == (
+        "Apache Airflow is not installed (pip install 'airflow-pyconnect[airflow]')")
 
 
 def test_the_secret_name_rule_agrees_with_airflows_masker() -> None:
