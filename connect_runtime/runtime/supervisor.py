@@ -105,7 +105,8 @@ def supervise(state: RunState, threads: Sequence[threading.Thread], grace: float
                 progress()
             except Exception as exc:
                 state.fail(exc)
-        if generation is not None and now >= next_heartbeat:
+        # once the run failed its tasks only unwind: a heartbeat would wait on the store that may have failed it
+        if generation is not None and now >= next_heartbeat and not state.failed:
             next_heartbeat = now + HEARTBEAT_SECONDS
             generation.heartbeat(topics() if topics is not None else ())
         stop_at, reason = state.stop_at, state.stop_reason

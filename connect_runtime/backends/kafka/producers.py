@@ -158,8 +158,8 @@ class _KafkaProducerBase:
             raise self._failure(_unwrap(exc), "flushing") from exc
         if left:
             raise BackendUnavailableError(
-                f"{self.what}: {left} records were not acknowledged by the Kafka cluster at "
-                f"{self.backend.bootstrap} within {timeout:g} s")
+                f"{self.what}: flushing (producing records): {left} records were not acknowledged by the Kafka "
+                f"cluster at {self.backend.bootstrap} within {timeout:g} s")
         err = self.tracker.error or (self._offset_errors[0] if self._offset_errors else None)
         if err is not None:
             raise self._failure(ck.KafkaException(err), "writing records")
