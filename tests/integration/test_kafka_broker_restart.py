@@ -35,6 +35,7 @@ from connect_runtime.backends import open_backend
 from connect_runtime.runtime.source import interval_ranges
 from tests.support import PYTHON, REPO, slow_iterations
 from tests.support.kafka_broker import ApacheKafkaBroker
+from tests.support.kafka_cluster import MIN_ISR, REPLICATION, KafkaCluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(1500)]
 
@@ -54,14 +55,48 @@ def write_input(directory: Path, lines: int) -> None:
             f.writelines(json.dumps({"f": name, "i": i}) + "\n" for i in range(lines // 2))
 
 
-def spec(broker: ApacheKafkaBroker, name: str, directory: Path, exactly_once: bool, retry_ms: int) -> str:
+def spec(broker: Broker, name: str, directory: Path, exactly_once: bool, retry_ms: int) -> str:
     return json.dumps({
         "config": {"name": name, "connector.class": "connect_runtime.connectors.files.DirectorySource",
                    "directory": str(directory), "topic": name, "tasks.max": 2,
                    "errors.retry.timeout": retry_ms},
         "backend": broker.url,
-        "kwargs": {"exactly_once": exactly_once, "ledger_key": {"dag_id": "d", "interval": name}},
+        "kwargs": {"exactly_once": exactly_once, "ledger_key": {"dag_id": "d", "interval": name},
+                   "backend_settings": getattr(broker, "settings", {})},
     })
+
+
+class PartitionLeader:
+    """A three-node cluster seen as one broker by the rounds: ``kill`` SIGKILLs the node leading partition 0 of
+    the topic being written (where the run's records go), ``restart`` starts it again on its data and waits
+    until every partition is back in sync."""
+
+    settings = {"offset.storage.replication.factor": REPLICATION, "topic.creation.default.replication.factor":
+                REPLICATION, "topic.creation.default.min.insync.replicas": MIN_ISR}
+
+    def __init__(self, cluster: KafkaCluster) -> None:
+        self.cluster = cluster
+        self.topic = ""
+        self.victim: int | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return self.cluster.bootstrap
+
+    @property
+    def url(self) -> str:
+        return self.cluster.url
+
+    def kill(self) -> None:
+        self.victim = self.cluster.leaders(self.topic)[0]
+        self.cluster.kill(self.victim)
+
+    def restart(self) -> float:
+        assert self.victim is not None
+        return self.cluster.restart(self.victim)
+
+
+Broker = ApacheKafkaBroker | PartitionLeader
 
 
 class SourceRun:
@@ -89,7 +124,7 @@ class SourceRun:
         return self.proc.returncode, (json.loads(lines[-1]) if lines else {})
 
 
-def topic_end(broker: ApacheKafkaBroker, topic: str) -> int:
+def topic_end(broker: Broker, topic: str) -> int:
     """The topic's high watermark (0 while it does not exist or the broker does not answer)."""
     import confluent_kafka as ck
 
@@ -103,7 +138,7 @@ def topic_end(broker: ApacheKafkaBroker, topic: str) -> int:
         consumer.close()
 
 
-def kill_on_progress(broker: ApacheKafkaBroker, run: SourceRun, topic: str, at: int, down: float) -> bool:
+def kill_on_progress(broker: Broker, run: SourceRun, topic: str, at: int, down: float) -> bool:
     """SIGKILL the broker once the topic holds ``at`` offsets, keep it down ``down`` s, start it again.
     False when the run ended first (nothing killed)."""
     deadline = time.monotonic() + RUN_BOUND_S
@@ -118,7 +153,7 @@ def kill_on_progress(broker: ApacheKafkaBroker, run: SourceRun, topic: str, at: 
     return True
 
 
-def committed_lines(broker: ApacheKafkaBroker, topic: str) -> list[tuple[int, dict[str, Any]]]:
+def committed_lines(broker: Broker, topic: str) -> list[tuple[int, dict[str, Any]]]:
     """(offset, value) of every committed record of the topic, read ``read_committed`` from the beginning."""
     import confluent_kafka as ck
 
@@ -143,7 +178,7 @@ def committed_lines(broker: ApacheKafkaBroker, topic: str) -> list[tuple[int, di
         consumer.close()
 
 
-def check_exact(broker: ApacheKafkaBroker, name: str, lines: int, exactly_once: bool) -> None:
+def check_exact(broker: Broker, name: str, lines: int, exactly_once: bool) -> None:
     records = committed_lines(broker, name)
     counts = Counter((v["f"], v["i"]) for _, v in records)
     want = {(f, i) for f in ("a", "b") for i in range(lines // 2)}
@@ -152,7 +187,7 @@ def check_exact(broker: ApacheKafkaBroker, name: str, lines: int, exactly_once: 
     twice = {k: c for k, c in counts.items() if c > 1}
     if exactly_once:
         assert not twice, f"{name}: {len(twice)} lines committed more than once, e.g. {sorted(twice.items())[:3]}"
-    with open_backend(broker.url) as backend:
+    with open_backend(broker.url, getattr(broker, "settings", {})) as backend:
         interval, ledger_records = interval_ranges(backend, name, {"dag_id": "d", "interval": name})
         store = backend.offset_store()
         try:
@@ -167,12 +202,14 @@ def check_exact(broker: ApacheKafkaBroker, name: str, lines: int, exactly_once: 
         assert ledger_records == lines, f"{name}: the ranges record counts {ledger_records} records, not {lines}"
 
 
-def one_round(broker: ApacheKafkaBroker, tmp_path: Path, directory: Path, name: str, exactly_once: bool,
+def one_round(broker: Broker, tmp_path: Path, directory: Path, name: str, exactly_once: bool,
               rng: random.Random) -> str:
     """A run through one kill and restart, then a rerun; the data checked. Returns what happened."""
     log = tmp_path / f"{name}.log"
     argument = spec(broker, name, directory, exactly_once, RETRY_TIMEOUT_MS)
     run = SourceRun(argument, log)
+    if isinstance(broker, PartitionLeader):
+        broker.topic = name
     at = rng.randint(1, int(LINES * 0.9))
     killed = kill_on_progress(broker, run, name, at, rng.uniform(0.0, 3.0))
     rc, result = run.wait(RUN_BOUND_S, name)
@@ -208,13 +245,22 @@ def test_a_source_run_rides_out_a_broker_restart_or_fails_naming_it(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("exactly_once", [True, False], ids=["exactly_once", "at_least_once"])
+@pytest.mark.parametrize("path", ["exactly_once", "at_least_once", "sink"])
 def test_broker_restarts_at_random_instants(fresh_kafka_broker: ApacheKafkaBroker, tmp_path: Path,
-                                             lines_dir: Path, exactly_once: bool) -> None:
+                                             lines_dir: Path, path: str) -> None:
+    broker = fresh_kafka_broker
     seed = os.environ.get("PYCONNECT_SEED", str(time.time()))
     rng = random.Random(seed)
-    outcomes = [one_round(fresh_kafka_broker, tmp_path, lines_dir, f"loop{k}", exactly_once, rng)
-                for k in range(slow_iterations(2, 20))]
+    outcomes = []
+    for k in range(slow_iterations(2, 20)):
+        if path == "sink":
+            topic = f"sloop{k}"
+            rc, result = SourceRun(spec(broker, topic, lines_dir, True, RETRY_TIMEOUT_MS),
+                                   tmp_path / f"{topic}.log").wait(RUN_BOUND_S, "the source run the sink reads")
+            assert rc == 0, result
+            outcomes.append(sink_round(broker, tmp_path, topic, rng))
+        else:
+            outcomes.append(one_round(broker, tmp_path, lines_dir, f"loop{k}", path == "exactly_once", rng))
     print(f"\nPYCONNECT_SEED={seed}\n  " + "\n  ".join(outcomes))
 
 
@@ -242,3 +288,85 @@ def test_a_broker_that_stays_down_fails_the_run_in_its_bound(fresh_kafka_broker:
     assert "commit_transaction" in message or "init_transactions" in message or "flush" in message, (
         f"the error does not say what the run was doing: {message}")
     print(f"\nfailed {time.monotonic() - killed:.1f} s after the kill: {result['error']}: {message}")
+
+
+def sink_round(broker: ApacheKafkaBroker, tmp_path: Path, topic: str, rng: random.Random) -> str:
+    """A FileSink run (``pyconnect run``) over ``topic`` through one kill and restart, then a rerun: the files
+    hold every committed record of the topic once, in offset order."""
+    from connect_runtime.connectors.files import committed_files
+
+    name = f"{topic}-files"
+    out = tmp_path / name
+    config = tmp_path / f"{name}.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in {
+        "name": name, "connector.class": "connect_runtime.connectors.files.FileSink", "topics": topic,
+        "tasks.max": 1, "directory": out, "consumer.max.poll.records": 1000, "offset.flush.interval.ms": 0,
+        "errors.retry.timeout": RETRY_TIMEOUT_MS}.items()))
+    command = [PYTHON, "-m", "connect_runtime.cli", "--backend", broker.url, "run", str(config)]
+    log = tmp_path / f"{name}.log"
+
+    def written() -> int:
+        return sum(len(f.read_bytes().splitlines()) for f in out.glob(f"{topic}/partition=*/*.jsonl"))
+
+    def start() -> subprocess.Popen[bytes]:
+        with open(log, "ab") as err:
+            return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL, cwd=REPO,
+                                    env={**os.environ, "PYTHONPATH": str(REPO)})
+
+    def wait(proc: subprocess.Popen[bytes], what: str) -> int:
+        try:
+            return proc.wait(RUN_BOUND_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(30)
+            raise AssertionError(f"{what}: the sink run did not end within {RUN_BOUND_S:g} s (a hang); its log:\n"
+                                 f"{log.read_text()[-4000:]}") from None
+
+    proc = start()
+    at = rng.randint(1, int(LINES * 0.9))
+    deadline = time.monotonic() + RUN_BOUND_S
+    while proc.poll() is None and written() < at:
+        assert time.monotonic() < deadline, f"the sink never wrote {at} lines"
+        time.sleep(0.02)
+    killed = proc.poll() is None
+    if killed:
+        broker.kill()
+        time.sleep(rng.uniform(0.0, 3.0))
+        broker.restart()
+    rc = wait(proc, name)
+    errors = [line for line in log.read_text().splitlines() if line.startswith("error:")]
+    if rc != 0:
+        assert rc == 1 and len(errors) == 1 and broker.bootstrap in errors[0], (
+            f"{name}: the sink run neither completed nor failed with one error naming the broker (exit {rc}); log:\n"
+            f"{log.read_text()[-4000:]}")
+    assert wait(start(), f"{name} rerun") == 0, f"{name}: the rerun failed; log:\n{log.read_text()[-4000:]}"
+    lines = [json.loads(line) for f in committed_files(out, topic, 0) for line in f.read_text().splitlines()
+             if line.strip()]
+    assert lines == [v for _, v in committed_lines(broker, topic)], (
+        f"{name}: the FileSink's files do not hold the topic's records in offset order, each once")
+    return f"{name}: kill at {at} lines ({'killed' if killed else 'run ended first'}): " + (
+        "completed" if rc == 0 else errors[0][:200])
+
+
+def test_a_sink_run_rides_out_a_broker_restart_or_fails_naming_it(
+        fresh_kafka_broker: ApacheKafkaBroker, tmp_path: Path, lines_dir: Path) -> None:
+    broker = fresh_kafka_broker
+    seed = os.environ.get("PYCONNECT_SEED", str(time.time()))
+    rng = random.Random(seed)
+    rc, result = SourceRun(spec(broker, "sunk", lines_dir, True, RETRY_TIMEOUT_MS), tmp_path / "sunk.log").wait(
+        RUN_BOUND_S, "the source run the sink reads")
+    assert rc == 0, result
+    print(f"\nPYCONNECT_SEED={seed}: " + sink_round(broker, tmp_path, "sunk", rng))
+
+
+@pytest.mark.slow
+def test_a_run_rides_out_its_partition_leader_restarting_in_a_cluster(kafka_cluster: KafkaCluster, tmp_path: Path,
+                                                                      lines_dir: Path) -> None:
+    """Three nodes: the leader of the data partition SIGKILLed mid-run and started again; exactly-once, then
+    at-least-once."""
+    seed = os.environ.get("PYCONNECT_SEED", str(time.time()))
+    rng = random.Random(seed)
+    leader = PartitionLeader(kafka_cluster)
+    outcomes = [one_round(leader, tmp_path, lines_dir, f"lead{k}", exactly_once, rng)
+                for k, exactly_once in enumerate((True, False))]
+    print(f"\nPYCONNECT_SEED={seed}\n  " + "\n  ".join(outcomes))
