@@ -40,6 +40,7 @@ class ExactlyOnceTask(SourceWorkerTask):
     txn_open = False
     inflight: InFlight | None = None
     committer: ThreadPoolExecutor | None = None
+    abandoned = False  # a commit in flight did not return within its bound (its producer is never closed)
 
     def setup(self) -> None:
         tid = self.plan.transactional_id(self.index, self.backend.cluster_id)
@@ -119,6 +120,7 @@ class ExactlyOnceTask(SourceWorkerTask):
         try:
             return inflight.future.result(timeout=bound)
         except FutureTimeout:
+            self.abandoned = True
             raise BackendUnavailableError(
                 f"{self.label}: commit_transaction on {mask_urls(self.backend.url)} did not "
                 f"return within {bound:g} s (errors.retry.timeout / offset.flush.timeout.ms bound the commit); "
@@ -196,6 +198,11 @@ class ExactlyOnceTask(SourceWorkerTask):
             # the commit in flight was waited for (bounded) by settle() or abort_quietly(); a committer thread
             # still inside a client call is not waited for again: it ends when that call's own bound runs out
             self.committer.shutdown(wait=False, cancel_futures=True)
+        if self.abandoned:
+            # never close a client under a call still in flight (it would free what that call uses): the
+            # producer is left to its committer thread and the process's end
+            log.warning("%s: the commit in flight never returned; its producer is left open", self.label)
+            del self.producer
         super().close_clients()
 
 
