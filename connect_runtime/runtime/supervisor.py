@@ -89,6 +89,7 @@ def supervise(state: RunState, threads: Sequence[threading.Thread], grace: float
     a later run fences them)."""
     next_progress = time.monotonic() + PROGRESS_EVERY
     next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS
+    beating: threading.Thread | None = None
     while True:
         alive = [t for t in threads if t.is_alive()]
         if not alive:
@@ -105,9 +106,15 @@ def supervise(state: RunState, threads: Sequence[threading.Thread], grace: float
                 progress()
             except Exception as exc:
                 state.fail(exc)
-        if generation is not None and now >= next_heartbeat:
+        # once the run failed its tasks only unwind: a heartbeat would wait on the store that may have failed it.
+        # A heartbeat runs on a thread of its own, one at a time: a store that does not answer (a broker
+        # restarting) holds that thread for its read bound, never this loop (max_seconds, stop, stuck tasks)
+        if generation is not None and now >= next_heartbeat and not state.failed and (
+                beating is None or not beating.is_alive()):
             next_heartbeat = now + HEARTBEAT_SECONDS
-            generation.heartbeat(topics() if topics is not None else ())
+            beating = threading.Thread(target=generation.heartbeat, args=(topics() if topics is not None else (),),
+                                       name=f"{state.name}-heartbeat", daemon=True)
+            beating.start()
         stop_at, reason = state.stop_at, state.stop_reason
         if state.deadline is not None and state.deadline <= now and (stop_at is None or state.deadline < stop_at):
             stop_at, reason = state.deadline, "max_seconds reached"

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from connect_runtime.api.config import ConfigDef, Password
-from connect_runtime.api.errors import ConfigError
+from connect_runtime.api.errors import BackendUnavailableError, ConfigError, WaitTimeoutError
 from connect_runtime.backends.base import Backend
 from connect_runtime.runtime.errors import STORE_RIDE_OUT_S, store_ride_out_s
 from connect_runtime.runtime.plugins import load_class
@@ -182,6 +182,13 @@ class Generation:
             log.warning("connector %s: writing the registry heartbeat failed: %r", self.record.name, exc)
 
     def finish(self, failed: BaseException | None, topics: Sequence[str] = (), **changes: Any) -> None:
+        """Record the generation's end; not tried when the run failed because the store could not be reached (the
+        registry lives there too: waiting for it again would only add its read bound to the run's failure; the
+        generation stays "running" with its last heartbeat, which the next run's generation fences)."""
+        if isinstance(failed, (BackendUnavailableError, WaitTimeoutError)):
+            log.warning("connector %s: the end of generation %d is not recorded: the store could not be reached "
+                        "(%s)", self.record.name, self.record.generation, type(failed).__name__)
+            return
         try:
             if changes:
                 self.registry.update(self.record, **changes)

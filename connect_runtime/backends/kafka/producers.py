@@ -55,6 +55,8 @@ class _KafkaProducerBase:
         self._produce = self._p.produce
         self._poll = self._p.poll
         self._closed = False
+        # a call failed because the cluster could not be reached (close then waits only briefly)
+        self._unreachable = False
 
     def _queue_full(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Librdkafka's queue is full: serve delivery reports until there is room (bounded)."""
@@ -157,15 +159,18 @@ class _KafkaProducerBase:
         except (ck.KafkaException, SystemError) as exc:
             raise self._failure(_unwrap(exc), "flushing") from exc
         if left:
+            self._unreachable = True
             raise BackendUnavailableError(
-                f"{self.what}: {left} records were not acknowledged by the Kafka cluster at "
-                f"{self.backend.bootstrap} within {timeout:g} s")
+                f"{self.what}: flushing (producing records): {left} records were not acknowledged by the Kafka "
+                f"cluster at {self.backend.bootstrap} within {timeout:g} s")
         err = self.tracker.error or (self._offset_errors[0] if self._offset_errors else None)
         if err is not None:
             raise self._failure(ck.KafkaException(err), "writing records")
 
     def _failure(self, exc: BaseException, doing: str) -> Exception:
-        return self.backend.translate(exc, f"{self.what} {doing}")
+        failure = self.backend.translate(exc, f"{self.what} {doing}")
+        self._unreachable |= isinstance(failure, BackendUnavailableError)
+        return failure
 
     def close(self) -> None:
         if self._closed:
@@ -193,7 +198,9 @@ class _KafkaProducerBase:
 
         closer = threading.Thread(target=close, name="kafka-producer-close", daemon=True)
         closer.start()
-        bound = self.backend.connect_timeout + 5
+        # a producer that already failed for want of the cluster is not waited for again: its close would only
+        # run into the same wall (the abort it makes cannot reach the coordinator either)
+        bound = 1.0 if self._unreachable else self.backend.connect_timeout + 5
         closer.join(bound)
         if closer.is_alive():
             log.warning("%s: close did not finish within %g s (the cluster at %s did not answer); the producer is "

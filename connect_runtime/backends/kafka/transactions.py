@@ -237,6 +237,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                 if self._is_fenced(exc):
                     raise self._fenced_error(exc) from exc
                 if err is not None and err.code() in _UNREACHABLE_CODES:
+                    self._unreachable = True
                     raise BackendUnavailableError(
                         f"{self.what}: init_transactions did not complete within {timeout:g} s; the Kafka "
                         f"cluster at {self.backend.bootstrap} did not answer: {_describe(exc)}") from exc
@@ -337,19 +338,30 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                 err = _kafka_error(exc)
                 if self._is_fenced(exc):
                     raise self._fenced_error(exc) from exc
-                if err is not None and err.retriable() and time.monotonic() < deadline:
+                # librdkafka's transactional API: a retriable error (a timeout while the coordinator is away)
+                # resumes the same commit when called again; one that requires an abort (records whose
+                # delivery is unknown after a broker died) can only be aborted, and the run fails with it
+                if err is not None and err.retriable() and not err.txn_requires_abort() \
+                        and time.monotonic() < deadline:
+                    time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
                     continue
-                if err is not None and err.code() in _UNREACHABLE_CODES:
+                if err is not None and (err.code() in _UNREACHABLE_CODES or err.retriable()
+                                        or err.txn_requires_abort()):
+                    self._unreachable = True
                     raise BackendUnavailableError(
-                        f"{self.what}: commit_transaction did not complete within {timeout:g} s at "
-                        f"{self.backend.bootstrap}: {_describe(exc)}") from exc
+                        f"{self.what}: commit_transaction did not complete within {timeout:g} s (the ride-out "
+                        f"bound: errors.retry.timeout, at least offset.flush.timeout.ms); the Kafka cluster at "
+                        f"{self.backend.bootstrap} did not take the transaction: "
+                        f"{self.backend.redact(_describe(exc))}") from exc
                 raise self.backend.translate(exc, f"{self.what} commit_transaction") from exc
 
     def _abort_after_failure(self, timeout: float) -> None:
         if self._fenced or not self._in_txn:
             return
         try:
-            self._p.abort_transaction(max(timeout, 0.001))
+            # best effort: a cluster that could not be reached is not waited for again (the coordinator aborts the
+            # transaction after transaction.timeout.ms, and the next init_transactions of this id aborts it too)
+            self._p.abort_transaction(1.0 if self._unreachable else max(timeout, 0.001))
         except ck.KafkaException as exc:
             if self._is_fenced(exc):
                 self._fenced = True

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from connect_runtime.api.errors import ConnectError, WaitTimeoutError
+from connect_runtime.api.errors import BackendUnavailableError, ConnectError, WaitTimeoutError
 from connect_runtime.api.records import SinkRecord, TopicPartition
 from connect_runtime.api.sink import SinkTask
 from connect_runtime.backends.base import ConsumedRecord, Consumer
@@ -175,6 +175,7 @@ class SinkWorkerTask(WorkerTask):
         pos = self.pos
         target = self._target
         paused_since: float | None = None
+        ends_failing_since: float | None = None  # the end-of-partition check failing for want of the cluster
         paused_logged = 0.0
         while True:
             if run.stop.is_set():
@@ -214,7 +215,7 @@ class SinkWorkerTask(WorkerTask):
             if run.deadline is not None:
                 timeout = max(0.0, min(timeout, run.deadline - now))
             if not self._poll_and_deliver(max_poll, timeout):
-                positions.check_ends(consumer, remaining, ctx, run.flush_timeout_s)
+                ends_failing_since = self._check_ends(positions, consumer, remaining, ctx, ends_failing_since)
                 if interval != 0 and time.monotonic() >= next_commit:
                     commit(closing=False)
                     next_commit = time.monotonic() + interval
@@ -260,6 +261,25 @@ class SinkWorkerTask(WorkerTask):
         for key, off in last.items():
             pos[key] = off + 1  # type: ignore[index]  # keeps the existing TopicPartition key
         self.records += len(processed.records)
+
+    def _check_ends(self, positions: TaskPositions, consumer: Consumer, remaining: list[TopicPartition],
+                    ctx: TaskContext, failing_since: float | None) -> float | None:
+        """The end-of-partition check of an empty poll. An empty poll is also what a broker that is restarting
+        gives: the check's query failing for want of the cluster is asked again at the next empty poll, until
+        the store ride-out bound (errors.retry.timeout) runs out; then its error fails the run. Returns since
+        when it has been failing (None once it answered)."""
+        run = self.state
+        try:
+            positions.check_ends(consumer, remaining, ctx, run.flush_timeout_s)
+        except BackendUnavailableError as exc:
+            now = time.monotonic()
+            since = now if failing_since is None else failing_since
+            if run.retry.store_bound_reached(since, now) is not None:
+                raise
+            log.info("%s: the end of its partitions could not be read (%s); asking again at the next empty poll",
+                     self.label, exc)
+            return since
+        return None
 
     def _put(self, records: list[SinkRecord]) -> None:
         task = self.task

@@ -54,8 +54,10 @@ class AtLeastOnceTask(SourceWorkerTask):
         entries, offsets = cp.offsets()  # step 2
         if entries:  # step 3: the offsets, then the ranges record
             assert self.store is not None
-            self.store.put(entries, self.timeout)
-        self.ledger.put(cp.spans, cp.records, self.timeout)
+            # a broker restart is waited out as the flush waits for it (errors.retry.timeout), not failed after
+            # offset.flush.timeout.ms: the records are already written, only their offsets are left
+            self.store.put(entries, self.commit_timeout)
+        self.ledger.put(cp.spans, cp.records, self.commit_timeout)
         self.state.committed(cp.spans, cp.records, cp.filtered, cp.skipped, offsets, transaction=True,
                              writer=self.index)
         cp.clear()

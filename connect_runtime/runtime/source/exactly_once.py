@@ -9,13 +9,20 @@ import logging
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 
+from connect_runtime.api.errors import BackendUnavailableError
 from connect_runtime.backends.base import Producer, TransactionalProducer, Written
 from connect_runtime.runtime.fencing import check_still_newest, generation_guard
 from connect_runtime.runtime.source.checkpoint import Checkpoint, InFlight
 from connect_runtime.runtime.source.task import RunFailed, SourceWorkerTask
+from connect_runtime.secrets import mask_urls
 
 log = logging.getLogger(__name__)
+
+COMMIT_RESULT_MARGIN_S = 15.0
+"""How much longer than its own bound a commit in flight is waited for (the client's close and abort after a
+failure are bounded by the connect timeout, 10 s by default) before the run fails naming the store."""
 
 
 class ExactlyOnceTask(SourceWorkerTask):
@@ -33,6 +40,7 @@ class ExactlyOnceTask(SourceWorkerTask):
     txn_open = False
     inflight: InFlight | None = None
     committer: ThreadPoolExecutor | None = None
+    abandoned = False  # a commit in flight did not return within its bound (its producer is never closed)
 
     def setup(self) -> None:
         tid = self.plan.transactional_id(self.index, self.backend.cluster_id)
@@ -44,7 +52,9 @@ class ExactlyOnceTask(SourceWorkerTask):
         record = self.plan.record
         if record is not None:
             self.producer.generation_guard = generation_guard(self.plan.name, record.generation, self.plan.scope)
-        self.producer.init_transactions(self.timeout)
+        # a broker that is restarting is waited for as a commit waits for it (errors.retry.timeout), not only
+        # offset.flush.timeout.ms: init_transactions at a task's start is the first call that needs the coordinator
+        self.producer.init_transactions(self.commit_timeout)
         if record is not None and not self.backend.capabilities.commits_check_generation:
             check_still_newest(self.backend, record, self.label)
 
@@ -99,8 +109,22 @@ class ExactlyOnceTask(SourceWorkerTask):
         inflight, self.inflight = self.inflight, None
         if inflight is None:
             return
-        written = inflight.future.result()  # fenced, unavailable, ...: raised here, in the task's thread
+        written = self.commit_result(inflight)  # fenced, unavailable, ...: raised here, in the task's thread
         self.completed(written, inflight)
+
+    def commit_result(self, inflight: InFlight) -> Written:
+        """The committer's answer, waited for no longer than the commit's own bound (plus the client's connect
+        timeout): every call inside is bounded, and this bound makes sure of it, so a commit that never returns
+        fails the run naming the cluster instead of holding it for ever."""
+        bound = self.commit_timeout + COMMIT_RESULT_MARGIN_S
+        try:
+            return inflight.future.result(timeout=bound)
+        except FutureTimeout:
+            self.abandoned = True
+            raise BackendUnavailableError(
+                f"{self.label}: commit_transaction on {mask_urls(self.backend.url)} did not "
+                f"return within {bound:g} s (errors.retry.timeout / offset.flush.timeout.ms bound the commit); "
+                f"the transaction is abandoned and aborted by the cluster") from None
 
     def completed(self, written: Written, inflight: InFlight) -> None:
         """A transaction committed: account for it, then steps 4 and 5 in Kafka Connect's order
@@ -149,7 +173,7 @@ class ExactlyOnceTask(SourceWorkerTask):
         inflight, self.inflight = self.inflight, None
         if inflight is not None:
             try:
-                written = inflight.future.result()
+                written = self.commit_result(inflight)
             except Exception as exc:  # already the run's failure, or a consequence of it
                 log.debug("%s: the commit in flight ended with %r", self.label, exc)
             else:
@@ -171,7 +195,14 @@ class ExactlyOnceTask(SourceWorkerTask):
 
     def close_clients(self) -> None:
         if self.committer is not None:
-            self.committer.shutdown(wait=True)
+            # the commit in flight was waited for (bounded) by settle() or abort_quietly(); a committer thread
+            # still inside a client call is not waited for again: it ends when that call's own bound runs out
+            self.committer.shutdown(wait=False, cancel_futures=True)
+        if self.abandoned:
+            # never close a client under a call still in flight (it would free what that call uses): the
+            # producer is left to its committer thread and the process's end
+            log.warning("%s: the commit in flight never returned; its producer is left open", self.label)
+            del self.producer
         super().close_clients()
 
 

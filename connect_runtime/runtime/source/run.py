@@ -12,7 +12,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from connect_runtime.api.errors import ConfigError, ProducerFencedError
+from connect_runtime.api.errors import (
+    BackendUnavailableError,
+    ConfigError,
+    ProducerFencedError,
+    WaitTimeoutError,
+)
 from connect_runtime.backends.base import Backend, OffsetStore
 from connect_runtime.runtime.fencing import begin_generation, join_generation
 from connect_runtime.runtime.lifecycle import ConnectorRun
@@ -307,6 +312,9 @@ class SourceTaskRun(SourceRun):
         registry = Registry(self.backend)
         record = self.p.record
         assert record is not None
+        if isinstance(failed, (BackendUnavailableError, WaitTimeoutError)):
+            log.warning("%s: the failure is not recorded: the store could not be reached", self.p.name)
+            return  # the registry is in the store that failed the run (see Generation.finish)
         if failed is not None:
             registry.update(record, state="failed", error=f"task {self.index}: {type(failed).__name__}: {failed}"[:500],
                             heartbeat=int(time.time() * 1000))

@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from connect_runtime.api.errors import ConnectError, ConnectorRunningError
+from connect_runtime.api.errors import (
+    BackendUnavailableError,
+    ConnectError,
+    ConnectorRunningError,
+    WaitTimeoutError,
+)
 from connect_runtime.backends import open_backend
 from connect_runtime.backends.base import REGISTRY_STORE, Backend
 from connect_runtime.runtime.registry import (
@@ -348,3 +353,19 @@ def test_new_generation_if_idle_creates_or_refuses_an_unknown_connector(registry
     assert registry.get("new") == made
     # an existing entry wins over ``create``
     assert registry.new_generation_if_idle("new", create=ConnectorRecord(name="new", generation=40)).generation == 6
+
+
+@pytest.mark.parametrize("failure", [BackendUnavailableError("the store is gone"), WaitTimeoutError("no end")])
+def test_a_run_failed_by_its_store_does_not_wait_on_it_to_record_its_end(backend: Backend, registry: Registry,
+                                                                         failure: ConnectError) -> None:
+    """The registry lives in the store that failed the run: the end is not written (the generation stays running
+    until the next run fences it); any other failure is recorded."""
+    from connect_runtime.runtime.worker import Generation
+
+    generation = Generation.begin(backend, "c", kind="source", connector_class=SRC)
+    generation.finish(failure)
+    got = registry.get("c")
+    assert got is not None and got.state == "running"
+    generation.finish(ValueError("boom"))
+    got = registry.get("c")
+    assert got is not None and got.state.startswith("failed")

@@ -169,3 +169,29 @@ def test_the_generation_heartbeat_is_written_with_the_topics(monkeypatch: pytest
               topics=lambda: ["a", "b"])
     assert 2 <= len(generation.beats) <= 5
     assert all(b == ["a", "b"] for b in generation.beats)
+
+
+def test_a_heartbeat_that_does_not_return_never_holds_the_supervisor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store that does not answer (a broker restarting) holds the heartbeat, one at a time, never the loop:
+    the run ends when its tasks end, with that heartbeat still inside its call."""
+    monkeypatch.setattr(supervisor, "HEARTBEAT_SECONDS", 0.01)
+    release = threading.Event()
+
+    class Generation:
+        def __init__(self) -> None:
+            self.calls = 0
+            self.returned = False
+
+        def heartbeat(self, topics: Sequence[str] = ()) -> None:
+            self.calls += 1
+            release.wait(5)  # bounded, so the test's thread ends whatever happens
+            self.returned = True
+
+    state = RunState("c", None)
+    generation = Generation()
+    try:
+        supervise(state, started(Task(state, 0, 0.3)), 1.0, kind="source", generation=generation)
+        assert generation.calls == 1, "a second heartbeat started while the first was still in its call"
+        assert not generation.returned, "the supervisor waited for the heartbeat's call to return"
+    finally:
+        release.set()
