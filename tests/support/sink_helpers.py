@@ -21,8 +21,9 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from connect_runtime.api import (
@@ -34,6 +35,7 @@ from connect_runtime.api import (
     TopicPartition,
     Type,
 )
+from tests.support.kills import kill_on_progress, kill_point
 
 _FIELDS = (
     ("log.path", "JSON lines file every task call is appended to."),
@@ -324,24 +326,24 @@ class GreedySink(SinkConnector):
         return [dict(self.props)] * (max_tasks + 2)
 
 
-def run_sink_killed_at_random(config: Mapping[str, Any], backend_url: str, rng: random.Random, low: float,
-                              high: float) -> int:
-    """One ``run_sink`` of ``config`` in a subprocess (this module's entry), SIGKILLed after a random
-    ``rng.uniform(low, high)`` seconds if it still runs; its return code (0, or ``-SIGKILL``). A run that failed
-    otherwise fails the caller's assertion with the end of its stderr."""
+def run_sink_killed_on_progress(config: Mapping[str, Any], backend_url: str, rng: random.Random,
+                                progress: Callable[[], int], total: int, *, low: float = 0.1,
+                                high: float = 0.9) -> bool:
+    """One ``run_sink`` of ``config`` in a subprocess (this module's entry), SIGKILLed once ``progress()`` (what
+    the destination shows committed, e.g. records) reaches a random point in ``[low, high)`` of the way from where
+    it was at the start to ``total`` (:mod:`tests.support.kills`). True when the kill landed mid-run, False when
+    the run ended first (exit 0); a run that failed otherwise fails the caller with the end of its stderr."""
     from tests.support import REPO
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "tests.support.sink_helpers", json.dumps(config), backend_url],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(rng.uniform(low, high))
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        _, err = proc.communicate(timeout=120)
-    assert proc.returncode in (0, -signal.SIGKILL), err[-2000:]
-    return proc.returncode
+    at = kill_point(rng, progress(), total, low, high)
+    with tempfile.TemporaryFile("w+") as err:  # a file, not a pipe: a chatty run never blocks on it
+        proc = subprocess.Popen([sys.executable, "-m", "tests.support.sink_helpers", json.dumps(config),
+                                 backend_url], cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=err, text=True)
+        landed = kill_on_progress(proc, progress, at, rng=rng, what=f"sink run {config.get('name')!r}")
+        err.seek(0)
+        assert proc.returncode in (0, -signal.SIGKILL), err.read()[-2000:]
+    return landed
 
 
 def main(argv: list[str]) -> int:
