@@ -6,6 +6,7 @@ outcome.
 
 - :func:`kill_on_progress`: one process, killed once ``progress()`` reaches a given point (bounded wait).
 - :func:`kill_point`: a random point in ``[low, high)`` of the work between ``done`` and ``total``.
+- :func:`run_killed_on_progress`: a command started, killed at a random point of its work, its exit checked.
 - :func:`kill_loop`: the iterations whose kill landed, growing the work when a run ended first.
 """
 
@@ -16,8 +17,10 @@ import os
 import random
 import signal
 import subprocess
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 POLL_S = 0.005
@@ -56,6 +59,24 @@ def kill_on_progress(proc: subprocess.Popen[Any], progress: Callable[[], int], a
             proc.wait(60)
 
 
+def run_killed_on_progress(argv: Sequence[str], progress: Callable[[], int], total: int, *, rng: random.Random,
+                           low: float = 0.1, high: float = 0.9, env: Mapping[str, str] | None = None,
+                           cwd: str | Path | None = None, what: str = "the run") -> bool:
+    """Start ``argv``, SIGKILL it once ``progress()`` reaches a random point in ``[low, high)`` of the way from
+    where it is now to ``total`` (:func:`kill_point`, :func:`kill_on_progress`). True when the kill landed
+    mid-run (the process was running and part of its work was still to do), False when the run ended first with
+    exit 0, or had done all of its work when killed (a last commit bigger than the rest of the work); any other
+    exit fails with the end of its stderr (kept in a file, not a pipe: a chatty run never blocks on it)."""
+    at = kill_point(rng, progress(), total, low, high)
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(list(argv), cwd=cwd, env=None if env is None else dict(env),
+                                stdout=subprocess.DEVNULL, stderr=err, text=True)
+        landed = kill_on_progress(proc, progress, at, rng=rng, what=what)
+        err.seek(0)
+        assert proc.returncode in (0, -signal.SIGKILL), f"{what} exited with {proc.returncode}: {err.read()[-2000:]}"
+    return landed and progress() < total
+
+
 def kill_loop(attempt: Callable[[], bool], grow: Callable[[], None], *, kills: int, max_grows: int = 6,
               what: str = "the run") -> int:
     """Call ``attempt()`` (one run killed on progress: True when its kill landed) until ``kills`` kills landed;
@@ -76,4 +97,4 @@ def kill_loop(attempt: Callable[[], bool], grow: Callable[[], None], *, kills: i
     return grows
 
 
-__all__ = ["kill_loop", "kill_on_progress", "kill_point"]
+__all__ = ["kill_loop", "kill_on_progress", "kill_point", "run_killed_on_progress"]

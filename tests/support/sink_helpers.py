@@ -18,10 +18,7 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -35,7 +32,7 @@ from connect_runtime.api import (
     TopicPartition,
     Type,
 )
-from tests.support.kills import kill_on_progress, kill_point
+from tests.support.kills import run_killed_on_progress
 
 _FIELDS = (
     ("log.path", "JSON lines file every task call is appended to."),
@@ -335,15 +332,10 @@ def run_sink_killed_on_progress(config: Mapping[str, Any], backend_url: str, rng
     the run ended first (exit 0); a run that failed otherwise fails the caller with the end of its stderr."""
     from tests.support import REPO
 
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    at = kill_point(rng, progress(), total, low, high)
-    with tempfile.TemporaryFile("w+") as err:  # a file, not a pipe: a chatty run never blocks on it
-        proc = subprocess.Popen([sys.executable, "-m", "tests.support.sink_helpers", json.dumps(config),
-                                 backend_url], cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=err, text=True)
-        landed = kill_on_progress(proc, progress, at, rng=rng, what=f"sink run {config.get('name')!r}")
-        err.seek(0)
-        assert proc.returncode in (0, -signal.SIGKILL), err.read()[-2000:]
-    return landed
+    return run_killed_on_progress([sys.executable, "-m", "tests.support.sink_helpers", json.dumps(config),
+                                   backend_url], progress, total, rng=rng, low=low, high=high,
+                                  env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO,
+                                  what=f"sink run {config.get('name')!r}")
 
 
 def main(argv: list[str]) -> int:
