@@ -94,14 +94,14 @@ def test_plain_sink_sees_every_record_at_least_once_after_sigkill(tmp_path: Path
            "tasks.max": "2", "log.path": str(calls), "consumer.max.poll.records": "20",
            "put.sleep.ms": "30", "offset.flush.interval.ms": "100"}
     proc = start(cfg, sqlite_url, tmp_path / "run1.log")
-    try:
-        wait_for("the first run to commit offsets",
-                 lambda: any(o for o in committed(sqlite_url, "connect-alo", "in", parts).values()), 60)
-        time.sleep(random.uniform(0.0, 0.3))
-    finally:
-        kill(proc)
-    mid = committed(sqlite_url, "connect-alo", "in", parts)
-    assert sum(o or 0 for o in mid.values()) < n, "the kill came after the run finished"
+
+    def progress() -> int:  # the records the group committed
+        return sum(o or 0 for o in committed(sqlite_url, "connect-alo", "in", parts).values())
+
+    # killed at a random point of its work (it cannot outpace the check: every put sleeps), never a fixed delay
+    assert kill_on_progress(proc, progress, kill_point(random.Random(), 0, n), rng=random.Random()), \
+        "the first run ended before its kill"
+    assert progress() < n, "the kill came after the run finished"
     finish(start(cfg, sqlite_url, tmp_path / "run2.log"), tmp_path / "run2.log")
     seen = Counter(r[3] for e in read_log(calls) if e["call"] == "put" for r in e["records"])
     assert set(seen) == set(range(n))
