@@ -83,6 +83,18 @@ def lake_state(root: str) -> tuple[int | None, Counter[int], list[tuple[str, int
     return rec.next_offset, ids, files
 
 
+def overtaken(root: str, recs: list[SinkRecord], *, generation: int, flush: int,
+              other_generation: int) -> PartitionWriter:
+    """A writer of ``generation`` holding ``recs`` from offset 0, whose first publish is preceded by another run's
+    (``other_generation``, flush.size 1) publishing record 0 as [0, 1)."""
+    mine, other = writer(root, generation, flush=flush), writer(root, other_generation, flush=1)
+    assert mine.claim() is None and other.claim() is None
+    other.add(recs[:1])
+    mine.add(recs)
+    mine.lake.hook = lambda: other.commit(1, closing=True)  # type: ignore[attr-defined]
+    return mine
+
+
 def test_a_newer_run_racing_a_zombie_from_the_same_offset_goes_on_after_the_zombies_file(root: str) -> None:
     """The newer run listed the partition, then the zombie published its group [0, 1) before the newer run's first
     file: the newer run's first file is the one holding the group's first row (sku=b, the zombie's name too), so
@@ -91,11 +103,7 @@ def test_a_newer_run_racing_a_zombie_from_the_same_offset_goes_on_after_the_zomb
     position from the files, drops what it buffered and asks to go on from offset 1 (the task rewinds its
     consumer there); given the records again from there, it completes the partition."""
     recs = records("bac")
-    zombie, newer = writer(root, 1, flush=1), writer(root, 2, flush=4)
-    assert zombie.claim() is None and newer.claim() is None
-    zombie.add(recs[:1])
-    newer.add(recs)
-    newer.lake.hook = lambda: zombie.commit(1, closing=True)  # type: ignore[attr-defined]
+    newer = overtaken(root, recs, generation=2, flush=4, other_generation=1)
     assert newer.commit(3, closing=True) == 1
     assert lake_state(root) == (1, Counter({0: 1}), [("sku=b", 0, 1, 1)])
     assert newer.open is None and not newer.ready and newer.position == newer.committed == 1
@@ -107,12 +115,7 @@ def test_a_newer_run_racing_a_zombie_from_the_same_offset_goes_on_after_the_zomb
 def test_an_older_run_overtaken_by_a_newer_one_is_fenced_at_once(root: str) -> None:
     """The newer run published [0, 1) over the name of the older run's next group: the older run is fenced
     (ProducerFencedError, never tried again), whatever the range."""
-    recs = records("bac")
-    older, newer = writer(root, 1, flush=4), writer(root, 2, flush=1)
-    assert older.claim() is None and newer.claim() is None
-    newer.add(recs[:1])
-    older.add(recs)
-    older.lake.hook = lambda: newer.commit(1, closing=True)  # type: ignore[attr-defined]
+    older = overtaken(root, records("bac"), generation=1, flush=4, other_generation=2)
     with pytest.raises(ProducerFencedError, match="generation 2"):
         older.commit(3, closing=True)
     assert lake_state(root) == (1, Counter({0: 1}), [("sku=b", 0, 1, 2)])
