@@ -46,6 +46,7 @@ _FIELDS = (
     ("put.block.file", "...until this file exists (at most 60 s), after logging 'blocked'."),
     ("put.hang", "true: every non-empty put sleeps 120 s (a stuck task)."),
     ("precommit.fail.times", "pre_commit raises OSError on its first N calls."),
+    ("precommit.fail.from", "pre_commit raises OSError whenever a partition was given this offset."),
     ("precommit.ahead", "pre_commit returns current + this many for every partition."),
     ("precommit.empty", "true: pre_commit returns {}."),
     ("precommit.foreign", "true: pre_commit also returns an offset for a partition not assigned."),
@@ -160,7 +161,9 @@ class RecordingSinkTask(SinkTask):
         late, self.late = self.late, []
         for r in late:
             self.context.errant_record_reporter.report(r, ValueError(f"cannot write {r.value!r}"))
-        if self.precommits <= int(self.props.get("precommit.fail.times") or 0):
+        fail_from = self.props.get("precommit.fail.from")
+        if self.precommits <= int(self.props.get("precommit.fail.times") or 0) or (
+                fail_from and any(o >= int(fail_from) for o in current_offsets.values())):
             self._log("pre_commit_failed")
             raise OSError(f"flush failed (call {self.precommits})")
         if self.props.get("precommit.empty") == "true":
