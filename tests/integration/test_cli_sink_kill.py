@@ -1,50 +1,37 @@
 """FileSink exactly-once across crashes: ``pyconnect run sink.json`` is SIGKILLed mid-run (a real
-subprocess), restarted, killed again, then run to the end: every record is in the files exactly once,
+subprocess, killed on observed progress at a random point of its work), restarted, killed again, then run to the end: every record is in the files exactly once,
 in offset order, and the group never committed anything (the manifests are the offsets)."""
 
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from connect_runtime.api import TopicPartition
 from connect_runtime.backends import ProducerRecord, open_backend
-from connect_runtime.connectors.files import committed_files
+from connect_runtime.connectors.files import FileSink, committed_files
+from tests.support.kills import kill_loop, run_killed_on_progress
 
 PYCONNECT = str(Path(sys.executable).with_name("pyconnect"))
 PARTS = 3
 
 
-def fill(url: str, n: int) -> None:
+def fill(url: str, n: int, start: int = 0) -> None:
     with open_backend(url) as backend:
         backend.create_topics({"in": PARTS})
         producer = backend.producer()
         try:
-            for start in range(0, n, 20_000):
+            for first in range(start, start + n, 20_000):
                 producer.send([ProducerRecord("in", i % PARTS, None, json.dumps({"i": i}).encode())
-                               for i in range(start, min(n, start + 20_000))])
+                               for i in range(first, min(start + n, first + 20_000))])
                 producer.flush(60)
         finally:
             producer.close()
-
-
-def data_bytes(out: Path) -> int:
-    """Bytes in published files (a commit point publishes whole files)."""
-    total = 0
-    for f in out.glob("in/partition=*/in+*.jsonl"):
-        try:
-            total += f.stat().st_size
-        except FileNotFoundError:  # pragma: no cover - files are never removed while a run goes on
-            pass
-    return total
 
 
 def data_files(out: Path, p: int) -> list[Path]:
@@ -62,23 +49,21 @@ def test_file_sink_via_cli_is_exactly_once_across_sigkills(tmp_path: Path, sqlit
                    f"tasks.max=2\ndirectory={out}\nconsumer.max.poll.records=500\noffset.flush.interval.ms=30\n"
                    f"file.max.bytes={max_bytes}\n")
     rng = random.Random(7)
-    killed = 0
-    for attempt in range(3):
-        before = data_bytes(out)
-        proc = subprocess.Popen([PYCONNECT, "--backend", sqlite_url, "run", str(cfg)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            deadline = time.monotonic() + 60
-            while data_bytes(out) <= before and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.005)
-            time.sleep(rng.uniform(0.0, 0.15))
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGKILL)
-                killed += 1
-        finally:
-            proc.communicate(timeout=60)
-        assert proc.returncode in (0, -signal.SIGKILL), (attempt, proc.returncode)
-    assert killed >= 1, "the sink finished before any kill: make the topic bigger"
+    total = [n]
+
+    def committed() -> int:  # the records the manifests and published files say are committed
+        return sum(FileSink().read_offsets({"name": "archive", "directory": str(out), "topics": "in"})
+                   .offsets.values())
+
+    def grow() -> None:  # a run ended before its kill: half as many records more
+        fill(sqlite_url, total[0] // 2, start=total[0])
+        total[0] += total[0] // 2
+
+    # each kill lands mid-run, at a random point of the run's work (tests/support/kills.py)
+    kill_loop(lambda: run_killed_on_progress([PYCONNECT, "--backend", sqlite_url, "run", str(cfg)], committed,
+                                             total[0], rng=rng, what="pyconnect run (FileSink)"),
+              grow, kills=2, what="pyconnect run (FileSink)")
+    n = total[0]
     final = subprocess.run([PYCONNECT, "--backend", sqlite_url, "run", str(cfg)],
                            capture_output=True, text=True, timeout=300)
     assert final.returncode == 0, final.stderr

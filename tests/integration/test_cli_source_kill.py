@@ -1,21 +1,19 @@
 """DirectorySource exactly-once across crashes: ``pyconnect run files.properties`` is SIGKILLed
-mid-run (a real subprocess), restarted, killed again, then run to the end: the topic holds every line
+mid-run (a real subprocess, killed on observed progress at a random point of its work), restarted, killed again, then run to the end: the topic holds every line
 of every file exactly once, and every file's committed offset says it is done at its full size."""
 
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from connect_runtime.api import TopicPartition
 from connect_runtime.backends import open_backend
 from connect_runtime.runtime.offsets import connector_offsets
+from tests.support.kills import kill_loop, run_killed_on_progress
 
 PYCONNECT = str(Path(sys.executable).with_name("pyconnect"))
 
@@ -46,23 +44,19 @@ def test_directory_source_via_cli_is_exactly_once_across_sigkills(tmp_path: Path
     cfg.write_text(f"name=files\nconnector.class=connect_runtime.connectors.files.DirectorySource\n"
                    f"directory={d}\ntopic=lines\ntasks.max=2\nbatch.size=300\npoll.idle.timeout.ms=300\n")
     rng = random.Random(11)
-    killed = 0
-    for attempt in range(3):
-        before = topic_end(sqlite_url)
-        proc = subprocess.Popen([PYCONNECT, "--backend", sqlite_url, "run", str(cfg)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            deadline = time.monotonic() + 60
-            while topic_end(sqlite_url) <= before and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.01)
-            time.sleep(rng.uniform(0.0, 0.2))
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGKILL)
-                killed += 1
-        finally:
-            proc.communicate(timeout=60)
-        assert proc.returncode in (0, -signal.SIGKILL), (attempt, proc.returncode)
-    assert killed >= 1, "the source finished before any kill: make the files bigger"
+
+    def grow() -> None:  # a run ended before its kill: one more file, as big as the three together
+        name = f"more-{len(files)}.jsonl"
+        files[name] = sum(files.values())
+        with open(d / name, "w") as f:
+            f.writelines(json.dumps({"file": name, "i": i}) + "\n" for i in range(files[name]))
+
+    # each kill lands mid-run, at a random point of the run's work: the records the topic holds
+    # (tests/support/kills.py)
+    kill_loop(lambda: run_killed_on_progress([PYCONNECT, "--backend", sqlite_url, "run", str(cfg)],
+                                             lambda: topic_end(sqlite_url), sum(files.values()), rng=rng,
+                                             what="pyconnect run (DirectorySource)"),
+              grow, kills=2, what="pyconnect run (DirectorySource)")
     final = subprocess.run([PYCONNECT, "--backend", sqlite_url, "run", str(cfg)],
                            capture_output=True, text=True, timeout=300)
     assert final.returncode == 0, final.stderr

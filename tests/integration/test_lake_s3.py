@@ -1,13 +1,12 @@
 """ParquetSink on S3 through a real moto server (tests/support/moto_server.py): layout and recovery from the
 objects, objects never replaced (If-None-Match), an unreachable bucket named, and SIGKILL loops (a ``run_sink``
-subprocess killed at random instants, rerun to the end: every record in exactly one object, no gap, no overlap;
+subprocess killed at a random point of its work, on observed progress, rerun to the end: every record in exactly one object, no gap, no overlap;
 ``PYCONNECT_SLOW_ITERATIONS`` scales them), on S3 and on local files."""
 
 from __future__ import annotations
 
 import json
 import random
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,9 @@ from connect_runtime.backends import ProducerRecord, open_backend
 from connect_runtime.connectors.lake import ParquetSink, committed_files
 from connect_runtime.runtime.sink import run_sink
 from tests.support import slow_iterations
+from tests.support.kills import kill_loop
 from tests.support.moto_server import S3Lake
-from tests.support.sink_helpers import run_sink_killed_at_random
+from tests.support.sink_helpers import run_sink_killed_on_progress
 
 TOPIC = "events"
 PARTS = 2
@@ -98,12 +98,26 @@ def test_an_unreachable_bucket_is_named_and_no_secret_shown(s3_lake: S3Lake, sql
 
 def _kill_loop(root: str, options: dict[str, Any], sqlite_url: str, tmp_path: Path, n: int, kills: int,
                **extra: str) -> None:
+    """``kills`` runs SIGKILLed on observed progress (records the lake holds, from its file names and footers) at
+    a random point of their work; a run that ends first does not count and the topic grows by half
+    (tests/support/kills.py), then a run to the end: every record in exactly one file."""
     fill(sqlite_url, n)
+    total = [n]
     cfg = config(root, json.dumps(options), **extra)
     rng = random.Random(11)
-    killed = sum(run_sink_killed_at_random(cfg, sqlite_url, rng, 0.5, 2.0) == -signal.SIGKILL for _ in range(kills))
-    assert killed >= 1, "every run finished before its kill: make the topic bigger"
+
+    def committed() -> int:
+        return sum(ParquetSink().read_offsets(cfg).offsets.values())
+
+    def grow() -> None:
+        more = total[0] // 2
+        fill(sqlite_url, more, start=total[0])
+        total[0] += more
+
+    kill_loop(lambda: run_sink_killed_on_progress(cfg, sqlite_url, rng, committed, total[0]), grow, kills=kills,
+              what="a ParquetSink run")
     run_sink(cfg, sqlite_url)
+    n = total[0]
     for p in range(PARTS):
         got = read_ids(root, p, options)  # a commit group's files are in offset order by group, not inside one
         assert sorted(got) == list(range(p, n, PARTS)), f"partition {p}: a gap or an overlap"

@@ -177,6 +177,21 @@ def test_a_pre_commit_that_keeps_failing_fails_the_run_naming_the_bound(tmp_path
     assert group_offset(sqlite_url, "broken-flush", "in") is None
 
 
+def test_a_commit_point_that_always_fails_is_bounded_though_earlier_ones_succeed(tmp_path: Path,
+                                                                                 sqlite_url: str) -> None:
+    """pre_commit fails whenever the task was given offset 8 (it returns {}: the rewind goes back to 0, where
+    pre_commit succeeds again): the retry bound counts from the first failure at 8, not from the last success
+    before it (each such success used to restart it, so the run retried forever: issue 32's ParquetSink runs
+    still going after 300 s)."""
+    fill(sqlite_url, "in", 12)
+    cfg = {"name": "late-flush", "connector.class": SINK, "topics": "in", "log.path": str(tmp_path / "c.jsonl"),
+           "consumer.max.poll.records": "4", "offset.flush.interval.ms": "0", "precommit.empty": "true",
+           "precommit.fail.from": "8", "errors.retry.timeout": "500", "errors.retry.delay.max.ms": "20"}
+    with pytest.raises(ConnectError, match=r"pre_commit raised .*errors.retry.timeout=500 ms ran out.*OSError"):
+        run_sink(cfg, sqlite_url, max_seconds=60)
+    assert len(calls(tmp_path / "c.jsonl", "pre_commit_failed")) >= 2
+
+
 # ---- 4. a stuck task is bounded; tasks.max and passwords as in a source run ----------------------
 
 

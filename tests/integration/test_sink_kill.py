@@ -20,20 +20,29 @@ from connect_runtime.api import TopicPartition
 from connect_runtime.backends import ProducerRecord, open_backend
 from connect_runtime.connectors.files import committed_files
 from tests.support import PYTHON, REPO, slow_iterations
+from tests.support.kills import kill_loop as shared_kill_loop
+from tests.support.kills import kill_on_progress, kill_point
 from tests.support.sink_helpers import read_ledger, read_log
 
 
-def fill(url: str, topic: str, n: int, partitions: int) -> None:
+def fill(url: str, topic: str, n: int, partitions: int, start: int = 0) -> None:
+    """Records ``start`` .. ``start + n - 1`` (the value is the number; partition: number % ``partitions``)."""
     with open_backend(url) as backend:
         backend.create_topics({topic: partitions})
         producer = backend.producer()
         try:
-            for start in range(0, n, 10_000):
+            for first in range(start, start + n, 10_000):
                 producer.send([ProducerRecord(topic, i % partitions, None, json.dumps(i).encode())
-                               for i in range(start, min(n, start + 10_000))])
+                               for i in range(first, min(start + n, first + 10_000))])
             producer.flush(60)
         finally:
             producer.close()
+
+
+def grown(url: str, topic: str, total: int, partitions: int) -> int:
+    """A run ended before its kill: half as many records more (numbered on); the new total."""
+    fill(url, topic, total // 2, partitions, start=total)
+    return total + total // 2
 
 
 def committed(url: str, group: str, topic: str, partitions: int) -> dict[int, int | None]:
@@ -85,14 +94,14 @@ def test_plain_sink_sees_every_record_at_least_once_after_sigkill(tmp_path: Path
            "tasks.max": "2", "log.path": str(calls), "consumer.max.poll.records": "20",
            "put.sleep.ms": "30", "offset.flush.interval.ms": "100"}
     proc = start(cfg, sqlite_url, tmp_path / "run1.log")
-    try:
-        wait_for("the first run to commit offsets",
-                 lambda: any(o for o in committed(sqlite_url, "connect-alo", "in", parts).values()), 60)
-        time.sleep(random.uniform(0.0, 0.3))
-    finally:
-        kill(proc)
-    mid = committed(sqlite_url, "connect-alo", "in", parts)
-    assert sum(o or 0 for o in mid.values()) < n, "the kill came after the run finished"
+
+    def progress() -> int:  # the records the group committed
+        return sum(o or 0 for o in committed(sqlite_url, "connect-alo", "in", parts).values())
+
+    # killed at a random point of its work (it cannot outpace the check: every put sleeps), never a fixed delay
+    assert kill_on_progress(proc, progress, kill_point(random.Random(), 0, n), rng=random.Random()), \
+        "the first run ended before its kill"
+    assert progress() < n, "the kill came after the run finished"
     finish(start(cfg, sqlite_url, tmp_path / "run2.log"), tmp_path / "run2.log")
     seen = Counter(r[3] for e in read_log(calls) if e["call"] == "put" for r in e["records"])
     assert set(seen) == set(range(n))
@@ -100,40 +109,44 @@ def test_plain_sink_sees_every_record_at_least_once_after_sigkill(tmp_path: Path
 
 
 def kill_loop(tmp_path: Path, url: str, cfg: dict[str, Any], kills: int, progress: Callable[[], int],
-              total: int, launch: Callable[[Path], subprocess.Popen[bytes]] | None = None) -> None:
-    """Start the run and SIGKILL it mid-run, ``kills`` times; then run it to its end.
+              total: int, grow: Callable[[int], int],
+              launch: Callable[[Path], subprocess.Popen[bytes]] | None = None) -> int:
+    """Start the run and SIGKILL it mid-run until ``kills`` kills landed; then run it to its end. Returns the
+    work's final ``total``.
 
-    Each kill lands as soon as ``progress()`` (checked every 20 ms) shows that the run has written a
-    random share of what was left, so a fast run is still killed mid-run, at a different point each
-    time, and the kill's instant relative to the sink's commit points is arbitrary. A run that exits on
-    its own with an error fails the test with its log. At least one kill must land mid-run (the process
-    alive, some but not all of ``total`` written). ``launch(log)`` starts a run (default: a sink run of
-    ``cfg`` on ``url``)."""
+    Each kill lands once ``progress()`` (what the destination shows written) reaches a random point of what was
+    left (tests/support/kills.py), so a fast run is still killed mid-run, at a different point each time, and the
+    kill's instant relative to the sink's commit points is arbitrary. A kill counts when it landed mid-run (the
+    process alive, some but not all of ``total`` written); a run that ended first does not, and ``grow(total)``
+    adds work and returns the new total (the loop fails only when the kill never lands after growing the work
+    six times in a row). A run that exits on its own with an error fails the test with its log. ``launch(log)``
+    starts a run (default: a sink run of ``cfg`` on ``url``)."""
     if launch is None:
         def launch(log: Path) -> subprocess.Popen[bytes]:
             return start(cfg, url, log)
 
     seed = os.environ.get("PYCONNECT_SEED", str(time.time()))
     rng = random.Random(seed)
-    mid_run = 0
-    for i in range(kills):
+    work = [total]
+    runs = [0]
+
+    def attempt() -> bool:
+        i = runs[0] = runs[0] + 1
         log = tmp_path / f"run{i}.log"
-        before = progress()
-        target = before + max(1, int((total - before) * rng.uniform(0.05, 0.8)))
+        at = kill_point(rng, progress(), work[0], 0.05, 0.8)
         proc = launch(log)
-        try:
-            wait_for(f"run {i} to write {target} of {total} records (or exit)",
-                     lambda: proc.poll() is not None or progress() >= target, 120)  # noqa: B023
-            done = progress()
-            alive = proc.poll() is None
-            if not alive and proc.returncode != 0:
-                raise AssertionError(f"run {i} exited with {proc.returncode} before it was killed: "
-                                     f"{log.read_text()[-3000:]}")
-            mid_run += alive and before < done < total
-        finally:
-            kill(proc)
-    assert mid_run >= 1, f"no kill of {kills} landed mid-run (PYCONNECT_SEED={seed}): add records"
+        landed = kill_on_progress(proc, progress, at, rng=rng, what=f"run {i} (PYCONNECT_SEED={seed})")
+        if not landed and proc.returncode != 0:
+            raise AssertionError(f"run {i} exited with {proc.returncode} before it was killed: "
+                                 f"{log.read_text()[-3000:]}")
+        return landed and progress() < work[0]
+
+    def more() -> None:
+        work[0] = grow(work[0])
+
+    shared_kill_loop(attempt, more, kills=kills, what=f"the run (PYCONNECT_SEED={seed})")
     finish(launch(tmp_path / "final.log"), tmp_path / "final.log")
+    return work[0]
 
 
 def test_ledger_sink_holds_each_record_exactly_once_after_sigkills(tmp_path: Path, sqlite_url: str) -> None:
@@ -143,7 +156,8 @@ def test_ledger_sink_holds_each_record_exactly_once_after_sigkills(tmp_path: Pat
     cfg = {"name": "eos", "connector.class": "tests.support.sink_helpers.LedgerSinkConnector", "topics": "in",
            "tasks.max": "2", "ledger.path": str(ledger), "consumer.max.poll.records": "40",
            "put.sleep.ms": "20", "offset.flush.interval.ms": "0"}
-    kill_loop(tmp_path, sqlite_url, cfg, kills=3, progress=lambda: len(read_ledger(ledger)), total=n)
+    n = kill_loop(tmp_path, sqlite_url, cfg, kills=3, progress=lambda: len(read_ledger(ledger)), total=n,
+                  grow=lambda total: grown(sqlite_url, "in", total, parts))
     values = Counter(json.loads(v) for _, _, _, v in read_ledger(ledger))
     assert values == Counter(range(n))
     assert committed(sqlite_url, "connect-eos", "in", parts) == {0: None, 1: None}  # offsets live in the ledger
@@ -157,8 +171,8 @@ def file_sink_loop(tmp_path: Path, url: str, kills: int, n: int) -> None:
     cfg = {"name": "files", "connector.class": "connect_runtime.connectors.files.FileSink", "topics": "in",
            "tasks.max": "2", "directory": str(out), "consumer.max.poll.records": "100",
            "offset.flush.interval.ms": "0"}
-    kill_loop(tmp_path, url, cfg, kills=kills, total=n,
-              progress=lambda: sum(len(f.read_bytes().splitlines()) for f in out.glob("in/partition=*/*.jsonl")))
+    n = kill_loop(tmp_path, url, cfg, kills=kills, total=n, grow=lambda total: grown(url, "in", total, parts),
+                  progress=lambda: sum(len(f.read_bytes().splitlines()) for f in out.glob("in/partition=*/*.jsonl")))
     values: Counter[int] = Counter()
     for p in range(parts):
         files = committed_files(out, "in", p)

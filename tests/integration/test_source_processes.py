@@ -1,4 +1,5 @@
-"""Source runs in real subprocesses: zombie fencing between two processes, SIGKILL at random instants."""
+"""Source runs in real subprocesses: zombie fencing between two processes, SIGKILL at random points of their work (on observed
+progress, never after a fixed delay)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ import random
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from connect_runtime.backends import open_backend
 from tests.support import PYTHON, REPO, slow_iterations
+from tests.support.kills import kill_on_progress, kill_point
 from tests.support.source_connectors import committed_offset, read_topic
 
 
@@ -34,6 +38,28 @@ def finish(proc: subprocess.Popen[str], timeout: float, what: str) -> tuple[int,
     lines = out.strip().splitlines()
     assert lines, f"{what} printed nothing; stderr:\n{err}"
     return proc.returncode, json.loads(lines[-1])
+
+
+def records(url: str, topic: str) -> int:
+    """The records committed to ``topic`` (its partitions' end offsets)."""
+    with open_backend(url) as backend:
+        if topic not in backend.list_topics():
+            return 0
+        consumer = backend.consumer(None)
+        try:
+            return sum(consumer.end_offsets(consumer.partitions([topic]), 10).values())
+        finally:
+            consumer.close()
+
+
+def wait_until_progress(proc: subprocess.Popen[str], progress: Callable[[], int], at: int, what: str,
+                        timeout: float = 120) -> None:
+    """Until ``progress()`` reaches ``at`` or ``proc`` ended (bounded)."""
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and progress() < at:
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {timeout} s for {what} {at} records (at {progress()})")
+        time.sleep(0.01)
 
 
 def wait_for(path: Path, timeout: float, what: str) -> None:
@@ -79,12 +105,11 @@ def sigkill_loop(tmp_path: Path, kills: int, seed: int) -> None:
     rng = random.Random(seed)
     killed = 0
     for i in range(kills):
+        # killed once the topic shows a random share of what is left written (a run cannot outpace it: its
+        # tasks sleep poll.delay.ms between batches), at a random instant between two commits
         proc = start(config, url)
-        try:
-            proc.wait(rng.uniform(0.2, 1.4))
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGKILL)
-            killed += 1
+        at = kill_point(rng, records(url, "gen"), total)
+        killed += kill_on_progress(proc, lambda: records(url, "gen"), at, rng=rng, what=f"run {i}")
         proc.communicate(timeout=30)
         assert proc.returncode in (0, -signal.SIGKILL), f"run {i} exited with {proc.returncode}"
     assert killed > 0
@@ -123,7 +148,10 @@ def generation_kill_loop(tmp_path: Path, rounds: int, seed: int) -> dict[str, in
     try:
         for _ in range(rounds):
             current = start({**base, "tasks.max": rng.randint(1, 3)}, url, max_seconds=30)
-            time.sleep(rng.uniform(0.6, 1.6))  # both processes run (and commit) for a while
+            # both processes run (and commit) for a while: until the topic shows a random share of what is left
+            # written (or the newest run ended), not a fixed time
+            at = kill_point(rng, records(url, "lines"), 3 * lines, 0.05, 0.3)
+            wait_until_progress(current, lambda: records(url, "lines"), at, "the newest run to write")
             if rng.random() < 0.5 and current.poll() is None:
                 current.send_signal(signal.SIGKILL)  # the newest one dies mid-run; the next round takes over
                 stats["killed"] += 1

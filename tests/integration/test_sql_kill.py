@@ -37,24 +37,33 @@ def table_count(url: str, table: str) -> int:
 # SqlSink: insert mode, no key
 
 
-def sql_sink_loop(tmp_path: Path, store: str, db: str, kills: int, n: int) -> None:
-    parts = 3
+def fill_orders(store: str, n: int, parts: int, start: int = 0) -> None:
     with open_backend(store) as backend:
         backend.create_topics({"orders": parts})
         producer = backend.producer()
         try:
-            for s in range(0, n, 10_000):
+            for s in range(start, start + n, 10_000):
                 producer.send([ProducerRecord("orders", i % parts, None, json.dumps(
                     {"i": i, "name": f"order {i}", "amount": i + 0.25, "at": "2026-01-02T03:04:05+00:00"}).encode())
-                    for i in range(s, min(n, s + 10_000))])
+                    for i in range(s, min(start + n, s + 10_000))])
             producer.flush(60)
         finally:
             producer.close()
+
+
+def sql_sink_loop(tmp_path: Path, store: str, db: str, kills: int, n: int) -> None:
+    parts = 3
+    fill_orders(store, n, parts)
+
+    def grow(total: int) -> int:  # a run ended before its kill: half as many orders more
+        fill_orders(store, total // 2, parts, start=total)
+        return total + total // 2
+
     # a transaction (rows + offsets) every 150 records per task: kills land inside COPY and at commits
     cfg = {"name": "sql-sink", "connector.class": SINK, "connection.url": db, "topics": "orders",
            "insert.mode": "insert", "pk.mode": "none", "auto.create": "true", "tasks.max": "2",
            "consumer.max.poll.records": "150", "offset.flush.interval.ms": "0"}
-    kill_loop(tmp_path, store, cfg, kills=kills, total=n, progress=lambda: table_count(db, "orders"))
+    n = kill_loop(tmp_path, store, cfg, kills=kills, total=n, grow=grow, progress=lambda: table_count(db, "orders"))
 
     got = Counter(int(i) for (i,) in query(db, "SELECT i FROM orders"))
     dups = {i: c for i, c in got.items() if c > 1}
@@ -105,11 +114,23 @@ def sql_source_loop(tmp_path: Path, store: str, db: str, mode: str, kills: int, 
     import psycopg
 
     per_ts = 7  # rows sharing a timestamp: in timestamp mode a group must never be split by a commit
-    with psycopg.connect(db.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
-        for table in ("a", "b"):
-            conn.execute(f"CREATE TABLE {table} (id BIGINT PRIMARY KEY, ts TIMESTAMP NOT NULL, amount NUMERIC(12,2))")
-            conn.execute(f"INSERT INTO {table} SELECT g, timestamp '2025-03-01 12:00:00' + (g / {per_ts}) * "
-                         f"interval '1 second', g + 0.5 FROM generate_series(0, {n - 1}) AS g")
+    def insert(first: int, last: int) -> None:
+        with psycopg.connect(db.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+            for table in ("a", "b"):
+                conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (id BIGINT PRIMARY KEY, ts TIMESTAMP NOT NULL, "
+                             "amount NUMERIC(12,2))")
+                # rows added later are shifted by a second per row before them: later than any timestamp already
+                # read, and still in the past (timestamp mode reads rows older than the database's now)
+                conn.execute(f"INSERT INTO {table} SELECT g, timestamp '2025-03-01 12:00:00' + (g / {per_ts}) * "
+                             f"interval '1 second' + {first} * interval '1 second', g + 0.5 "
+                             f"FROM generate_series({first}, {last - 1}) AS g")
+
+    def grow(total: int) -> int:  # a run ended before its kill: half as many rows more in each table
+        rows = total // 2
+        insert(rows, rows + rows // 2)
+        return 2 * (rows + rows // 2)
+
+    insert(0, n)
     cfg = {"name": "sql-src", "connector.class": SOURCE, "connection.url": db, "mode": mode,
            "table.include.list": "a,b", "topic.prefix": "db-", "tasks.max": "2", "batch.max.rows": "100",
            "incrementing.column.name": "id", "timestamp.column.name": "ts", "poll.idle.timeout.ms": "300"}
@@ -122,8 +143,8 @@ def sql_source_loop(tmp_path: Path, store: str, db: str, mode: str, kills: int, 
             return subprocess.Popen([PYCONNECT, "--backend", store, "run", str(cfg_path)], cwd=REPO, env=env,
                                     stdout=out, stderr=subprocess.STDOUT)
 
-    kill_loop(tmp_path, store, cfg, kills=kills, total=2 * n, launch=launch,
-              progress=lambda: topic_ends(store, ["db-a", "db-b"]))
+    n = kill_loop(tmp_path, store, cfg, kills=kills, total=2 * n, launch=launch, grow=grow,
+                  progress=lambda: topic_ends(store, ["db-a", "db-b"])) // 2
 
     with open_backend(store) as backend:
         for table in ("a", "b"):

@@ -18,11 +18,9 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
-import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from connect_runtime.api import (
@@ -34,6 +32,7 @@ from connect_runtime.api import (
     TopicPartition,
     Type,
 )
+from tests.support.kills import run_killed_on_progress
 
 _FIELDS = (
     ("log.path", "JSON lines file every task call is appended to."),
@@ -47,6 +46,7 @@ _FIELDS = (
     ("put.block.file", "...until this file exists (at most 60 s), after logging 'blocked'."),
     ("put.hang", "true: every non-empty put sleeps 120 s (a stuck task)."),
     ("precommit.fail.times", "pre_commit raises OSError on its first N calls."),
+    ("precommit.fail.from", "pre_commit raises OSError whenever a partition was given this offset."),
     ("precommit.ahead", "pre_commit returns current + this many for every partition."),
     ("precommit.empty", "true: pre_commit returns {}."),
     ("precommit.foreign", "true: pre_commit also returns an offset for a partition not assigned."),
@@ -161,7 +161,9 @@ class RecordingSinkTask(SinkTask):
         late, self.late = self.late, []
         for r in late:
             self.context.errant_record_reporter.report(r, ValueError(f"cannot write {r.value!r}"))
-        if self.precommits <= int(self.props.get("precommit.fail.times") or 0):
+        fail_from = self.props.get("precommit.fail.from")
+        if self.precommits <= int(self.props.get("precommit.fail.times") or 0) or (
+                fail_from and any(o >= int(fail_from) for o in current_offsets.values())):
             self._log("pre_commit_failed")
             raise OSError(f"flush failed (call {self.precommits})")
         if self.props.get("precommit.empty") == "true":
@@ -324,24 +326,19 @@ class GreedySink(SinkConnector):
         return [dict(self.props)] * (max_tasks + 2)
 
 
-def run_sink_killed_at_random(config: Mapping[str, Any], backend_url: str, rng: random.Random, low: float,
-                              high: float) -> int:
-    """One ``run_sink`` of ``config`` in a subprocess (this module's entry), SIGKILLed after a random
-    ``rng.uniform(low, high)`` seconds if it still runs; its return code (0, or ``-SIGKILL``). A run that failed
-    otherwise fails the caller's assertion with the end of its stderr."""
+def run_sink_killed_on_progress(config: Mapping[str, Any], backend_url: str, rng: random.Random,
+                                progress: Callable[[], int], total: int, *, low: float = 0.1,
+                                high: float = 0.9) -> bool:
+    """One ``run_sink`` of ``config`` in a subprocess (this module's entry), SIGKILLed once ``progress()`` (what
+    the destination shows committed, e.g. records) reaches a random point in ``[low, high)`` of the way from where
+    it was at the start to ``total`` (:mod:`tests.support.kills`). True when the kill landed mid-run, False when
+    the run ended first (exit 0); a run that failed otherwise fails the caller with the end of its stderr."""
     from tests.support import REPO
 
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "tests.support.sink_helpers", json.dumps(config), backend_url],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(rng.uniform(low, high))
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        _, err = proc.communicate(timeout=120)
-    assert proc.returncode in (0, -signal.SIGKILL), err[-2000:]
-    return proc.returncode
+    return run_killed_on_progress([sys.executable, "-m", "tests.support.sink_helpers", json.dumps(config),
+                                   backend_url], progress, total, rng=rng, low=low, high=high,
+                                  env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO,
+                                  what=f"sink run {config.get('name')!r}")
 
 
 def main(argv: list[str]) -> int:

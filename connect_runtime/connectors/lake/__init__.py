@@ -18,7 +18,10 @@ footers, atomic publication, recovery from the files), ``_writer`` (one partitio
   publishes the remainder as a last, smaller file, so a bounded run leaves everything it was given in the lake.
 - **Fencing**: a file's footer names its generation; a run finding a newer generation's file before publishing is
   fenced (:class:`ProducerFencedError`); a file is never replaced (conditional create), and a name taken with the
-  identical range (a dead or older run's copy of the same records) is kept instead of written twice.
+  identical range (a dead or older run's copy of the same records) is kept instead of written twice. A run whose
+  next name another (not newer) run of the connector took with another range re-reads the position from the
+  files, drops what it buffered and rewinds its consumer there (``context.offset``): overlapping runs go on or
+  stop at once.
 - **Offsets management** (KIP-875): ``read_offsets`` / ``alter_offsets`` read and move the position in the files.
 - **Reading an interval**: :func:`files_for` resolves a committed range (a source run's ranges) to exactly the
   files that hold it; ``connect_runtime.spark.read_lake`` reads them with ``spark.read.parquet``.

@@ -23,6 +23,7 @@ from connect_runtime.connectors.lake.store import (
     FileExists,
     Footer,
     Lake,
+    Recovered,
     encode_file,
     file_name,
     recover,
@@ -30,6 +31,15 @@ from connect_runtime.connectors.lake.store import (
 )
 
 log = logging.getLogger(__name__)
+
+
+class _Overtaken(ConnectError):
+    """Another run of the connector (not newer) published a file over the group about to be published (a signal
+    inside the writer, never raised out of it; a ConnectError so that :func:`io_errors` lets it through)."""
+
+    def __init__(self, footer: Footer) -> None:
+        super().__init__(footer.path)
+        self.footer = footer
 
 
 @dataclass
@@ -76,6 +86,8 @@ class PartitionWriter:
         self.ready: list[Group] = []
         self.unfinished: tuple[int, int, list[Footer]] | None = None
         """A dead run's incomplete group at the committed position: this run's first group is cut at its end."""
+        self.recovered: int | None = None
+        """Where the last :meth:`go_on_after` went on from (``None``: since then this run published a group)."""
 
     def _fenced(self, gen: int, path: str) -> ProducerFencedError:
         return ProducerFencedError(
@@ -90,21 +102,63 @@ class PartitionWriter:
             rec = recover(self.lake, self.tp)
             if rec.generation > self.generation:
                 raise self._fenced(rec.generation, f"{self.tp.topic}-{self.tp.partition} under {self.lake.where}")
-            unfinished = rec.unfinished
-            if unfinished is not None:  # completed, never removed: its writer may still be publishing it
-                self.unfinished = (*unfinished, rec.incomplete)
-                rec.next_offset = unfinished[0]
-                log.info("ParquetSink %r: completing the commit group [%d, %d) of %s-%d (%d of its %d files exist: "
-                         "a run died or is still publishing it)", self.cfg.name, *unfinished, self.tp.topic,
-                         self.tp.partition, len(rec.incomplete), rec.incomplete[0].group_size)
-            else:
+            if not self._take_unfinished(rec):
                 self._remove(rec.incomplete)
                 rec.known.difference_update(f.path for f in rec.incomplete)
+        self._adopt(rec)
+        return rec.next_offset
+
+    def _take_unfinished(self, rec: Recovered) -> bool:
+        """The one incomplete group at the committed position, if any, is completed by this run (never removed:
+        its writer may still be publishing it): ``rec.next_offset`` moves to its start."""
+        unfinished = rec.unfinished
+        if unfinished is None:
+            return False
+        self.unfinished = (*unfinished, rec.incomplete)
+        rec.next_offset = unfinished[0]
+        log.info("ParquetSink %r: completing the commit group [%d, %d) of %s-%d (%d of its %d files exist: "
+                 "a run died or is still publishing it)", self.cfg.name, *unfinished, self.tp.topic,
+                 self.tp.partition, len(rec.incomplete), rec.incomplete[0].group_size)
+        return True
+
+    def _adopt(self, rec: Recovered) -> None:
         if rec.schema is not None:
             self.columns.adopt(rec.schema, f"the files of {self.tp.topic}-{self.tp.partition}")
         self.known = rec.known
         self.committed = self.position = rec.next_offset
-        return rec.next_offset
+
+    def go_on_after(self, other: Footer) -> int:
+        """Another run of the connector, not newer than this one, published ``other`` over this run's next
+        group: re-read the committed position from the files (as :meth:`claim`, removing nothing: the other
+        run is alive) and go on from there, everything buffered dropped (its records come again from the
+        returned offset, which the task rewinds its consumer to: Kafka Connect's S3 sink drops its writer and
+        calls ``context.offset`` the same way). A newer generation among the files fences this run at once.
+        Files above the committed position that do not make a complete group yet (the other run is between a
+        group's files, under a partitioner with several files per group) or a position that did not move since
+        the last recovery make a ConnectError: the commit point is tried again, after the task's backoff."""
+        where = f"{self.tp.topic}-{self.tp.partition}"
+        with io_errors(self.lake, f"recovering {where} from"):
+            self._check_new(None, None)
+            rec = recover(self.lake, self.tp)
+            if rec.generation > self.generation:
+                raise self._fenced(rec.generation, f"{where} under {self.lake.where}")
+        position = rec.next_offset
+        if rec.incomplete or position is None or position == self.recovered \
+                or (self.committed is not None and position < self.committed):
+            why = (f"a commit group of {len(rec.incomplete)} of {rec.incomplete[0].group_size} files at offset "
+                   f"{rec.incomplete[0].start}" if rec.incomplete else f"the files ending at offset {position}")
+            raise ConnectError(
+                f"ParquetSink {self.cfg.name!r}: {other.path} (generation {other.generation}, [{other.start}, "
+                f"{other.end})) took the name of this run's next file; {where} under {self.lake.where} now has "
+                f"{why} (this run published up to {self.committed}): another run is still publishing there, "
+                "so this run publishes nothing at this commit point")
+        log.info("ParquetSink %r: %s holds [%d, %d) (generation %d, another run of this connector; this run is "
+                 "generation %d): going on from offset %d of %s, where the files now end", self.cfg.name,
+                 other.path, other.start, other.end, other.generation, self.generation, position, where)
+        self.open, self.ready, self.unfinished = None, [], None
+        self._adopt(rec)
+        self.recovered = position
+        return position
 
     # -- put --------------------------------------------------------------------------------------------
 
@@ -199,9 +253,11 @@ class PartitionWriter:
 
     # -- commit points ----------------------------------------------------------------------------------
 
-    def commit(self, delivered: int | None, closing: bool) -> None:
+    def commit(self, delivered: int | None, closing: bool) -> int | None:
         """Publish the ready groups; when ``closing`` (the run's end, a revocation) or a wall-clock rotation is
-        due, the open group too, extended over records delivered but not written (filtered, errant)."""
+        due, the open group too, extended over records delivered but not written (filtered, errant). Returns
+        the offset the task must rewind its consumer to when another run of the connector had published over
+        the next group (:meth:`go_on_after`), else ``None``."""
         g = self.open
         wallclock_due = (g is not None and self.cfg.timestamp_extractor == "Wallclock"
                          and self.cfg.rotate_interval_ms >= 0
@@ -231,9 +287,29 @@ class PartitionWriter:
             while self.ready:
                 self._publish(self.ready[0])
                 self.ready.pop(0)
+                self.recovered = None
+        except _Overtaken as taken:
+            try:
+                return self.go_on_after(taken.footer)
+            except BaseException:  # an interrupt too: as below
+                self.discard()
+                raise
         except BaseException:  # an interrupt too: forget what was not published; the records come again
             self.discard()
             raise
+        return None
+
+    def _check_new(self, s: int | None, e: int | None) -> None:
+        """Read the footers of the partition's files that appeared since this run last looked (another run of
+        the connector published them): a newer generation's fences this run; one overlapping ``[s, e)`` with
+        another range overtook it (:class:`_Overtaken`, before anything of the group is published)."""
+        for path in sorted(set(self.lake.data_files(self.tp)) - self.known):
+            f = self.lake.footer(path)
+            if f.generation > self.generation:
+                raise self._fenced(f.generation, path)
+            if s is not None and e is not None and f.start < e and f.end > s and (f.start, f.end) != (s, e):
+                raise _Overtaken(f)
+            self.known.add(path)
 
     def _publish(self, g: Group) -> None:
         s, e, tp = g.start, g.end, self.tp
@@ -244,16 +320,7 @@ class PartitionWriter:
         if not tables:  # every record of the range was skipped: an empty file keeps the range accounted for
             tables = {default_partition(tp.partition): pa.table({})}
         with io_errors(self.lake, f"publishing {tp.topic}-{tp.partition} [{s}, {e}) to"):
-            for path in sorted(set(self.lake.data_files(tp)) - self.known):  # written by another run since
-                f = self.lake.footer(path)
-                if f.generation > self.generation:
-                    raise self._fenced(f.generation, path)
-                if f.start < e and f.end > s and (f.start, f.end) != (s, e):
-                    raise ConnectError(
-                        f"ParquetSink {self.cfg.name!r}: {path} (generation {f.generation}, [{f.start}, {f.end})) "
-                        f"appeared since this run opened {tp.topic}-{tp.partition} and overlaps [{s}, {e}); this run "
-                        "publishes nothing (an older run is still publishing); run again to continue after it")
-                self.known.add(path)
+            self._check_new(s, e)
             if self.unfinished is not None and self.unfinished[0] == s:
                 left = [f for f in self.unfinished[2] if f.group_size != len(tables) or f.path not in
                         {f"{self.lake.dir_of(tp, k)}/{file_name(tp, s)}" for k in tables}]
@@ -261,7 +328,7 @@ class PartitionWriter:
                     self._remove(self.unfinished[2])
                     self.known.difference_update(f.path for f in self.unfinished[2])
                 self.unfinished = None
-            for key, table in tables.items():
+            for i, (key, table) in enumerate(tables.items()):
                 path = f"{self.lake.dir_of(tp, key)}/{file_name(tp, s)}"
                 data = encode_file(table, start=s, end=e, generation=self.generation, connector=self.cfg.name,
                                    group_size=len(tables), codec=self.cfg.codec)
@@ -271,6 +338,8 @@ class PartitionWriter:
                     f = self.lake.footer(path)
                     if f.generation > self.generation:
                         raise self._fenced(f.generation, path) from None
+                    if (f.start, f.end) != (s, e) and i == 0:  # the lead file: nothing of the group published
+                        raise _Overtaken(f) from None
                     if (f.start, f.end) != (s, e):
                         raise ConnectError(
                             f"ParquetSink {self.cfg.name!r}: {path} exists with [{f.start}, {f.end}) (generation "

@@ -173,7 +173,9 @@ class ParquetSinkTask(SinkTask):
     def pre_commit(self, current_offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         closing = self.context.is_closing()
         for tp, w in self.writers.items():
-            w.commit(current_offsets.get(tp), closing)
+            go_on = w.commit(current_offsets.get(tp), closing)
+            if go_on is not None:  # another run published over this run's next group: its records come again
+                self.context.offset({tp: go_on})
         return {}  # the files are the offsets; the consumer group commits nothing
 
     def close(self, partitions: list[TopicPartition]) -> None:

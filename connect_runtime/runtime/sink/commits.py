@@ -60,6 +60,10 @@ class TaskCommits:
         """What this run committed (the result's ``committed``)."""
         self.failures = 0
         self._failing_since: float | None = None
+        self._failed_at: dict[TopicPartition, int] = {}
+        """Where the first ``pre_commit`` of the current failure streak failed: the streak ends (and its retry
+        bound with it) only when a ``pre_commit`` succeeds at or past it, not at a commit point before it that the
+        rewind brought back (which would make a commit point that always fails unbounded)."""
 
     def start(self, group: Mapping[TopicPartition, int | None], positions: Mapping[TopicPartition, int]) -> None:
         self.group.update(group)
@@ -87,7 +91,8 @@ class TaskCommits:
         finally:
             w.ctx.closing = False
         w.dead_letters.flush()
-        self._failing_since = None
+        if self._failing_since is not None and all(current[tp] >= off for tp, off in self._failed_at.items()):
+            self._failing_since = None
         if not offsets:
             return True
         commit = self.committable(offsets, current)
@@ -139,6 +144,7 @@ class TaskCommits:
         now = time.monotonic()
         if self._failing_since is None:
             self._failing_since = now
+            self._failed_at = {tp: w.pos[tp] for tp in w.assigned}
         self.failures += 1
         why = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, (DataError, ConfigError, ProducerFencedError)):

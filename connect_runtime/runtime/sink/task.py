@@ -4,7 +4,9 @@ points in between (:mod:`~connect_runtime.runtime.sink.commits`), and at the end
 ``close(partitions)`` and ``stop()``. Retries and dead letters are :mod:`connect_runtime.runtime.errors`'.
 
 Commit points: every ``offset.flush.interval.ms`` (``0``: after every ``put``), after a ``put`` during which the
-task called ``context.request_commit()``, and once at the end of the run.
+task called ``context.request_commit()``, and once at the end of the run. A rewind (``context.offset``) asked for
+in ``pre_commit`` takes effect before the next poll, the final commit's too: the loop goes on from there when it
+is below the partition's target (KIP-275's ``is_closing()`` is then true again at the next final commit).
 
 Pause: ``context.pause(tp)`` stops polling ``tp`` until ``context.resume(tp)``. While every partition a task
 still has to read is paused, the task gets ``put([])`` about every 50 ms (as Kafka Connect delivers empty
@@ -99,12 +101,19 @@ class SinkWorkerTask(WorkerTask):
         self._opened = True
 
     def execute(self) -> None:
-        """The loop up to the targets (or a bound), then the final commit (again after a rewind)."""
+        """The loop up to the targets (or a bound), then the final commit; again after a failed final commit
+        (rewound to the last committed offsets) or one in which the task rewound a partition below its target
+        with ``context.offset`` (a sink that found its destination moved on under it: the records from there
+        are delivered again)."""
         while True:
             self._loop()
-            if self.commits.commit(closing=True):
+            if self.commits.commit(closing=True) and not self._rewound_below_target():
                 break
         self._ok = True
+
+    def _rewound_below_target(self) -> bool:
+        target = self._target
+        return any(off < target[tp] for tp, off in self.ctx.rewinds.items() if tp in self.assigned_set)
 
     def on_failure(self, exc: BaseException) -> None:
         if isinstance(exc, Stopped):

@@ -83,22 +83,63 @@ def lake_state(root: str) -> tuple[int | None, Counter[int], list[tuple[str, int
     return rec.next_offset, ids, files
 
 
-def test_a_newer_run_racing_a_zombie_from_the_same_offset_publishes_nothing_of_a_different_range(root: str) -> None:
+def overtaken(root: str, recs: list[SinkRecord], *, generation: int, flush: int,
+              other_generation: int) -> PartitionWriter:
+    """A writer of ``generation`` holding ``recs`` from offset 0, whose first publish is preceded by another run's
+    (``other_generation``, flush.size 1) publishing record 0 as [0, 1)."""
+    mine, other = writer(root, generation, flush=flush), writer(root, other_generation, flush=1)
+    assert mine.claim() is None and other.claim() is None
+    other.add(recs[:1])
+    mine.add(recs)
+    mine.lake.hook = lambda: other.commit(1, closing=True)  # type: ignore[attr-defined]
+    return mine
+
+
+def test_a_newer_run_racing_a_zombie_from_the_same_offset_goes_on_after_the_zombies_file(root: str) -> None:
     """The newer run listed the partition, then the zombie published its group [0, 1) before the newer run's first
     file: the newer run's first file is the one holding the group's first row (sku=b, the zombie's name too), so
-    its conditional create fails and it stops before publishing anything (sorted by directory it would have
-    published sku=a [0, 4) first, next to the zombie's [0, 1): a duplicate of record 0's range)."""
+    its conditional create fails before it published anything (sorted by directory it would have published
+    sku=a [0, 4) first, next to the zombie's [0, 1): a duplicate of record 0's range). It re-reads the committed
+    position from the files, drops what it buffered and asks to go on from offset 1 (the task rewinds its
+    consumer there); given the records again from there, it completes the partition."""
     recs = records("bac")
-    zombie, newer = writer(root, 1, flush=1), writer(root, 2, flush=4)
-    assert zombie.claim() is None and newer.claim() is None
-    zombie.add(recs[:1])
-    newer.add(recs)
-    newer.lake.hook = lambda: zombie.commit(1, closing=True)  # type: ignore[attr-defined]
-    with pytest.raises(ConnectError, match=r"exists with \[0, 1\) \(generation 1\), not \[0, 3\)"):
-        newer.commit(3, closing=True)
+    newer = overtaken(root, recs, generation=2, flush=4, other_generation=1)
+    assert newer.commit(3, closing=True) == 1
     assert lake_state(root) == (1, Counter({0: 1}), [("sku=b", 0, 1, 1)])
-    run(writer(root, 3, flush=4), recs)  # the rerun continues after the zombie's file
+    assert newer.open is None and not newer.ready and newer.position == newer.committed == 1
+    newer.add(recs)  # a redelivery before the rewind took effect: records below 1 are dropped
+    assert newer.commit(3, closing=True) is None
     assert lake_state(root)[:2] == (3, Counter({0: 1, 1: 1, 2: 1}))
+
+
+def test_an_older_run_overtaken_by_a_newer_one_is_fenced_at_once(root: str) -> None:
+    """The newer run published [0, 1) over the name of the older run's next group: the older run is fenced
+    (ProducerFencedError, never tried again), whatever the range."""
+    older = overtaken(root, records("bac"), generation=1, flush=4, other_generation=2)
+    with pytest.raises(ProducerFencedError, match="generation 2"):
+        older.commit(3, closing=True)
+    assert lake_state(root) == (1, Counter({0: 1}), [("sku=b", 0, 1, 2)])
+
+
+def test_recovering_to_a_group_another_run_is_still_publishing_tries_the_commit_point_again(root: str) -> None:
+    """The other run published the lead file of its group [0, 3) (sku=b) and not yet the others: going on from
+    the files is not possible yet (their last complete group ends before it), so the commit point fails with a
+    ConnectError naming the group (the runtime tries it again after its backoff), nothing published."""
+    recs = records("bac")
+    other, mine = writer(root, 1, flush=3), writer(root, 2, flush=1)
+    assert other.claim() is None and mine.claim() is None
+    other.add(recs)
+
+    def stall() -> None:
+        raise KeyboardInterrupt
+
+    other.lake.hook, other.lake.at, other.lake.after = stall, 1, True  # type: ignore[attr-defined]
+    with pytest.raises(KeyboardInterrupt):
+        other.commit(3, closing=True)  # its lead file [0, 3) is published, the other two not
+    mine.add(recs[:1])
+    with pytest.raises(ConnectError, match=r"a commit group of 1 of 3 files at offset 0"):
+        mine.commit(1, closing=True)
+    assert not mine.ready and mine.open is None
 
 
 def test_a_zombie_publishing_after_a_newer_run_is_fenced_and_publishes_nothing(root: str) -> None:
