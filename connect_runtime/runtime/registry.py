@@ -258,10 +258,23 @@ class Registry:
         return after[0]
 
     def heartbeat(self, record: ConnectorRecord, topics: Sequence[str] = ()) -> bool:
-        changes: dict[str, Any] = {"heartbeat": _now_ms()}
-        if topics and set(topics) - set(record.topics):
-            changes["topics"] = sorted(set(record.topics) | set(topics))
-        return self.update(record, **changes)
+        """Refresh the generation's heartbeat (and add ``topics``) if the entry still holds it; whether it does. A
+        heartbeat another task of the generation wrote less than half a :data:`HEARTBEAT_SECONDS` ago is left as it
+        is (the mapped tasks of a fan-out share one entry: they do not all write it)."""
+        now = _now_ms()
+        added = set(topics) - set(record.topics)
+
+        def beat(have: ConnectorRecord) -> None:
+            if added - set(have.topics):
+                have.topics = sorted(set(have.topics) | added)
+            elif have.heartbeat is not None and 0 <= now - have.heartbeat < HEARTBEAT_SECONDS * 500:
+                return
+            have.heartbeat = now
+
+        after = self.modify(record, beat)
+        if after is not None:
+            record.heartbeat, record.topics = after.heartbeat, list(after.topics)
+        return after is not None
 
     def finish(self, record: ConnectorRecord, *, failed: BaseException | None = None,
                topics: Sequence[str] = (), secrets: Sequence[str] = ()) -> bool:

@@ -254,8 +254,8 @@ def _begin(url: str, name: str) -> tuple[ConnectorRecord, ConnectorRecord | None
 def test_a_registry_change_held_between_its_read_and_its_write_never_undoes_a_newer_generation(
         backend_url: str, op: str, tmp_path: Path) -> None:
     """``update_entry`` is atomic across processes (every backend declares ``atomic_update_entry``), so the registry's
-    generations only grow. Process A's registry change of connector ``name`` reads the entry (generation 1) and is
-    held there (a barrier between its read and its write) while this process begins generation 2; then A goes on. A
+    generations only grow. Process A (which already wrote the entry once, so on Kafka it holds the entry's writer)
+    makes a registry change of connector ``name``: it reads the entry (generation 1) and is held there (a barrier between its read and its write) while this process begins generation 2; then A goes on. A
     heartbeat of generation 1 must not write generation 1 back over generation 2 (the newer run would read itself
     fenced, and the next begin would hand out generation 2 twice); a ``begin`` must take a generation of its own."""
     name = uid("held")
@@ -267,6 +267,7 @@ def test_a_registry_change_held_between_its_read_and_its_write_never_undoes_a_ne
         newer, out = in_thread(_begin, backend_url, name)
         # where update_entry holds a write lock (SQLite) this begin waits for A: A goes on after this bound
         newer.join(3)
+        newer_first = not newer.is_alive()
         assert proc.stdin is not None
         proc.stdin.write("go\n")
         proc.stdin.flush()
@@ -283,6 +284,8 @@ def test_a_registry_change_held_between_its_read_and_its_write_never_undoes_a_ne
         assert now.generation == b_record.generation and now.owner == b_record.owner, (
             f"the held heartbeat of generation {first.generation} ({got}) wrote it back over generation "
             f"{b_record.generation}: the registry holds generation {now.generation}")
+        if newer_first:  # the newer generation began while A was held: A's heartbeat must say it was refused
+            assert got == {"applied": False}, got
     else:
         assert got["generation"] != b_record.generation, f"two begins both took generation {b_record.generation}"
         assert now.generation == max(got["generation"], b_record.generation)

@@ -18,8 +18,9 @@
 - ``read``: read partition ``spec["partition"]`` of ``spec["topic"]`` from 0 to ``spec["end"]`` with
   ``read_range`` or ``read_range_batches`` (``spec["how"]``), ``timeout=spec["timeout"]``; prints
   ``{"records": n, "seconds": s}`` (run in a process of its own, so a read that does not end can be killed).
-- ``held-update``: one registry change of connector ``spec["name"]`` (``spec["op"]``: ``heartbeat`` of the generation the
-  registry holds now, or ``begin`` of a new one) whose ``update_entry`` stops between its read and its write: prints
+- ``held-update``: after one heartbeat (with a new topic, so it writes) of the generation the registry holds for
+  connector ``spec["name"]``, one more registry change (``spec["op"]``: another such ``heartbeat``, or ``begin`` of a
+  new generation) whose ``update_entry`` stops between its read and its write: prints
   ``{"read": <generation read>}`` there and goes on once a line arrives on stdin (the test's barrier); then prints
   ``{"applied": bool}`` (heartbeat) or ``{"generation": g}`` (begin).
 - ``source-task``: ``run_source_task(spec["config"], spec["url"], spec["plan"], spec["index"])``; with ``spec["gate"]``
@@ -156,7 +157,7 @@ class _HeldBackend:
 
     def __init__(self, backend: Any) -> None:
         self.backend = backend
-        self.held = False
+        self.held = True  # armed by held_update once the process holds the entry's writer
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.backend, name)
@@ -178,11 +179,16 @@ def held_update(spec: dict[str, Any]) -> None:
     from connect_runtime.runtime.registry import Registry
 
     be = open_backend(spec["url"])
-    registry = Registry(_HeldBackend(be))  # type: ignore[arg-type]
+    held = _HeldBackend(be)
+    registry = Registry(held)  # type: ignore[arg-type]
+    record = registry.get(spec["name"])
+    assert record is not None
+    # a first change, not held: where a backend claims an entry to write it (Kafka), this process now holds the claim
+    # (its writer), so the held change below reads with the claim held and must lose it to the newer begin
+    assert registry.heartbeat(record, ["claimed"])
+    held.held = False
     if spec["op"] == "heartbeat":
-        record = registry.get(spec["name"])
-        assert record is not None
-        _say({"applied": registry.heartbeat(record)})
+        _say({"applied": registry.heartbeat(record, ["held"])})
     else:
         record, _previous = registry.begin(spec["name"], kind="source", connector_class="x.Y")
         _say({"generation": record.generation})

@@ -10,7 +10,7 @@ one update is::
                              open transaction is aborted, a commit of it still completing is completed first, so
                              the read below sees it
     read the entry           read_committed, to the end of the store
-    new = update(current)    unchanged: nothing is written
+    new = update(current)    unchanged: nothing is written (and without a claim held, none is made for it)
     begin, send, commit      one record in one transaction; ProducerFencedError when another writer claimed the
                              entry after this one did (it may have written since the read): nothing of this one
                              is visible, and the whole update runs again with a new claim (after a short random
@@ -89,10 +89,17 @@ class EntryWriters:
                 reader = self._readers[store] = KafkaOffsetStore(self.backend, store)
             while True:
                 attempts += 1
+                seen: tuple[bytes | None, bytes | None] | None = None
+                if tid not in self._writers:  # a change that writes nothing needs no claim (e.g. a fresh heartbeat)
+                    current = reader.get([key]).get(key)
+                    seen = (current, update(current))
+                    if seen[1] == current:
+                        return current
                 writer = self._writer(tid, store, deadline)
                 try:
                     current = reader.get([key]).get(key)
-                    new = update(current)
+                    # update is called again only when the entry changed between the two reads
+                    new = seen[1] if seen is not None and seen[0] == current else update(current)
                     if new == current:
                         return new
                     writer.begin_transaction()
