@@ -43,10 +43,10 @@ from typing import TYPE_CHECKING
 from connect_runtime.api.errors import ProducerFencedError, WaitTimeoutError
 from connect_runtime.backends.closing import CloseWhenIdle
 from connect_runtime.backends.kafka.offsets import KafkaOffsetStore
+from connect_runtime.backends.kafka.transactions import KafkaTransactionalProducer
 
 if TYPE_CHECKING:
     from connect_runtime.backends.kafka.backend import KafkaBackend
-    from connect_runtime.backends.kafka.transactions import KafkaTransactionalProducer
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,10 @@ FIRST_PAUSE_S = 0.02
 """The pause before an update runs again after another writer claimed its entry (doubled each time, to
 :data:`LONGEST_PAUSE_S`, each a random part of it: two writers that keep fencing each other fall apart)."""
 LONGEST_PAUSE_S = 0.5
+TRANSACTION_TIMEOUT_MS = 10_000
+"""``transaction.timeout.ms`` of an entry writer: a writer killed inside its (one record) transaction holds back
+what read_committed readers of that partition see until the broker aborts it, about this long (its next claim
+aborts it at once); a task's producer keeps librdkafka's 60 s."""
 WRITERS_KEPT = 16
 """Entry writers one backend keeps (the least recently claimed one is closed past this: each holds connections)."""
 
@@ -125,7 +129,8 @@ class EntryWriters:
     def _writer(self, tid: str, store: str, deadline: float) -> KafkaTransactionalProducer:
         writer = self._writers.get(tid)
         if writer is None:
-            writer = self.backend.transactional_producer(tid, store)
+            writer = KafkaTransactionalProducer(self.backend, tid, store, False,
+                                                transaction_timeout_ms=TRANSACTION_TIMEOUT_MS)
             try:
                 writer.init_transactions(max(0.001, deadline - time.monotonic()))
             except BaseException:  # not kept: closed whatever stopped the init, then re-raised
