@@ -107,7 +107,7 @@ class EntryWriters:
                     if new == current:
                         return new
                     writer.begin_transaction()
-                    writer.commit_transaction([(key, new)], max(0.001, deadline - time.monotonic()))
+                    writer.commit_transaction([(key, new)], self._bound(deadline))
                 except ProducerFencedError as exc:
                     # another writer claimed the entry after this one did (it may have written since): nothing of
                     # this attempt is visible; claim it again and update again
@@ -123,7 +123,8 @@ class EntryWriters:
                 except BaseException:  # an interrupt too: a writer in an unknown state is not kept
                     self._drop(tid)
                     raise
-                _read_back(reader, store, key, current, deadline)
+                _read_back(reader, store, key, current,
+                           min(deadline, time.monotonic() + self.backend.read_timeout))
                 return new
 
     def _writer(self, tid: str, store: str, deadline: float) -> KafkaTransactionalProducer:
@@ -132,7 +133,7 @@ class EntryWriters:
             writer = KafkaTransactionalProducer(self.backend, tid, store, False,
                                                 transaction_timeout_ms=TRANSACTION_TIMEOUT_MS)
             try:
-                writer.init_transactions(max(0.001, deadline - time.monotonic()))
+                writer.init_transactions(self._bound(deadline))
             except BaseException:  # not kept: closed whatever stopped the init, then re-raised
                 writer.close()
                 raise
@@ -140,6 +141,11 @@ class EntryWriters:
             while len(self._writers) > WRITERS_KEPT:
                 self._drop(next(iter(self._writers)))
         return writer
+
+    def _bound(self, deadline: float) -> float:
+        """A wait on the cluster: what is left of the update's ``timeout``, at most ``connect.timeout.ms`` (a lost
+        cluster fails the update as fast as it fails any client's request; the registry is bookkeeping)."""
+        return max(0.001, min(deadline - time.monotonic(), self.backend.connect_timeout))
 
     def _drop(self, tid: str) -> None:
         writer = self._writers.pop(tid, None)
