@@ -90,7 +90,7 @@ class EntryWriters:
         with self._calls.call():
             reader = self._readers.get(store)
             if reader is None:
-                reader = self._readers[store] = KafkaOffsetStore(self.backend, store)
+                reader = self._readers[store] = self.backend.offset_store(store)
             while True:
                 attempts += 1
                 seen: tuple[bytes | None, bytes | None] | None = None
