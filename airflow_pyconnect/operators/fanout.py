@@ -28,7 +28,8 @@ Kafka they run on any worker. The DAG needs nothing else: ``max_active_tis_per_d
 
 Overlapping DAG runs: the plan of a later run starts a newer generation, which fences the mapped
 instances of an earlier run of the same identity that are still running (they fail, and a retry of
-them stays fenced: clear the whole run). Airflow's task concurrency cannot hold a later plan back
+them stays fenced: clear the whole run; a cleared instance of a finished fan-out commits only while no newer plan
+began). Airflow's task concurrency cannot hold a later plan back
 until an earlier run's mapped instances finished, so when runs may overlap (``airflow backfill
 create``, catch-up with ``max_active_runs`` > 1) give the fan-out ``identity=INTERVAL_IDENTITY``
 (with source partitions keyed by the interval), or keep its runs from overlapping (``max_active_runs=1``

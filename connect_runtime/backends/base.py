@@ -38,7 +38,9 @@ backend passes that suite, or it is not a backend. Where a backend cannot keep a
    deletes; ``get``/``read_all`` return the latest committed values; a producer created for store ``S``
    commits its offsets to ``S`` **and** to the global store (the mirror, KIP-618) in the same
    transaction, except the runtime's internal stores (:data:`INTERNAL_STORES`). ``update_entry`` is a
-   read-modify-write that is atomic across processes when ``atomic_update_entry``.
+   read-modify-write that is atomic across processes when ``atomic_update_entry`` (SQLite and Kafka both are: a
+   change held between its read and its write never undoes a change made meanwhile, so the registry's
+   generations only grow); its ``update`` callable may be called more than once (once per attempt).
 6. **Sink consumers** (``test_sink_consumer``). read_committed, explicit assignment, offsets in order per
    partition; group offsets are committed only by ``commit`` (never automatically) and read back by
    ``committed``; ``beginning_offsets`` / ``end_offsets`` bound what ``poll`` returns.
@@ -300,8 +302,10 @@ class Capabilities:
     """A commit waits on the network with the GIL released (Kafka): the runtime overlaps it with the task's
     next batch. If not (SQLite: CPU work under the GIL), commits stay in line with the task's loop."""
     atomic_update_entry: bool = False
-    """``update_entry`` is atomic across processes (SQLite: one write transaction). If not (Kafka: a read then
-    a write), the runtime never relies on it for fencing, only for bookkeeping."""
+    """``update_entry`` is atomic across processes (SQLite: one write transaction; Kafka: a compare-and-set through a
+    transactional writer of the entry, ``backends/kafka/entries.py``). A backend that cannot make it so leaves it
+    ``False`` and keeps the base class's read then write: its registry can then lose a write made between another
+    writer's read and write (an older run's heartbeat writing its generation back)."""
 
 
 class Backend(abc.ABC):
@@ -345,9 +349,10 @@ class Backend(abc.ABC):
     def update_entry(self, store: str, key: bytes, update: Callable[[bytes | None], bytes | None],
                      timeout: float = 30.0) -> bytes | None:
         """Read-modify-write one entry of an offset store: ``update(current value or None)`` returns the
-        new value (``None`` deletes). Atomic where the backend can make it so (SQLite: one write
-        transaction); on Kafka a read then a write (the runtime's registry tolerates that, and fencing
-        never relies on it). Returns what was written."""
+        new value (``None`` deletes). Atomic across processes when ``capabilities.atomic_update_entry`` (SQLite:
+        one write transaction; Kafka: a compare-and-set, its own implementation); this default is a read then a
+        write. ``update`` may be called more than once (once per attempt): it computes the new value from the one
+        it is given, and only its last call counts. Returns what the entry holds after."""
         store_ = self.offset_store(store)
         try:
             new = update(store_.get([key]).get(key))

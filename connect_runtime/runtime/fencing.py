@@ -11,7 +11,11 @@ never by its internals:
   initialises every transactional id the previous generation used (``Backend.fence_transactional_ids``), which
   aborts its open transactions and fences its producers.
 - **A task of a plan joins its generation** (:func:`join_generation`): fenced at once when a newer plan or run
-  of the connector (same identity) started.
+  of the connector (same identity) started. A task rerun in a generation that had finished (Airflow's Clear on a
+  mapped task instance of an older run) reopens it (``running`` again), so the next plan fences it as a running
+  one: a finished fan-out generation is fenced once a newer plan begins.
+- **A fenced run says by whom** (:func:`fenced_by_newer`): its ProducerFencedError names its generation and the
+  newer one.
 - **An exactly-once task checks after ``init_transactions``** (:func:`check_still_newest`) where commits cannot
   check the generation: the newer generation may have fenced the transactional ids before this task initialised
   its own.
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 from connect_runtime.api.errors import (
@@ -37,7 +42,7 @@ from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends.base import REGISTRY_STORE, Backend, Consumer, TransactionalProducer
 from connect_runtime.backends.closing import CloseWhenIdle
 from connect_runtime.runtime.errors import Stopped
-from connect_runtime.runtime.registry import ConnectorRecord, Registry, registry_key
+from connect_runtime.runtime.registry import ConnectorRecord, Registry, owner, registry_key
 from connect_runtime.runtime.worker import Generation
 
 log = logging.getLogger(__name__)
@@ -84,13 +89,53 @@ def begin_generation(backend: Backend, name: str, *, kind: str, connector_class:
 
 def join_generation(backend: Backend, name: str, scope: str, generation: int, index: int) -> ConnectorRecord:
     """The registry entry of a plan's generation, for its task ``index``; :class:`ProducerFencedError` (nothing
-    committed) when a newer plan or run of the connector started."""
-    record = Registry(backend).get(name, scope)
+    committed) when a newer plan or run of the connector started.
+
+    A task of a generation that **finished** (every task of the plan done; e.g. Airflow's Clear on one mapped task
+    instance of an older run) reopens it: the entry is ``running`` again, without this task among the done ones, so
+    a newer plan or run fences the generation's transactional ids as it fences a running one (it skips a
+    generation that stopped: its producers are gone), and offsets are not altered under it. The reopening is one
+    atomic registry update that holds only while the generation is still the newest: after it, the task
+    initialises its producer and checks the generation again (:func:`check_still_newest`), so a newer plan that
+    begins at any instant either fences the producer or is seen there."""
+    registry = Registry(backend)
+    record = registry.get(name, scope)
+    if record is not None and record.generation == generation and record.state == "stopped":
+        now = int(time.time() * 1000)
+
+        def reopen(have: ConnectorRecord) -> None:
+            have.state, have.heartbeat, have.finished, have.owner = "running", now, None, owner()
+            have.done_tasks = [i for i in have.done_tasks if i != index]
+
+        reopened = registry.modify(record, reopen)
+        if reopened is not None:
+            log.info("connector %s: task %d reruns in generation %d, which had finished: the generation runs again "
+                     "(a newer plan fences it)", name, index, generation)
+            return reopened
+        record = registry.get(name, scope)
     if record is None or record.generation != generation:
         raise ProducerFencedError(
             f"connector {name!r}: task {index} belongs to generation {generation}, but the newest generation "
             f"is {None if record is None else record.generation}: a newer plan or run fenced it")
     return record
+
+
+def fenced_by_newer(backend: Backend, record: ConnectorRecord, exc: ProducerFencedError,
+                    label: str) -> ProducerFencedError:
+    """``exc`` (a commit refused: a newer instance fenced this one) as one error naming both generations, when the
+    registry names a newer one; ``exc`` itself when it already names them or the registry cannot say."""
+    if f"generation {record.generation}" in str(exc):
+        return exc
+    try:
+        newest = Registry(backend).get(record.name, record.scope)
+    except Exception as err:  # the original error stands; this read only adds to its text
+        log.debug("connector %s: reading the registry to name the fencing generation failed: %r", record.name, err)
+        return exc
+    if newest is None or newest.generation == record.generation:
+        return exc
+    return ProducerFencedError(
+        f"{label} belongs to generation {record.generation}, but generation {newest.generation} of the connector "
+        f"began (started by {newest.owner}): it was fenced and commits nothing more ({exc})")
 
 
 def check_still_newest(backend: Backend, record: ConnectorRecord, label: str) -> None:
@@ -226,5 +271,5 @@ class SinkCommitFence:
                 log.warning("sink connector %r: closing the commit fence raised %r", self.name, exc)
 
 
-__all__ = ["SINK_COMMITS_STORE", "SinkCommitFence", "begin_generation", "check_still_newest", "generation_guard",
-           "join_generation", "transactional_id"]
+__all__ = ["SINK_COMMITS_STORE", "SinkCommitFence", "begin_generation", "check_still_newest", "fenced_by_newer",
+           "generation_guard", "join_generation", "transactional_id"]

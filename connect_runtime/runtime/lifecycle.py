@@ -18,7 +18,8 @@ connector and its tasks, bounded).
             until reconfiguration_requested() is False, the run failed, or out_of_bounds()
         stop_connector()              ALWAYS once start_connector() returned, also after a failure
         the run's first failure (state.error) is raised here
-    finish(failed)                    record the generation's end in the registry (also when a step failed)
+    finish(failed)                    record the generation's end in the registry (also when a step failed; the
+                                      failure as explain(exc) words it, e.g. naming the generation that fenced it)
     result()                          what the run committed (only when nothing failed)
     release()                         ALWAYS: close what the run opened, then the backend it opened
 
@@ -91,8 +92,11 @@ class ConnectorRun(ABC, Generic[R]):
             try:
                 self.run_connector()
             except BaseException as exc:  # recorded as the generation's end, then raised to the caller
-                self.finish(exc)
-                raise
+                failed = self.explain(exc)
+                self.finish(failed)
+                if failed is exc:
+                    raise
+                raise failed from exc
             self.finish(None)
             return self.result()
         finally:
@@ -236,6 +240,11 @@ class ConnectorRun(ABC, Generic[R]):
         deadline = time.monotonic() + self.shutdown_grace()
         for t in threads:
             t.join(max(0.0, deadline - time.monotonic()))
+
+    def explain(self, exc: BaseException) -> BaseException:
+        """The run's failure as the caller should see it (e.g. a fencing that names the newer generation); the
+        default: ``exc`` itself."""
+        return exc
 
     def planned(self, configs: list[dict[str, str]]) -> None:
         """:meth:`plan` only: the task configs of the new generation are known (record them)."""

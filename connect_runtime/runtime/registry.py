@@ -36,7 +36,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -228,28 +228,53 @@ class Registry:
     def update(self, record: ConnectorRecord, **changes: Any) -> bool:
         """Apply ``changes`` to the entry if it still holds ``record``'s generation (a fenced run's
         bookkeeping never overwrites its successor's). Returns whether it did; ``record`` is updated."""
-        applied = [False]
 
-        def change(current: bytes | None) -> bytes | None:
+        def apply(have: ConnectorRecord) -> None:
+            for k, v in changes.items():
+                setattr(have, k, v)
+
+        applied = self.modify(record, apply) is not None
+        if applied:
+            apply(record)
+        return applied
+
+    def modify(self, record: ConnectorRecord,
+               change: Callable[[ConnectorRecord], None]) -> ConnectorRecord | None:
+        """``change(entry)`` applied to the entry as it is now, inside one atomic update, if it still holds
+        ``record``'s generation (what another task of the generation wrote meanwhile is kept, e.g. its done
+        task). Returns the entry after, or ``None`` (nothing written) when a newer generation holds it."""
+        after: list[ConnectorRecord | None] = [None]
+
+        def update(current: bytes | None) -> bytes | None:
+            after[0] = None  # called once per attempt (update_entry); the last call counts
             have = None if current is None else ConnectorRecord.from_json(current)
             if have is None or have.generation != record.generation:
                 return current
-            for k, v in changes.items():
-                setattr(have, k, v)
-            applied[0] = True
+            change(have)
+            after[0] = have
             return have.to_json()
 
-        self.backend.update_entry(REGISTRY_STORE, registry_key(record.name, record.scope), change, self.timeout)
-        if applied[0]:
-            for k, v in changes.items():
-                setattr(record, k, v)
-        return applied[0]
+        self.backend.update_entry(REGISTRY_STORE, registry_key(record.name, record.scope), update, self.timeout)
+        return after[0]
 
     def heartbeat(self, record: ConnectorRecord, topics: Sequence[str] = ()) -> bool:
-        changes: dict[str, Any] = {"heartbeat": _now_ms()}
-        if topics and set(topics) - set(record.topics):
-            changes["topics"] = sorted(set(record.topics) | set(topics))
-        return self.update(record, **changes)
+        """Refresh the generation's heartbeat (and add ``topics``) if the entry still holds it; whether it does. A
+        heartbeat another task of the generation wrote less than half a :data:`HEARTBEAT_SECONDS` ago is left as it
+        is (the mapped tasks of a fan-out share one entry: they do not all write it)."""
+        now = _now_ms()
+        added = set(topics) - set(record.topics)
+
+        def beat(have: ConnectorRecord) -> None:
+            if added - set(have.topics):
+                have.topics = sorted(set(have.topics) | added)
+            elif have.heartbeat is not None and 0 <= now - have.heartbeat < HEARTBEAT_SECONDS * 500:
+                return
+            have.heartbeat = now
+
+        after = self.modify(record, beat)
+        if after is not None:
+            record.heartbeat, record.topics = after.heartbeat, list(after.topics)
+        return after is not None
 
     def finish(self, record: ConnectorRecord, *, failed: BaseException | None = None,
                topics: Sequence[str] = (), secrets: Sequence[str] = ()) -> bool:
@@ -269,6 +294,7 @@ class Registry:
         applied = [False]
 
         def change(current: bytes | None) -> bytes | None:
+            applied[0] = False  # called once per attempt (update_entry); the last call counts
             have = None if current is None else ConnectorRecord.from_json(current)
             if have is None:
                 return current
@@ -316,6 +342,7 @@ class Registry:
         result: list[ConnectorRecord] = []
 
         def bump(current: bytes | None) -> bytes | None:
+            result.clear()  # called once per attempt (update_entry); the last call counts
             if current is None:
                 if create is None:
                     return None

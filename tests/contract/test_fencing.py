@@ -28,12 +28,16 @@ from connect_runtime import plan_source, run_sink, run_source, run_source_task
 from connect_runtime.api.errors import ProducerFencedError
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends import Backend, ProducerRecord, open_backend
+from connect_runtime.runtime.registry import Registry
 from tests.support.contract import (
     Broken,
     in_thread,
     json_values,
+    read_line,
     read_topic,
     settled,
+    sigkill,
+    start_worker,
     uid,
     wait_until,
 )
@@ -274,6 +278,53 @@ def test_a_task_of_an_older_plan_starting_while_a_newer_plan_begins_is_fenced(ba
         raise Broken(f"task 2 of the older plan committed {late_records} records after the newer plan began: {out}")
     assert result.records == 900
     assert [k for k, n in got.items() if n > 1] == [], "lines written twice"
+
+
+@pytest.mark.not_on_tansu(TANSU_TIMES_OUT)
+def test_a_cleared_task_of_a_finished_plan_commits_nothing_once_a_newer_plan_began(backend_url: str,
+                                                                                  tmp_path: Path) -> None:
+    """Airflow's Clear on a mapped task instance of an older fan-out run: its task reruns in a plan whose generation
+    had finished (every task done). Plan 1 (2 tasks) runs both to a bound; its task 1 is rerun in another process:
+    it joins generation 1, initialises its producer, passes its checks, and is held at a barrier in ``start()``;
+    plan 2 (1 task) begins; task 1 goes on. It commits nothing (ProducerFencedError naming both generations): file
+    b's lines and committed offset stay where plan 1 left them."""
+    name, topic = uid("cleared"), uid("cleared")
+    config = {**_planning(name, topic, 2, 0, lines=200),
+              "connector.class": "tests.support.source_connectors.GatedTaskPlanningSource"}
+    old = plan_source(config, backend_url)
+    assert [t["index"] for t in old["tasks"]] == [0, 1]
+    for i in (0, 1):
+        assert run_source_task(config, backend_url, old, i, max_records=20).records == 20
+    with open_backend(backend_url) as be:
+        finished = Registry(be).get(name)
+        assert finished is not None and finished.generation == old["generation"] and finished.state == "stopped"
+
+        def lines_of_b() -> list[int]:
+            return sorted(v["line"] for v in json_values(read_topic(be, topic)) if v["file"] == "b")
+
+        assert lines_of_b() == list(range(20))
+    assert committed_offset(backend_url, name, {"file": "b"}) == {"line": 20}
+    log = tmp_path / "cleared.log"
+    proc = start_worker("source-task", {"url": backend_url, "config": config, "plan": old, "index": 1, "gate": True},
+                        log)
+    try:
+        assert read_line(proc, 120, log) == {"waiting": True}  # joined, initialised, checked: held in start()
+        new = plan_source(_planning(name, topic, 1, 0, lines=200), backend_url)
+        assert new["generation"] > old["generation"]
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        out = read_line(proc, 120, log)
+    finally:
+        sigkill(proc)
+    with open_backend(backend_url) as be:
+        after = _stable(lines_of_b)
+    if after != list(range(20)) or "error" not in out:
+        raise Broken(f"the cleared task 1 of finished generation {old['generation']} committed beside generation "
+                     f"{new['generation']}: {out}; file b holds lines {after[:3]}..{after[-3:]} ({len(after)})")
+    assert out["error"] == "ProducerFencedError", out
+    assert f"generation {old['generation']}" in out["message"] and f"generation {new['generation']}" in out["message"], out
+    assert committed_offset(backend_url, name, {"file": "b"}) == {"line": 20}
 
 
 @pytest.mark.not_on_tansu(UNFAITHFUL)

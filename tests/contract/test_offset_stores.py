@@ -4,11 +4,13 @@ Promise (``connect_runtime.backends.base``, "Offset stores"): ``put`` is durable
 deletes; ``get`` / ``read_all`` return the latest committed values; a producer created for store ``S`` commits its
 offsets to ``S`` and to the global store (the mirror, KIP-618) in the same transaction, except the runtime's
 internal stores (``INTERNAL_STORES``). ``update_entry`` is a read-modify-write that is atomic across processes when
-``atomic_update_entry``.
+``atomic_update_entry`` (SQLite and Kafka are): a registry change held between its read and its write never undoes
+a newer generation.
 
 Each test tries to break it at the backend API (many keys, overwrites and deletes read through another backend
 object, a process SIGKILLed right after ``put`` returned, separate stores, the mirror and the internal stores,
-``update_entry`` from several processes at once) and through the runtime (a connector's own store mirrored to the
+``update_entry`` from several processes at once, a registry change held at a barrier between its read and its write
+while another process begins a newer generation) and through the runtime (a connector's own store mirrored to the
 global store, a switch to it that must not re-ingest, an at-least-once run).
 """
 
@@ -22,9 +24,11 @@ import pytest
 from connect_runtime import admin, run_source
 from connect_runtime.backends import Backend, open_backend
 from connect_runtime.backends.base import INTERNAL_STORES, RANGES_STORE, REGISTRY_STORE
+from connect_runtime.runtime.registry import ConnectorRecord, Registry
 from tests.support.contract import (
     HANGING_DEFENCE_ON_TANSU,
     Broken,
+    in_thread,
     json_values,
     read_line,
     read_topic,
@@ -54,6 +58,11 @@ def _read_all(be: Backend, store: str | None) -> dict[bytes, bytes]:
         return s.read_all()
     finally:
         s.close()
+
+
+ABORTED_SHOWN = ("Tansu shows records of aborted transactions to read_committed readers, so the value of an entry "
+                 "writer fenced between its read and its write shows (Kafka's update_entry is a compare-and-set "
+                 "through a transactional writer per entry)")
 
 
 # -- at the backend API ---------------------------------------------------------------------------------------
@@ -216,6 +225,7 @@ def test_update_entry_reads_modifies_and_writes_one_entry(backend: Backend) -> N
     assert _get(backend, store, [key]) == {}
 
 
+@pytest.mark.not_on_tansu(ABORTED_SHOWN)
 def test_update_entry_is_atomic_across_processes(backend_url: str, backend: Backend, tmp_path: Path) -> None:
     """Four processes increment one entry 25 times each, at once: the entry ends at 100 when the backend promises
     ``atomic_update_entry``."""
@@ -232,6 +242,53 @@ def test_update_entry_is_atomic_across_processes(backend_url: str, backend: Back
         for proc in procs:
             sigkill(proc)
     assert _get(backend, store, [key]) == {key: b"100"}
+
+
+def _begin(url: str, name: str) -> tuple[ConnectorRecord, ConnectorRecord | None]:
+    with open_backend(url) as be:
+        return Registry(be).begin(name, kind="source", connector_class="x.Y")
+
+
+@pytest.mark.not_on_tansu(ABORTED_SHOWN)
+@pytest.mark.parametrize("op", ["heartbeat", "begin"])
+def test_a_registry_change_held_between_its_read_and_its_write_never_undoes_a_newer_generation(
+        backend_url: str, op: str, tmp_path: Path) -> None:
+    """``update_entry`` is atomic across processes (every backend declares ``atomic_update_entry``), so the registry's
+    generations only grow. Process A (which already wrote the entry once, so on Kafka it holds the entry's writer)
+    makes a registry change of connector ``name``: it reads the entry (generation 1) and is held there (a barrier between its read and its write) while this process begins generation 2; then A goes on. A
+    heartbeat of generation 1 must not write generation 1 back over generation 2 (the newer run would read itself
+    fenced, and the next begin would hand out generation 2 twice); a ``begin`` must take a generation of its own."""
+    name = uid("held")
+    first, _ = _begin(backend_url, name)
+    log = tmp_path / "held.log"
+    proc = start_worker("held-update", {"url": backend_url, "name": name, "op": op}, log)
+    try:
+        assert read_line(proc, 60, log) == {"read": first.generation}
+        newer, out = in_thread(_begin, backend_url, name)
+        # where update_entry holds a write lock (SQLite) this begin waits for A: A goes on after this bound
+        newer.join(3)
+        newer_first = not newer.is_alive()
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        got = read_line(proc, 60, log)
+        newer.join(60)
+    finally:
+        sigkill(proc)
+    assert "result" in out, f"the newer begin: {out}"
+    b_record = out["result"][0]
+    with open_backend(backend_url) as be:
+        now = Registry(be).get(name)
+    assert now is not None
+    if op == "heartbeat":
+        assert now.generation == b_record.generation and now.owner == b_record.owner, (
+            f"the held heartbeat of generation {first.generation} ({got}) wrote it back over generation "
+            f"{b_record.generation}: the registry holds generation {now.generation}")
+        if newer_first:  # the newer generation began while A was held: A's heartbeat must say it was refused
+            assert got == {"applied": False}, got
+    else:
+        assert got["generation"] != b_record.generation, f"two begins both took generation {b_record.generation}"
+        assert now.generation == max(got["generation"], b_record.generation)
 
 
 # -- through the runtime -------------------------------------------------------------------------------------

@@ -18,6 +18,15 @@
 - ``read``: read partition ``spec["partition"]`` of ``spec["topic"]`` from 0 to ``spec["end"]`` with
   ``read_range`` or ``read_range_batches`` (``spec["how"]``), ``timeout=spec["timeout"]``; prints
   ``{"records": n, "seconds": s}`` (run in a process of its own, so a read that does not end can be killed).
+- ``held-update``: after one heartbeat (with a new topic, so it writes) of the generation the registry holds for
+  connector ``spec["name"]``, one more registry change (``spec["op"]``: another such ``heartbeat``, or ``begin`` of a
+  new generation) whose ``update_entry`` stops between its read and its write: prints
+  ``{"read": <generation read>}`` there and goes on once a line arrives on stdin (the test's barrier); then prints
+  ``{"applied": bool}`` (heartbeat) or ``{"generation": g}`` (begin).
+- ``source-task``: ``run_source_task(spec["config"], spec["url"], spec["plan"], spec["index"])``; with ``spec["gate"]``
+  the task's ``start()`` (after its producer's ``init_transactions`` and the generation check) prints
+  ``{"waiting": true}`` and waits for a line on stdin (the test's barrier); prints ``{"records": n}`` or
+  ``{"error": "<class>", "message": "..."}``.
 - ``hold``: (SQLite only: how the suite makes a file unreachable) hold the write lock of the database file
   ``spec["path"]`` until a line arrives on stdin; prints ``{"held": true}`` once it holds it.
 """
@@ -143,9 +152,71 @@ def hold(spec: dict[str, Any]) -> None:
     _say({"released": True})
 
 
+class _HeldBackend:
+    """A backend whose first ``update_entry`` stops between its read and its write until stdin gives a line."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.held = True  # armed by held_update once the process holds the entry's writer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.backend, name)
+
+    def update_entry(self, store: str, key: bytes, update: Any, timeout: float = 30.0) -> bytes | None:
+        def between(current: bytes | None) -> bytes | None:
+            new = update(current)
+            if not self.held:
+                self.held = True
+                _say({"read": None if current is None else json.loads(current)["generation"]})
+                sys.stdin.readline()
+            return new  # type: ignore[no-any-return]
+
+        return self.backend.update_entry(store, key, between, timeout)  # type: ignore[no-any-return]
+
+
+def held_update(spec: dict[str, Any]) -> None:
+    from connect_runtime.backends import open_backend
+    from connect_runtime.runtime.registry import Registry
+
+    be = open_backend(spec["url"])
+    held = _HeldBackend(be)
+    registry = Registry(held)  # type: ignore[arg-type]
+    record = registry.get(spec["name"])
+    assert record is not None
+    # a first change, not held: where a backend claims an entry to write it (Kafka), this process now holds the claim
+    # (its writer), so the held change below reads with the claim held and must lose it to the newer begin
+    assert registry.heartbeat(record, ["claimed"])
+    held.held = False
+    if spec["op"] == "heartbeat":
+        _say({"applied": registry.heartbeat(record, ["held"])})
+    else:
+        record, _previous = registry.begin(spec["name"], kind="source", connector_class="x.Y")
+        _say({"generation": record.generation})
+    be.close()
+
+
+def source_task(spec: dict[str, Any]) -> None:
+    import tests.support.source_connectors as connectors
+    from connect_runtime import run_source_task
+
+    if spec.get("gate"):
+        def gate() -> None:
+            _say({"waiting": True})
+            sys.stdin.readline()
+
+        connectors.TASK_GATE[0] = gate
+    try:
+        result = run_source_task(spec["config"], spec["url"], spec["plan"], int(spec["index"]), max_seconds=60)
+    except Exception as exc:
+        _say({"error": type(exc).__name__, "message": str(exc)})
+    else:
+        _say({"records": result.records})
+
+
 def main(argv: list[str]) -> int:
     command, spec = argv[1], json.loads(argv[2])
-    {"txn-loop": txn_loop, "commit-and-die": commit_and_die, "put": put, "update": update, "read": read, "hold": hold}[command](spec)
+    {"txn-loop": txn_loop, "commit-and-die": commit_and_die, "put": put, "update": update, "read": read, "hold": hold,
+     "held-update": held_update, "source-task": source_task}[command](spec)
     return 0
 
 

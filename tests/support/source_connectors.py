@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -309,6 +309,27 @@ class PlanningTask(SourceTask):
                 return [SourceRecord(source_partition={"file": f}, source_offset={"line": i + 1},
                                      topic=self.topic, value={"file": f, "line": i}) for i in range(k, end)]
         return None
+
+
+TASK_GATE: list[Callable[[], None] | None] = [None]
+"""While it holds a callable, a :class:`GatedTaskPlanningSource` task calls it in ``start()`` (after its producer's
+``init_transactions`` and the runtime's generation check): a test's barrier, e.g. a line on stdin."""
+
+
+class GatedTaskPlanningSource(PlanningSource):
+    """:class:`PlanningSource` whose tasks call :data:`TASK_GATE` when they start: a task (of a fan-out plan) that
+    holds its producer and passed every start-up check, held exactly as long as the test needs."""
+
+    def task_class(self) -> type:
+        return GatedPlanningTask
+
+
+class GatedPlanningTask(PlanningTask):
+    def start(self, props: Mapping[str, str]) -> None:
+        gate = TASK_GATE[0]
+        if gate is not None:
+            gate()
+        super().start(props)
 
 
 START_GATE: list[threading.Event | None] = [None]

@@ -43,6 +43,10 @@ always lands in the same partition. Reading replays the topic to its end (last v
 a null value deletes); keys are re-canonicalised (:func:`~connect_runtime.backends.base.canonical_offset_key`)
 so keys written by Kafka Connect in any key order are found.
 
+Entries: ``update_entry`` (the registry of generations) is a compare-and-set, atomic across processes: each entry
+has a transactional writer, ``<cluster id>-<store>-<16 hex digits of the key's SHA-1>``, which claims the entry
+(``init_transactions``), reads it and writes it in one transaction (``entries``).
+
 Transactions: one task's records and source offsets commit in one Kafka transaction (a connector's own
 offsets store mirrored to the global one inside it, KIP-618); a newer producer with the same
 ``transactional.id`` fences the older one. A transaction the broker left hanging on a partition is aborted
@@ -63,6 +67,7 @@ Where things are:
 ``consumer``       :class:`KafkaConsumer`, its group-commit handle and background close
 ``ends``           the end of a partition, found by reading (``_EndReader``)
 ``offsets``        :class:`KafkaOffsetStore`, the backend's offsets writer, :func:`murmur2_partition`
+``entries``        ``update_entry`` as a compare-and-set: a transactional writer per entry (the registry's)
 ``columnar``       ``read_range_batches``: a committed range read straight into columns
 =================  ==========================================================================================
 """

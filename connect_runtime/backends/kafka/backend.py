@@ -18,6 +18,7 @@ from connect_runtime.backends.kafka._client import _Clients
 from connect_runtime.backends.kafka.admin import _KafkaAdmin
 from connect_runtime.backends.kafka.columnar import Columns, read_range_batches
 from connect_runtime.backends.kafka.consumer import KafkaConsumer
+from connect_runtime.backends.kafka.entries import EntryWriters
 from connect_runtime.backends.kafka.offsets import KafkaOffsetStore, _OffsetsWriter
 from connect_runtime.backends.kafka.producers import KafkaPlainProducer
 from connect_runtime.backends.kafka.transactions import KafkaTransactionalProducer
@@ -27,7 +28,7 @@ class KafkaBackend(Backend):
     """Records in Kafka topics, source offsets in compacted offsets topics, group offsets in Kafka."""
 
     capabilities = Capabilities(commits_check_generation=False, transaction_markers=True, commit_waits_on_io=True,
-                                atomic_update_entry=False)
+                                atomic_update_entry=True)
 
     def __init__(self, url: str, bootstrap: str, settings: Mapping[str, Any]) -> None:
         self.url = url
@@ -39,6 +40,7 @@ class KafkaBackend(Backend):
         self.default_offsets_topic = clients.default_offsets_topic
         self._admin = _KafkaAdmin(clients)
         self.offsets_writer = _OffsetsWriter(self)
+        self.entry_writers = EntryWriters(self)
 
     @classmethod
     def from_url(cls, url: str, settings: Mapping[str, Any]) -> KafkaBackend:
@@ -104,6 +106,12 @@ class KafkaBackend(Backend):
     def consumer(self, group_id: str | None = None) -> KafkaConsumer:
         return KafkaConsumer(self, group_id)
 
+    def update_entry(self, store: str, key: bytes, update: Callable[[bytes | None], bytes | None],
+                     timeout: float = 30.0) -> bytes | None:
+        """A compare-and-set through a transactional writer of the entry (:mod:`.entries`): atomic across
+        processes."""
+        return self.entry_writers.update_entry(store, key, update, timeout)
+
     def read_range_batches(
         self, partition: TopicPartition, start: int, end: int, *, batch_size: int = 10_000,
         timeout: float = 30.0, keys: bool = True, timestamps: bool = True, headers: bool = True,
@@ -117,3 +125,4 @@ class KafkaBackend(Backend):
     def close(self) -> None:
         self._admin.close()
         self.offsets_writer.close()
+        self.entry_writers.close()

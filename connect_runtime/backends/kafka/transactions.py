@@ -159,13 +159,13 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
     """One task's transactional producer: records and source offsets in one Kafka transaction."""
 
     def __init__(self, backend: KafkaBackend, transactional_id: str, offset_store: str | None,
-                 track_metadata: bool) -> None:
+                 track_metadata: bool, *, transaction_timeout_ms: int = 60_000) -> None:
         self.transactional_id = transactional_id
         self.offset_store_name = offset_store
         conf = backend.client_config(
             "producer",
-            defaults={"acks": "all", "partitioner": "consistent", "transaction.timeout.ms": 60_000,
-                      "message.timeout.ms": 60_000},
+            defaults={"acks": "all", "partitioner": "consistent", "transaction.timeout.ms": transaction_timeout_ms,
+                      "message.timeout.ms": transaction_timeout_ms},
             forced={"enable.idempotence": True, "transactional.id": transactional_id},
         )
         self._fenced = False

@@ -19,10 +19,10 @@ from connect_runtime.api.errors import (
     WaitTimeoutError,
 )
 from connect_runtime.backends.base import Backend, OffsetStore
-from connect_runtime.runtime.fencing import begin_generation, join_generation
+from connect_runtime.runtime.fencing import begin_generation, fenced_by_newer, join_generation
 from connect_runtime.runtime.lifecycle import ConnectorRun
 from connect_runtime.runtime.offsets import StoreOffsetReader
-from connect_runtime.runtime.registry import Registry
+from connect_runtime.runtime.registry import ConnectorRecord, Registry
 from connect_runtime.runtime.source.at_least_once import AtLeastOnceTask
 from connect_runtime.runtime.source.config import (
     SourcePlan,
@@ -248,6 +248,15 @@ class SourceRun(ConnectorRun[SourceRunResult]):
         if not configs:
             generation.finish(None)
 
+    def explain(self, exc: BaseException) -> BaseException:
+        record = getattr(getattr(self, "p", None), "record", None)
+        if isinstance(exc, ProducerFencedError) and record is not None:
+            return fenced_by_newer(self.backend, record, exc, self.fenced_label())
+        return exc
+
+    def fenced_label(self) -> str:
+        return f"source connector {self.p.name!r}"
+
     def result(self) -> SourceRunResult:
         seconds = round(time.monotonic() - self.t0, 6)
         if self.progress is not None:
@@ -307,26 +316,33 @@ class SourceTaskRun(SourceRun):
     def plan_tasks(self) -> list[dict[str, str]]:
         return [self.task_config]
 
+    def fenced_label(self) -> str:
+        return f"source connector {self.p.name!r} task {self.index}"
+
     def finish(self, failed: BaseException | None) -> None:
-        """The plan's generation stays open for its other tasks: record this task as done (or the failure)."""
+        """The plan's generation stays open for its other tasks: record this task as done (or the failure), in one
+        atomic registry update (tasks of the plan that end at once each keep their own done task)."""
         registry = Registry(self.backend)
         record = self.p.record
         assert record is not None
         if isinstance(failed, (BackendUnavailableError, WaitTimeoutError)):
             log.warning("%s: the failure is not recorded: the store could not be reached", self.p.name)
             return  # the registry is in the store that failed the run (see Generation.finish)
+        now = int(time.time() * 1000)
         if failed is not None:
             registry.update(record, state="failed", error=f"task {self.index}: {type(failed).__name__}: {failed}"[:500],
-                            heartbeat=int(time.time() * 1000))
+                            heartbeat=now)
             return
-        fresh = registry.get(self.p.name, self.p.scope)
-        if fresh is not None and fresh.generation == self.generation_number:
-            done = sorted(set(getattr(fresh, "done_tasks", []) or []) | {int(self.index)})
-            changes: dict[str, Any] = {"done_tasks": done, "heartbeat": int(time.time() * 1000),
-                                       "topics": sorted(set(fresh.topics) | self.state.topics)}
-            if len(done) >= fresh.tasks and fresh.state == "running":
-                changes.update(state="stopped", finished=int(time.time() * 1000))
-            registry.update(fresh, **changes)
+        index, topics = int(self.index), set(self.state.topics)
+
+        def done(have: ConnectorRecord) -> None:
+            have.done_tasks = sorted(set(have.done_tasks or []) | {index})
+            have.heartbeat = now
+            have.topics = sorted(set(have.topics) | topics)
+            if len(have.done_tasks) >= have.tasks and have.state == "running":
+                have.state, have.finished = "stopped", now
+
+        registry.modify(record, done)
 
 
 __all__ = ["SourceRun", "SourceTaskRun", "plan_source", "run_source", "run_source_task"]

@@ -369,3 +369,34 @@ def test_a_run_failed_by_its_store_does_not_wait_on_it_to_record_its_end(backend
     generation.finish(ValueError("boom"))
     got = registry.get("c")
     assert got is not None and got.state.startswith("failed")
+
+
+class _SecondAttempt:
+    """A backend whose ``update_entry`` runs ``update`` twice, as Kafka's compare-and-set does when another writer
+    claimed the entry between its read and its write: first on the entry as read, then on ``then`` (what the other
+    writer left), writing only the second answer."""
+
+    def __init__(self, backend: Backend, then: ConnectorRecord) -> None:
+        self.backend = backend
+        self.then = then
+
+    def offset_store(self, name: str | None = None) -> object:
+        return self.backend.offset_store(name)
+
+    def update_entry(self, store: str, key: bytes, update: object, timeout: float = 30.0) -> bytes | None:
+        assert callable(update)
+        update(self.backend.offset_store(store).get([key]).get(key))
+        return self.backend.update_entry(store, key, lambda _current: update(self.then.to_json()), timeout)
+
+
+def test_only_the_last_attempt_of_an_update_counts(registry: Registry, backend: Backend) -> None:
+    """``update_entry`` may call ``update`` once per attempt: a change whose first attempt saw its own generation
+    and whose last saw a newer one applied nothing, and says so (heartbeat, finish, ``new_generation_if_idle``)."""
+    mine, _ = registry.begin("c", kind="source", connector_class=SRC)
+    newer = dataclasses.replace(mine, generation=mine.generation + 1, state="stopped", owner="other:1")
+    racing = Registry(_SecondAttempt(backend, newer))  # type: ignore[arg-type]
+    assert racing.heartbeat(mine) is False
+    assert racing.finish(mine) is False
+    assert mine.state == "running"
+    again = racing.new_generation_if_idle("c")
+    assert again.generation == newer.generation + 1
