@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from connect_runtime.backends import open_backend
 from tests.support.airflow_env import AirflowEnv, shared_airflow_env
 
 pytestmark = pytest.mark.airflow
@@ -44,10 +45,15 @@ def test_connection_of_type_pyconnect_is_added_and_tested(af: AirflowEnv, tmp_pa
     try:
         got = json.loads(af.airflow("connections", "get", "pc_cli", "-o", "json").stdout.strip().splitlines()[-1])
         assert got[0]["conn_type"] == "pyconnect" and got[0]["host"] == url
-        tested = af.airflow("connections", "test", "pc_cli",
-                            extra_env={"AIRFLOW__CORE__TEST_CONNECTION": "Enabled"})
+        enabled = {"AIRFLOW__CORE__TEST_CONNECTION": "Enabled"}
+        # the Test button opens the store read-only: a store not yet created fails, naming it, and stays absent
+        missing = af.airflow("connections", "test", "pc_cli", check=False, extra_env=enabled)
+        assert "Connection failed" in missing.stdout + missing.stderr, missing.stdout + missing.stderr
+        assert "cli.db" in missing.stdout + missing.stderr and "no such file" in missing.stdout + missing.stderr
+        assert not (tmp_path / "cli.db").exists(), "the hook's test_connection created the store"
+        open_backend(url).close()  # the store a first run creates
+        tested = af.airflow("connections", "test", "pc_cli", extra_env=enabled)
         assert "Connection success!" in tested.stdout, tested.stdout + tested.stderr
-        assert (tmp_path / "cli.db").exists(), "the hook's test_connection did not open the backend"
     finally:
         af.airflow("connections", "delete", "pc_cli")
 
