@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import REPO
+from tests.support import REPO, unavailable
 
 OLDER_AIRFLOWS = ["3.2.2", "2.10.5"]
 """Airflow releases older than ``airflow_pyconnect.MIN_AIRFLOW_VERSION``: the last 3.x before it, and Airflow 2."""
@@ -30,13 +30,15 @@ UV = Path(sys.executable).parent / "uv"
 
 
 def _uv(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """Run uv; skip the test when uv is missing or the registry cannot be reached (uv's words for it)."""
+    """Run uv; a missing uv or an unreachable registry (uv's words for it) skips the test, printing why, and fails it in
+    CI (tests.support.unavailable)."""
     if not UV.exists():
-        pytest.skip(f"uv is not installed next to {sys.executable}")
+        unavailable(f"uv is not installed next to {sys.executable}", "scripts/bootstrap.sh installs it")
     out = subprocess.run([str(UV), *args], capture_output=True, text=True, timeout=timeout,
                          env={**os.environ, "UV_NO_PROGRESS": "1"})
     if out.returncode != 0 and any(word in out.stderr for word in _OFFLINE):
-        pytest.skip(f"uv {args[0]} could not reach the package registry: {out.stderr.strip()[-300:]}")
+        unavailable(f"uv {args[0]} could not reach the package registry: {out.stderr.strip()[-300:]}",
+                    "CI installs from the same registry")
     assert out.returncode == 0, f"uv {' '.join(args)}:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
     return out
 
