@@ -166,6 +166,21 @@ def test_the_lake_range_read_on_the_cluster_equals_the_local_read(cluster: Spark
     assert on_cluster["ids"] == local
 
 
+def test_a_missing_jar_fails_before_the_read_naming_it(spark_session: Any) -> None:
+    """What a cluster needs and this session lacks fails on the driver, before Spark plans the read, naming the jar
+    and the fix: Hadoop's S3A for an ``s3a://`` lake (pyspark ships no hadoop-aws), a filesystem for ``s3://``;
+    a class the driver cannot load is reported as such (the Kafka source's check, on a session without its jars)."""
+    from connect_runtime.spark import SparkClasspathError, read_lake
+    from connect_runtime.spark._classpath import class_loadable
+
+    with pytest.raises(SparkClasspathError, match=r"hadoop-aws.*software.amazon.awssdk:bundle"):
+        read_lake(spark_session, "s3://lake/raw", {"orders": {"0": [0, 10]}}, url_scheme="s3a")
+    with pytest.raises(SparkClasspathError, match=r'url_scheme="s3a"'):
+        read_lake(spark_session, "s3://lake/raw", {"orders": {"0": [0, 10]}})
+    assert class_loadable(spark_session, "org.apache.spark.sql.SparkSession") is True
+    assert class_loadable(spark_session, "org.example.NotThere") is False
+
+
 # -- the fault: a Spark worker lost during the read ------------------------------------------------------------------
 
 
