@@ -18,6 +18,7 @@ import json
 import os
 import random
 import subprocess
+import sys
 import time
 import urllib.request
 import uuid
@@ -46,11 +47,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
 
 
 def _submit_args(cluster: SparkCluster, out: Path, app_args: list[str], *, jars: str | None,
-                 ui_port: int | None = None) -> list[str]:
+                 ui_port: int | None = None, conf: tuple[str, ...] = ()) -> list[str]:
     ui = ["--conf", f"spark.ui.port={ui_port}"] if ui_port else ["--conf", "spark.ui.enabled=false"]
     return ["spark-submit", "--master", cluster.master_url, "--deploy-mode", "client",
             "--conf", "spark.executor.memory=512m", "--conf", "spark.driver.memory=512m",
             "--conf", "spark.port.maxRetries=0", *ui, *(["--jars", jars] if jars else []),
+            *(arg for c in conf for arg in ("--conf", c)),
             str(JOB), *app_args, "--out", str(out)]
 
 
@@ -60,10 +62,15 @@ def _env() -> dict[str, str]:
     return {**os.environ, **spark_env(), "PYTHONPATH": str(REPO)}
 
 
+NO_PYTHON_ON_WORKERS = ("spark.pyspark.python=/nonexistent/python-on-the-workers",
+                        f"spark.pyspark.driver.python={sys.executable}")
+"""The native reads run in the executors' JVMs: a Python that does not exist on the workers must not matter."""
+
+
 def _run_on_cluster(cluster: SparkCluster, tmp_path: Path, app_args: list[str], *, jars: str | None = None) -> Any:
     out = tmp_path / f"out-{uuid.uuid4().hex[:6]}.json"
-    proc = subprocess.run(_submit_args(cluster, out, app_args, jars=jars), env=_env(), capture_output=True,
-                          text=True, timeout=SUBMIT_TIMEOUT_S, cwd=tmp_path)
+    proc = subprocess.run(_submit_args(cluster, out, app_args, jars=jars, conf=NO_PYTHON_ON_WORKERS), env=_env(),
+                          capture_output=True, text=True, timeout=SUBMIT_TIMEOUT_S, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(out.read_text())
 
