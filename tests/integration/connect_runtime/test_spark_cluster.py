@@ -7,9 +7,10 @@ runs it (issue 33).
   transactions) and on the lake path (the ParquetSink's files, ``read_lake``).
 - A Spark worker SIGKILLed (with its executors, as a lost machine) while tasks of the read run on it: Spark
   reschedules them on the other worker and the ids read are exactly the committed range, each once. What we rely
-  on is Spark's: the driver marks the executor lost when its connection drops, resubmits its running tasks, and
-  a task lost with its executor for a reason not caused by the application does not count toward
-  ``spark.task.maxFailures`` (``TaskSetManager.executorLost``, ``ExecutorLostFailure.countTowardsTaskFailures``).
+  on is Spark's: the master reports the worker lost, the driver removes its executors and re-runs the tasks that
+  ran there, and a task lost with its executor for a reason not caused by the application does not count toward
+  ``spark.task.maxFailures`` (``ExecutorLostFailure.countTowardsTaskFailures``; the driver logs "Not counting
+  this failure towards the maximum number of failures").
 """
 
 from __future__ import annotations
@@ -268,7 +269,10 @@ def test_a_worker_lost_during_the_read_spark_reschedules_and_the_ids_are_exact(
         if killed is None:
             continue
         assert json.loads(out.read_text())["ids"] == expected  # each committed id once, no aborted one
-        assert "Lost executor" in log.read_text()  # the driver saw the executor go and rescheduled its tasks
+        driver_log = log.read_text()
+        assert "Lost executor" in driver_log  # the driver saw the executor go (the master: "worker lost")
+        # a task was running there, was re-run, and Spark did not count it toward spark.task.maxFailures
+        assert "Not counting this failure towards the maximum number of failures" in driver_log
         workers = {w["id"]: w["state"] for w in cluster.status()["workers"]}
         assert sum(state == "ALIVE" for state in workers.values()) == 1, workers
         return
