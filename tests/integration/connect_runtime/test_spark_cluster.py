@@ -32,6 +32,7 @@ import pytest
 from connect_runtime.backends import ProducerRecord, open_backend
 from scripts.deploy.spark_cluster import SparkCluster, SparkWorker, spark_cluster
 from tests.support import REPO
+from tests.support.kafka_broker import settled_end
 from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
@@ -110,25 +111,8 @@ def _committed_with_aborted(kafka_url: str, records: int, rounds: int = 4) -> tu
         finally:
             a.close()
             b.close()
-    ranges = {topic: {str(p): [first[p], _settled_end(kafka_url, (topic, p), last[p] + 1)] for p in first}}
+    ranges = {topic: {str(p): [first[p], settled_end(kafka_url, (topic, p), last[p] + 1)] for p in first}}
     return ranges, list(range(rounds * per_round))
-
-
-def _settled_end(kafka_url: str, tp: tuple[str, int], at_least: int) -> int:
-    """The partition's high watermark once A's last commit marker landed (at or past ``at_least``)."""
-    import confluent_kafka as ck
-
-    from connect_runtime.backends import kafka_bootstrap_servers
-
-    watcher = ck.Consumer({"bootstrap.servers": kafka_bootstrap_servers(kafka_url), "group.id": uuid.uuid4().hex})
-    try:
-        deadline = time.monotonic() + 30
-        while (end := watcher.get_watermark_offsets(ck.TopicPartition(*tp), 5, cached=False)[1]) < at_least:
-            assert time.monotonic() < deadline, f"waited 30 s for {tp}'s high watermark to reach {at_least}: {end}"
-            time.sleep(0.05)
-        return int(end)
-    finally:
-        watcher.close()
 
 
 @pytest.mark.kafka
