@@ -57,8 +57,8 @@ def require_lake_filesystem(spark: Any, scheme: str) -> None:
         raise SparkClasspathError(
             f"Spark reads s3a:// through Hadoop's S3A ({S3A_CLASS}), which is not on this session's classpath: add "
             "org.apache.hadoop:hadoop-aws matching pyspark's Hadoop (hadoop-client-api-<version>.jar in pyspark's "
-            "jars) and the AWS SDK v2 bundle it names (software.amazon.awssdk:bundle) as spark.jars / --jars, with "
-            "spark.hadoop.fs.s3a.* settings for the endpoint and credentials")
+            "jars) and the AWS SDK v2 modules it loads (`bash scripts/fetch_hadoop_aws.sh` fetches them) as "
+            "spark.jars / --jars, with spark.hadoop.fs.s3a.* settings for the endpoint and credentials")
     if scheme == "s3" and jvm_ok is not None:
         conf = spark.sparkContext._jsc.hadoopConfiguration()
         if conf.get("fs.s3.impl") is None:

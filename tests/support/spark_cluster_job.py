@@ -1,7 +1,7 @@
 """The ``spark-submit`` application of the Spark cluster tests (tests/integration/connect_runtime/test_spark_cluster.py).
 
 Reads one committed range, from Kafka (``--backend kafka://... --ranges JSON``: Spark's own Kafka source,
-``read_kafka_range``) or from the lake (``--lake URL --ranges JSON``: ``read_lake``), and writes
+``read_kafka_range``) or from the lake (``--lake URL --ranges JSON``: ``read_lake``, with ``--storage-options`` and ``--url-scheme s3a`` for a lake on S3), and writes
 ``{"app": <application id>, "ids": [<the values' ids, sorted>]}`` to ``--out``. ``--slow-task-s`` makes each task
 hold its rows that long in a Python worker (``mapInArrow``) before passing them on, so a test can kill a Spark
 worker while tasks of the read run on it; ``--partitions`` is the Kafka read's ``minPartitions``.
@@ -36,11 +36,14 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--slow-task-s", type=float, default=0.0)
     parser.add_argument("--partitions", type=int, default=0)
+    parser.add_argument("--storage-options", default=None, help="fsspec's, JSON: the driver lists the lake with them")
+    parser.add_argument("--url-scheme", default=None, help="the scheme Spark reads the files with (s3a)")
     args = parser.parse_args()
     spark = SparkSession.builder.appName("pyconnect-cluster-test").getOrCreate()
     ranges = json.loads(args.ranges)
     if args.lake:
-        df = read_lake(spark, args.lake, ranges).select("id")
+        storage = json.loads(args.storage_options) if args.storage_options else None
+        df = read_lake(spark, args.lake, ranges, storage_options=storage, url_scheme=args.url_scheme).select("id")
     else:
         options = {"minPartitions": args.partitions} if args.partitions else {}
         df = read_kafka_range(spark, args.backend, ranges, schema="id long", **options)

@@ -31,8 +31,9 @@ import pytest
 
 from connect_runtime.backends import ProducerRecord, open_backend
 from scripts.deploy.spark_cluster import SparkCluster, SparkWorker, spark_cluster
-from tests.support import REPO
+from tests.support import REPO, unavailable
 from tests.support.kafka_broker import settled_end
+from tests.support.moto_server import S3Lake
 from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
@@ -49,9 +50,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
 
 
 def _submit_args(cluster: SparkCluster, out: Path, app_args: list[str], *, jars: str | None,
-                 ui_port: int | None = None, conf: tuple[str, ...] = ()) -> list[str]:
+                 ui_port: int | None = None, conf: tuple[str, ...] = (), master: str | None = None) -> list[str]:
     ui = ["--conf", f"spark.ui.port={ui_port}"] if ui_port else ["--conf", "spark.ui.enabled=false"]
-    return ["spark-submit", "--master", cluster.master_url, "--deploy-mode", "client",
+    return ["spark-submit", "--master", master or cluster.master_url, "--deploy-mode", "client",
             "--conf", "spark.executor.memory=512m", "--conf", "spark.driver.memory=512m",
             "--conf", "spark.port.maxRetries=0", *ui, *(["--jars", jars] if jars else []),
             *(arg for c in conf for arg in ("--conf", c)),
@@ -69,9 +70,12 @@ NO_PYTHON_ON_WORKERS = ("spark.pyspark.python=/nonexistent/python-on-the-workers
 """The native reads run in the executors' JVMs: a Python that does not exist on the workers must not matter."""
 
 
-def _run_on_cluster(cluster: SparkCluster, tmp_path: Path, app_args: list[str], *, jars: str | None = None) -> Any:
+def _run_on_cluster(cluster: SparkCluster, tmp_path: Path, app_args: list[str], *, jars: str | None = None,
+                    conf: tuple[str, ...] = (), master: str | None = None) -> Any:
+    """The job submitted to the cluster (or to ``master``), its JSON output."""
     out = tmp_path / f"out-{uuid.uuid4().hex[:6]}.json"
-    proc = subprocess.run(_submit_args(cluster, out, app_args, jars=jars, conf=NO_PYTHON_ON_WORKERS), env=_env(),
+    proc = subprocess.run(_submit_args(cluster, out, app_args, jars=jars, conf=(*NO_PYTHON_ON_WORKERS, *conf),
+                                       master=master), env=_env(),
                           capture_output=True, text=True, timeout=SUBMIT_TIMEOUT_S, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(out.read_text())
@@ -132,12 +136,30 @@ def test_the_kafka_range_read_on_the_cluster_equals_the_local_read(
     assert on_cluster["app"].startswith("app-")  # a standalone application id (local mode's is "local-...")
 
 
-def test_the_lake_range_read_on_the_cluster_equals_the_local_read(cluster: SparkCluster, spark_session: Any,
-                                                                   sqlite_url: str, tmp_path: Path) -> None:
-    """The lake on a directory every worker sees (on one machine, a local one; across machines, object storage
-    through Spark's S3A, docs/spark.md "On a Spark cluster")."""
+def _hadoop_aws_jars() -> str:
+    """The jars of ``scripts/fetch_hadoop_aws.sh`` (Hadoop's S3A and the AWS SDK modules), for ``--jars``."""
+    home = Path(os.environ.get("PYCONNECT_HADOOP_AWS_HOME", "") or Path.home() / ".cache" / "airflow-pyconnect" /
+                "hadoop-aws-3.5.0")
+    jars = sorted(str(j) for j in (home / "jars").glob("*.jar"))
+    if not any(Path(j).name.startswith("hadoop-aws-") for j in jars):
+        unavailable(f"no hadoop-aws jar in {home / 'jars'}", "CI fetches it with `bash scripts/fetch_hadoop_aws.sh`")
+    return ",".join(jars)
+
+
+def _s3a_conf(lake: S3Lake) -> tuple[str, ...]:
+    """Spark's S3A settings for the moto endpoint (path-style, plain HTTP, the dummy credentials)."""
+    opts = lake.storage_options
+    return (f"spark.hadoop.fs.s3a.endpoint={lake.endpoint}", "spark.hadoop.fs.s3a.path.style.access=true",
+            "spark.hadoop.fs.s3a.connection.ssl.enabled=false", "spark.hadoop.fs.s3a.endpoint.region=eu-west-1",
+            f"spark.hadoop.fs.s3a.access.key={opts['key']}", f"spark.hadoop.fs.s3a.secret.key={opts['secret']}")
+
+
+def test_the_lake_range_on_s3_read_on_the_cluster_equals_the_local_read(cluster: SparkCluster, s3_lake: S3Lake,
+                                                                          sqlite_url: str, tmp_path: Path) -> None:
+    """The lake on S3 (moto), as workers that share no disk see it: the driver lists the range's files with fsspec,
+    the executors read them through Hadoop's S3A (``url_scheme="s3a"``, hadoop-aws as ``--jars``); the same job in
+    ``local[2]`` reads the same ids."""
     from connect_runtime.runtime.sink import run_sink
-    from connect_runtime.spark import read_lake
 
     with open_backend(sqlite_url) as backend:
         backend.create_topics({"orders": 2})
@@ -146,16 +168,19 @@ def test_the_lake_range_read_on_the_cluster_equals_the_local_read(cluster: Spark
                        for i in range(400)])
         producer.flush(30)
         producer.close()
-    lake = f"file://{tmp_path / 'lake'}"
     config = {"name": "lake", "connector.class": "connect_runtime.connectors.lake.ParquetSink", "topics": "orders",
-              "path": lake, "flush.size": "25"}
+              "path": s3_lake.url, "flush.size": "25", "storage.options": s3_lake.storage_options_json}
     day1, day2 = {"orders": {"0": [0, 120], "1": [0, 80]}}, {"orders": {"0": [120, 200], "1": [80, 200]}}
     for day in (day1, day2):
         run_sink(config, sqlite_url, until_offsets=day, max_seconds=60)
-    local = sorted(int(r.id) for r in read_lake(spark_session, lake, day2).collect())
-    assert local == sorted([2 * o for o in range(120, 200)] + [2 * o + 1 for o in range(80, 200)])
-    on_cluster = _run_on_cluster(cluster, tmp_path, ["--lake", lake, "--ranges", json.dumps(day2)])
-    assert on_cluster["ids"] == local
+    args = ["--lake", s3_lake.url, "--ranges", json.dumps(day2), "--storage-options", s3_lake.storage_options_json,
+            "--url-scheme", "s3a"]
+    jars, conf = _hadoop_aws_jars(), _s3a_conf(s3_lake)
+    local = _run_on_cluster(cluster, tmp_path, args, jars=jars, conf=conf, master="local[2]")
+    assert local["ids"] == sorted([2 * o for o in range(120, 200)] + [2 * o + 1 for o in range(80, 200)])
+    on_cluster = _run_on_cluster(cluster, tmp_path, args, jars=jars, conf=conf)
+    assert on_cluster["ids"] == local["ids"]
+    assert on_cluster["app"].startswith("app-") and local["app"].startswith("local-")
 
 
 def test_a_missing_jar_fails_before_the_read_naming_it(spark_session: Any) -> None:
@@ -165,7 +190,7 @@ def test_a_missing_jar_fails_before_the_read_naming_it(spark_session: Any) -> No
     from connect_runtime.spark import SparkClasspathError, read_lake
     from connect_runtime.spark._classpath import class_loadable
 
-    with pytest.raises(SparkClasspathError, match=r"hadoop-aws.*software.amazon.awssdk:bundle"):
+    with pytest.raises(SparkClasspathError, match=r"hadoop-aws.*scripts/fetch_hadoop_aws.sh"):
         read_lake(spark_session, "s3://lake/raw", {"orders": {"0": [0, 10]}}, url_scheme="s3a")
     with pytest.raises(SparkClasspathError, match=r'url_scheme="s3a"'):
         read_lake(spark_session, "s3://lake/raw", {"orders": {"0": [0, 10]}})
