@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from connect_runtime import run_source
 from connect_runtime.backends import ProducerRecord, open_backend
 from connect_runtime.connectors.datagen import generate_value
 from tests.support import REPO
+from tests.support.kafka_broker import settled_end
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.faithful_kafka]
 
@@ -76,23 +76,6 @@ def test_with_a_schema_the_values_come_back_parsed_as_its_columns(spark: Any, ka
     assert empty.count() == 0 and empty.columns == ["id", "ts"]
 
 
-def _settled_end(kafka_url: str, tp: tuple[str, int], at_least: int) -> int:
-    """The partition's high watermark once every marker has landed (at or past ``at_least``)."""
-    import confluent_kafka as ck
-
-    from connect_runtime.backends import kafka_bootstrap_servers
-
-    watcher = ck.Consumer({"bootstrap.servers": kafka_bootstrap_servers(kafka_url), "group.id": _name("hw")})
-    try:
-        deadline = time.monotonic() + 30
-        while (end := watcher.get_watermark_offsets(ck.TopicPartition(*tp), 5, cached=False)[1]) < at_least:
-            assert time.monotonic() < deadline, f"waited 30 s for {tp}'s high watermark to reach {at_least}: {end}"
-            time.sleep(0.05)
-        return int(end)
-    finally:
-        watcher.close()
-
-
 def test_another_writers_aborted_transaction_inside_the_range_is_not_read(spark: Any, kafka_url: str) -> None:
     """Writer A's transaction interleaves with writer B's, which aborts; A's range [first, end) holds B's records
     and both markers. Then a committed writer C between two spans of A: read span by span (a union)."""
@@ -130,7 +113,7 @@ def test_another_writers_aborted_transaction_inside_the_range_is_not_read(spark:
         finally:
             for p in (a, b, c):
                 p.close()
-    end = _settled_end(kafka_url, tp, a2[1] + 1)
+    end = settled_end(kafka_url, tp, a2[1] + 1)
     # Usually: A 0..9, B 10..16, A 17..26, B's abort marker 27, A's commit marker 28, C 29..33 + marker 34,
     # A 35..39 + marker 40. The markers land after EndTxn returns, so C may start before A's did: C's records then
     # precede A's marker, and C's producer, seeing the partition's last stable offset below its first record,
