@@ -30,7 +30,7 @@ from .airflow_celery import AirflowCelery, airflow_celery
 from .servers import moto_s3, postgres_server, redis_server
 from .spark_cluster import SparkCluster, spark_cluster
 
-__all__ = ["BACKEND_SETTINGS", "Deployment", "S3_BUCKET", "distributed"]
+__all__ = ["BACKEND_SETTINGS", "S3_BUCKET", "Deployment", "distributed"]
 
 REPO = Path(__file__).resolve().parents[2]
 S3_BUCKET = "pyconnect-lake"
