@@ -1,8 +1,8 @@
 """The distributed example: ``dags/example_orders_distributed.py`` for three days on :func:`deploy.distributed`,
 then a summary checked from the data (``scripts/run_example.py --distributed`` runs it).
 
-The days are run the way a user runs them on a scheduler: the DAG is unpaused and the scheduler catches up its
-three intervals. The summary names the worker (Airflow's ``hostname``) of every task instance and checks, from the
+The days are run the way a user runs them on a scheduler: the DAG is unpaused and its three days are triggered
+with their logical dates (``airflow dags trigger --logical-date``). The summary names the worker (Airflow's ``hostname``) of every task instance and checks, from the
 data and not from our own counters, that every record of the topic is exactly once in every sink: the Parquet lake
 on S3, the ``orders`` table in PostgreSQL, and the Spark totals (computed on the Spark cluster) equal to totals
 computed here from the topic.
@@ -51,8 +51,12 @@ def prepare(d: Deployment, timeout_s: float = 180) -> None:
 
 
 def run_days(d: Deployment, timeout_s: float = 1200) -> list[tuple[Any, ...]]:
-    """Unpause the DAG: the scheduler runs its three days (one at a time); wait for them with a bound."""
+    """Unpause the DAG and trigger its three days with their logical dates, as a user would (the deployment runs
+    no cron schedule: ``[scheduler] use_job_schedule`` is off); the scheduler runs them one at a time on the Celery
+    workers. Wait for them with a bound."""
     d.airflow.airflow("dags", "unpause", DAG_ID)
+    for day in DAYS:
+        d.airflow.airflow("dags", "trigger", DAG_ID, "--logical-date", f"{day}T00:00:00+00:00")
     return wait_dag_runs(d.airflow, DAG_ID, len(DAYS), timeout_s)
 
 
