@@ -5,7 +5,7 @@ rerun of day two that must change nothing. Real Airflow 3 (``airflow dags test``
 
     .venv/bin/python scripts/run_example.py          # the pipeline, ~2.5 min (spark-submit per day)
     .venv/bin/python scripts/run_example.py --ui     # then look at it: airflow standalone, same env
-    .venv/bin/python scripts/run_example.py --distributed   # the same pipeline across (local) machines, ~10 min
+    .venv/bin/python scripts/run_example.py --distributed   # the same pipeline across (local) machines, ~3 min
 
 ``--distributed`` starts the deployment of ``scripts/deploy/`` under ``--home`` (Redis, PostgreSQL, three Kafka
 brokers, moto S3, a Spark master with two workers, Airflow on the CeleryExecutor with two workers), runs
