@@ -54,6 +54,18 @@ CONFIG: dict[str, Any] = {
                 "example": "True",
                 "default": "False",
             },
+            "workers_share_disk": {
+                "description": "Under an executor that may run tasks on several machines (Celery, Kubernetes, "
+                "Edge), a connector task whose store or paths are on this worker's own disk (the embedded SQLite "
+                "store, a FileSink directory, a DirectorySource folder, a local ParquetSink path, a SQLite database "
+                "of the SQL connectors) fails before moving any record, naming each path and the fix "
+                "(docs/deploying.md). Set this to True when every worker sees the same files (all workers on one "
+                "machine).\n",
+                "version_added": "0.1.0",
+                "type": "boolean",
+                "example": "True",
+                "default": "False",
+            },
         },
     },
 }

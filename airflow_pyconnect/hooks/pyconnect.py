@@ -70,7 +70,8 @@ def embedded_backend_url() -> str:
     return f"sqlite:///{airflow_home() / EMBEDDED_DB}"
 
 
-def _executor_names() -> list[str]:
+def executor_names() -> list[str]:
+    """The executors ``[core] executor`` names, as class names (the first is the default)."""
     from airflow.sdk.configuration import conf
 
     raw = conf.get("core", "executor", fallback="LocalExecutor") or "LocalExecutor"
@@ -84,7 +85,7 @@ def embedded_default_allowed() -> tuple[bool, str]:
 
     if conf.getboolean("pyconnect", "allow_embedded_default", fallback=False):
         return True, "[pyconnect] allow_embedded_default is set"
-    names = _executor_names()
+    names = executor_names()
     if names and all(n in SINGLE_MACHINE_EXECUTORS for n in names):
         return True, f"the executor ({', '.join(names)}) runs every task on this machine"
     return False, f"the executor ({', '.join(names) or '?'}) may run tasks on several machines"

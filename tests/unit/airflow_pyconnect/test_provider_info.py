@@ -73,7 +73,7 @@ def test_every_pyconnect_option_the_provider_reads_is_declared() -> None:
     read = {m for p in root.rglob("*.py")
             for m in re.findall(r"conf\.get\w*\(\s*\"pyconnect\",\s*\"(\w+)\"", p.read_text())}
     section = get_provider_info()["config"]["pyconnect"]
-    assert read == set(section["options"]) == {"allow_embedded_default"}
+    assert read == set(section["options"]) == {"allow_embedded_default", "workers_share_disk"}
     for option in section["options"].values():
         assert set(option) == {"description", "version_added", "type", "example", "default"}
         assert option["version_added"] == airflow_pyconnect.__version__
