@@ -537,14 +537,16 @@ def run_attempts(backend: Backend, connector: str | None = None, limit: int = 20
     """Every run the registry remembers (the last few per connector and identity), newest first::
 
         {"connector", "scope", "kind", "generation", "state", "started", "finished", "error", "records",
-         "context", "topics"}
+         "context", "topics", "host", "workers"}
 
     ``state``: ``running``, ``stopped`` (ended normally), ``failed``, ``fenced`` (a newer generation of the
     same connector and identity started while it ran; it could commit nothing after that) or ``died`` (its
     heartbeat stopped: killed or lost). ``error``: the reason, as the run raised it (not masked here: a
     front end showing it masks the secrets it knows). ``context``: the Airflow task instance that ran it
     (``dag_id``, ``task_id``, ``run_id``, ``try_number``) or ``None``; ``records``: what a sink run delivered
-    (``None`` when it failed or for sources, whose records are in the ranges record)."""
+    (``None`` when it failed or for sources, whose records are in the ranges record); ``host``: the worker that
+    ran it (absent from attempts recorded before hosts were kept); ``workers``: where each task of a fanned-out
+    generation started (``task``, ``host``, ``try_number``, ``started``)."""
     out = Registry(backend, TIMEOUT).attempts(connector)
     return out[:limit] if limit else out
 

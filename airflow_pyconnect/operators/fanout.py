@@ -121,6 +121,7 @@ class PyConnectPlanSourceOperator(_ConnectorOperator):
     def execute(self, context: Context) -> list[int]:
         from connect_runtime import plan_source
 
+        self._note_host(context)
         self._check_interval(context, getattr(self, "_interval_fields", []))
         config = self._config()
         name = str(config.get("name", ""))
@@ -167,6 +168,7 @@ class PyConnectSourceTaskOperator(PyConnectSourceOperator):
         from airflow_pyconnect._offsets import structured
         from connect_runtime import run_source_task
 
+        self._note_host(context)
         config = self._config()
         name = str(config.get("name", ""))
         plan = structured(self.plan, "plan")

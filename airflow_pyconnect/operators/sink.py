@@ -93,6 +93,7 @@ class PyConnectSinkOperator(_ConnectorOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         from connect_runtime import run_sink
 
+        self._note_host(context)
         self._check_interval(context, getattr(self, "_interval_fields", []))
         config = self._config()
         until = self._until()

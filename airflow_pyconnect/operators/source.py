@@ -219,6 +219,7 @@ class PyConnectSourceOperator(_ConnectorOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         from connect_runtime import run_source
 
+        self._note_host(context)
         self._check_interval(context, getattr(self, "_interval_fields", []))
         config = self._config()
         name = str(config.get("name", ""))
