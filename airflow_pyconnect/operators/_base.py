@@ -415,7 +415,7 @@ class _ConnectorOperator(BaseOperator):
         """Tell the runtime which worker runs this task instance, by the name Airflow knows it (the task instance's
         ``hostname``: ``[core] hostname_callable``): the registry records it with each attempt (the Connectors
         view's Runs). This task's own process, so its environment."""
-        from connect_runtime.runtime.registry import HOSTNAME_ENV
+        from connect_runtime.admin import HOSTNAME_ENV
 
         host = getattr(context.get("ti"), "hostname", None)
         if host:
