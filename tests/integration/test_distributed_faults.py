@@ -6,8 +6,9 @@ executor) running one DAG: an exactly-once DataGen source with two tasks over si
 two tasks over what the source committed (``until_offsets``), each with one Airflow retry.
 
 - **A broker SIGKILLed mid-run, then restarted.** Once the source's committed offsets (read from the store) pass a
-  random 20-60 % of its records, the node that leads the most of the topic's partitions (ties: the transaction
-  coordinator of task 0's transactional id) is SIGKILLed. The run must end within its bound: every task succeeds,
+  random 20-60 % of its records, one node is SIGKILLed, chosen at random between the node that leads the most of
+  the topic's partitions (ties: the transaction coordinator of task 0's transactional id) and the leader of the
+  offsets topic's partition that holds the source's offsets. The run must end within its bound: every task succeeds,
   or a try fails with an error that names the brokers and Airflow's retry completes. The node is restarted
   (bounded, every partition in sync again); a rerun of the DAG run (cleared) completes and moves nothing; the
   topic, read ``read_committed``, and the FileSink's committed files hold every record exactly once.
@@ -50,6 +51,7 @@ START_S = 240.0
 RUN_S = 420.0
 """Bound on one DAG run: the kill, the cluster noticing the dead node (``broker.session.timeout.ms``), an Airflow
 retry and the sink."""
+OFFSETS_TOPIC = "connect-offsets"
 SETTINGS = {
     "offset.storage.replication.factor": REPLICATION,
     "topic.creation.default.replication.factor": REPLICATION,
@@ -219,6 +221,27 @@ def read_topic(cluster: KafkaCluster, topic: str, expect: int, timeout: float = 
         time.sleep(0.5)
 
 
+def offsets_partition(cluster: KafkaCluster, name: str, timeout: float = 60.0) -> int:
+    """The partition of the offsets topic that holds ``name``'s source offsets (its keys start ``["<name>",``),
+    found by reading the topic (bounded)."""
+    import confluent_kafka as ck
+
+    prefix = json.dumps([name])[:-1].encode()
+    consumer = ck.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "test-faults-offsets",
+                            "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 0})
+    try:
+        parts = cluster.admin.list_topics(topic=OFFSETS_TOPIC, timeout=10).topics[OFFSETS_TOPIC].partitions
+        consumer.assign([ck.TopicPartition(OFFSETS_TOPIC, p, ck.OFFSET_BEGINNING) for p in parts])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for m in consumer.consume(1000, 1.0):
+                if m.error() is None and (m.key() or b"").startswith(prefix):
+                    return int(m.partition())
+    finally:
+        consumer.close()
+    raise AssertionError(f"no offsets of {name} in {OFFSETS_TOPIC} within {timeout:.0f} s")
+
+
 def once(ids: Counter[int], total: int) -> str:
     """What is wrong with ``ids`` as ``range(total)`` each once ('' when nothing is)."""
     if ids == Counter(range(total)):
@@ -247,9 +270,13 @@ def test_a_broker_sigkilled_mid_run_then_restarted(airflow: Airflow, cluster: Ka
              lambda: finished(airflow, run_id)() or committed_records(cluster.url, source) >= target, RUN_S, 0.5)
     assert airflow.run_state(run_id) not in ("success", "failed"), (
         f"the run ended before {target} records were committed: {airflow.tries(run_id)}")
-    leaders = cluster.leader_counts([topic])
-    coordinator = cluster.transaction_coordinator(f"connect-cluster-{source}-0")
-    victim = max((n.node_id for n in cluster.nodes), key=lambda n: (leaders[n], n == coordinator))
+    kind = rng.choice(["data", "offsets"])
+    if kind == "data":  # the node leading the most of the topic's partitions (ties: task 0's coordinator)
+        leaders = cluster.leader_counts([topic])
+        coordinator = cluster.transaction_coordinator(f"connect-cluster-{source}-0")
+        victim = max((n.node_id for n in cluster.nodes), key=lambda n: (leaders[n], n == coordinator))
+    else:  # the leader of the offsets topic's partition that holds the source's offsets
+        victim = cluster.leaders(OFFSETS_TOPIC)[offsets_partition(cluster, source)]
     at_kill = committed_records(cluster.url, source)
     killed = time.monotonic()
     cluster.kill(victim)
@@ -284,5 +311,5 @@ def test_a_broker_sigkilled_mid_run_then_restarted(airflow: Airflow, cluster: Ka
             f"FileSink partition {p} does not hold the topic's records in offset order, each once")
         sunk.update(json.loads(x)["id"] for x in lines)
     assert not once(sunk, RECORDS), f"the FileSink output: {once(sunk, RECORDS)}"
-    print(json.dumps({"killed node": victim, "committed at kill": at_kill, "kill to end s": round(ended_s, 1),
+    print(json.dumps({"killed node": victim, "leader of": kind, "committed at kill": at_kill, "kill to end s": round(ended_s, 1),
                       "restart s": round(restart_s, 1), "tries": tries}))
