@@ -9,7 +9,8 @@ three front ends answer the same question the same way:
 - :func:`sink_lag`: a sink's committed group offsets against the topics' end offsets;
 - :func:`run_ranges`: the ranges record (what each labelled run, e.g. a data interval, committed);
 - :func:`run_attempts`: every run the registry remembers, with how it ended (``stopped``, ``failed``,
-  ``fenced``, ``died``, ``running``) and why, sources and sinks alike;
+  ``fenced``, ``died``, ``running``) and why, sources and sinks alike, and the host that ran it (an orchestrator
+  names its worker through the environment variable :data:`HOSTNAME_ENV`);
 - :func:`alter_offsets` / :func:`reset_offsets`: KIP-875 changes, refused with
   :class:`~connect_runtime.api.errors.ConnectorRunningError` while a run holds the connector; a change
   starts a new generation, so a run that registered before it can never commit over it.
@@ -54,7 +55,7 @@ from connect_runtime.api.errors import ConfigError, ConnectError
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends.base import RANGES_STORE, Backend
 from connect_runtime.runtime.offsets import connector_offsets, offset_key, offset_value, parse_key
-from connect_runtime.runtime.registry import ConnectorRecord, Registry
+from connect_runtime.runtime.registry import HOSTNAME_ENV, ConnectorRecord, Registry
 
 TIMEOUT = 30.0
 
@@ -537,14 +538,16 @@ def run_attempts(backend: Backend, connector: str | None = None, limit: int = 20
     """Every run the registry remembers (the last few per connector and identity), newest first::
 
         {"connector", "scope", "kind", "generation", "state", "started", "finished", "error", "records",
-         "context", "topics"}
+         "context", "topics", "host", "workers"}
 
     ``state``: ``running``, ``stopped`` (ended normally), ``failed``, ``fenced`` (a newer generation of the
     same connector and identity started while it ran; it could commit nothing after that) or ``died`` (its
     heartbeat stopped: killed or lost). ``error``: the reason, as the run raised it (not masked here: a
     front end showing it masks the secrets it knows). ``context``: the Airflow task instance that ran it
     (``dag_id``, ``task_id``, ``run_id``, ``try_number``) or ``None``; ``records``: what a sink run delivered
-    (``None`` when it failed or for sources, whose records are in the ranges record)."""
+    (``None`` when it failed or for sources, whose records are in the ranges record); ``host``: the worker that
+    ran it (absent from attempts recorded before hosts were kept); ``workers``: where each task of a fanned-out
+    generation started (``task``, ``host``, ``try_number``, ``started``)."""
     out = Registry(backend, TIMEOUT).attempts(connector)
     return out[:limit] if limit else out
 
@@ -558,7 +561,7 @@ def interval_ranges(backend: Backend, name: str, ledger_key: Mapping[str, Any]) 
     return {"ranges": {}, "records": 0}
 
 
-__all__ = ["ConnectError", "ConnectorNotFound", "OffsetsInDestination", "alter_offsets", "config_kind", "connector",
+__all__ = ["HOSTNAME_ENV", "ConnectError", "ConnectorNotFound", "OffsetsInDestination", "alter_offsets", "config_kind", "connector",
            "destination_offsets", "get_offsets", "interval_ranges", "is_running", "list_connectors",
            "require_connector", "reset_offsets", "run_attempts", "run_ranges", "sink_group", "sink_lag",
            "sink_offsets", "source_offsets", "store_offsets", "stored_names", "unregistered_connectors"]

@@ -43,6 +43,7 @@ rather than switching itself off, on a timetable of Airflow's it does not know.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import threading
 from collections.abc import Mapping
@@ -408,6 +409,19 @@ class _ConnectorOperator(BaseOperator):
         from connect_runtime.secrets import mask_config
 
         return mask_config(config, name_rule=airflow_name_rule)
+
+    @staticmethod
+    def _note_host(context: Context) -> None:
+        """Tell the runtime which worker runs this task instance, by the name Airflow knows it (the task instance's
+        ``hostname``: ``[core] hostname_callable``): the registry records it with each attempt (the Connectors
+        view's Runs). This task's own process, so its environment."""
+        from connect_runtime.admin import HOSTNAME_ENV
+
+        host = getattr(context.get("ti"), "hostname", None)
+        if host:
+            os.environ[HOSTNAME_ENV] = str(host)
+        else:
+            os.environ.pop(HOSTNAME_ENV, None)
 
     def _check_interval(self, context: Context, fields: list[str]) -> None:
         """Fail (no retry can help) when ``fields`` use the data interval and this run's is empty."""

@@ -122,6 +122,7 @@ class PyConnectPlanSourceOperator(_ConnectorOperator):
         from airflow_pyconnect.locality import check_paths
         from connect_runtime import plan_source
 
+        self._note_host(context)
         self._check_interval(context, getattr(self, "_interval_fields", []))
         config = self._config()
         name = str(config.get("name", ""))
@@ -170,6 +171,7 @@ class PyConnectSourceTaskOperator(PyConnectSourceOperator):
         from airflow_pyconnect.locality import check_paths
         from connect_runtime import run_source_task
 
+        self._note_host(context)
         config = self._config()
         name = str(config.get("name", ""))
         plan = structured(self.plan, "plan")

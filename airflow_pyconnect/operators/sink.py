@@ -94,6 +94,7 @@ class PyConnectSinkOperator(_ConnectorOperator):
         from airflow_pyconnect.locality import check_paths
         from connect_runtime import run_sink
 
+        self._note_host(context)
         self._check_interval(context, getattr(self, "_interval_fields", []))
         config = self._config()
         until = self._until()

@@ -220,6 +220,7 @@ class PyConnectSourceOperator(_ConnectorOperator):
         from airflow_pyconnect.locality import check_paths
         from connect_runtime import run_source
 
+        self._note_host(context)
         self._check_interval(context, getattr(self, "_interval_fields", []))
         config = self._config()
         name = str(config.get("name", ""))

@@ -247,7 +247,14 @@ def _attempt_row(a: Mapping[str, Any], secrets: Sequence[str]) -> dict[str, Any]
             "generation": a.get("generation"), "state": a.get("state"),
             "error": None if not a.get("error") else _scrub(a["error"], secrets),
             "started": a.get("started"), "finished": a.get("finished"),
-            "updated": a.get("finished") or a.get("started") or 0, "topics": a.get("topics") or []}
+            "updated": a.get("finished") or a.get("started") or 0, "topics": a.get("topics") or [], **_where(a)}
+
+
+def _where(a: Mapping[str, Any]) -> dict[str, Any]:
+    """Which worker ran an attempt: ``host`` (``None`` in entries written before hosts were kept) and, for a
+    fanned-out run, ``workers`` (each start of one of its tasks: ``task``, ``host``, ``try_number``)."""
+    return {"host": a.get("host") or None,
+            "workers": [{k: w.get(k) for k in ("task", "host", "try_number")} for w in a.get("workers") or []]}
 
 
 def _committed_by(entry: Mapping[str, Any], attempt: Mapping[str, Any]) -> bool:
@@ -275,7 +282,9 @@ def runs(conn_id: str, embedded: bool = False, connector: str | None = None, lim
       attempt that committed them, its ``state``, ``generation``, ``started`` and ``finished``;
     - ``"type": "attempt"``: every other run the registry remembers: sink runs (``records`` delivered), and
       failed, fenced or died attempts of sources and sinks with the reason (``error``, connection secrets
-      masked), with ``run_id`` / ``key`` of the Airflow task instance that ran it when known.
+      masked), with ``run_id`` / ``key`` of the Airflow task instance that ran it when known;
+    - on both, when the registry knows it, ``host``: the worker that ran the attempt, by the name Airflow knows it
+      (``try_number`` says which try), and ``workers``: where each task of a fanned-out run ran.
 
     ``colours``: one chart colour per connector (every connector of the store, and any in the rows).
     """
@@ -292,7 +301,7 @@ def runs(conn_id: str, embedded: bool = False, connector: str | None = None, lim
     rows: list[dict[str, Any]] = []
     for e in entries:
         key = e["key"]
-        e.update(type="ranges", kind="source", state=None, error=None,
+        e.update(type="ranges", kind="source", state=None, error=None, host=None, workers=[],
                  run_id=found.get((str(key.get("dag_id")), str(key.get("interval")))))
         rows.append(e)
     merged: set[int] = set()
@@ -301,7 +310,7 @@ def runs(conn_id: str, embedded: bool = False, connector: str | None = None, lim
             if i not in merged and _committed_by(e, a):
                 merged.add(i)
                 e.update(state="stopped", generation=a.get("generation"), started=a.get("started"),
-                         finished=a.get("finished"), try_number=(a.get("context") or {}).get("try_number"))
+                         finished=a.get("finished"), try_number=(a.get("context") or {}).get("try_number"), **_where(a))
                 break
     rows.extend(_attempt_row(a, secrets) for i, a in enumerate(attempts) if i not in merged)
     rows.sort(key=lambda r: (-(r.get("updated") or 0), r["connector"], r["type"]))

@@ -42,7 +42,7 @@ from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends.base import REGISTRY_STORE, Backend, Consumer, TransactionalProducer
 from connect_runtime.backends.closing import CloseWhenIdle
 from connect_runtime.runtime.errors import Stopped
-from connect_runtime.runtime.registry import ConnectorRecord, Registry, owner, registry_key
+from connect_runtime.runtime.registry import ConnectorRecord, Registry, owner, registry_key, task_worker
 from connect_runtime.runtime.worker import Generation
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,10 @@ def join_generation(backend: Backend, name: str, scope: str, generation: int, in
     generation that stopped: its producers are gone), and offsets are not altered under it. The reopening is one
     atomic registry update that holds only while the generation is still the newest: after it, the task
     initialises its producer and checks the generation again (:func:`check_still_newest`), so a newer plan that
-    begins at any instant either fences the producer or is seen there."""
+    begins at any instant either fences the producer or is seen there.
+
+    Either way the task's start is recorded in the entry's ``workers`` (its host and Airflow try number:
+    :func:`~connect_runtime.runtime.registry.task_worker`), in the same atomic update."""
     registry = Registry(backend)
     record = registry.get(name, scope)
     if record is not None and record.generation == generation and record.state == "stopped":
@@ -106,6 +109,7 @@ def join_generation(backend: Backend, name: str, scope: str, generation: int, in
         def reopen(have: ConnectorRecord) -> None:
             have.state, have.heartbeat, have.finished, have.owner = "running", now, None, owner()
             have.done_tasks = [i for i in have.done_tasks if i != index]
+            task_worker(have, index)
 
         reopened = registry.modify(record, reopen)
         if reopened is not None:
@@ -117,7 +121,10 @@ def join_generation(backend: Backend, name: str, scope: str, generation: int, in
         raise ProducerFencedError(
             f"connector {name!r}: task {index} belongs to generation {generation}, but the newest generation "
             f"is {None if record is None else record.generation}: a newer plan or run fenced it")
-    return record
+    joined = registry.modify(record, lambda have: task_worker(have, index))
+    if joined is None:  # a newer generation began meanwhile: decide again (it raises)
+        return join_generation(backend, name, scope, generation, index)
+    return joined
 
 
 def fenced_by_newer(backend: Backend, record: ConnectorRecord, exc: ProducerFencedError,

@@ -26,7 +26,9 @@ ran; ``died``: its heartbeat stopped) and why. A fenced run cannot change the en
 successor owns it), but :meth:`Registry.finish` still records its end there, and :meth:`Registry.begin`
 records a predecessor that left no attempt (killed, or ended outside ``finish``). An attempt also names
 the Airflow task instance that ran it when the process has Airflow's ``AIRFLOW_CTX_*`` variables (read
-from the environment; the runtime never imports Airflow).
+from the environment; the runtime never imports Airflow), and every attempt names the **host** that ran it
+(:func:`hostname`: the name the orchestrator knows the worker by, else ``socket.gethostname()``), so a task that
+Airflow retried on another worker shows one attempt per machine.
 """
 
 from __future__ import annotations
@@ -51,6 +53,9 @@ ERROR_CHARS = 500
 
 _CONTEXT_ENV = {"dag_id": "AIRFLOW_CTX_DAG_ID", "task_id": "AIRFLOW_CTX_TASK_ID",
                 "run_id": "AIRFLOW_CTX_DAG_RUN_ID", "try_number": "AIRFLOW_CTX_TRY_NUMBER"}
+HOSTNAME_ENV = "PYCONNECT_HOSTNAME"
+"""The worker's name as the orchestrator knows it (Airflow: the task instance's ``hostname``, from ``[core]
+hostname_callable``); the provider's operators set it before a run. Unset: ``socket.gethostname()``."""
 
 
 def registry_key(name: str, scope: str = "") -> bytes:
@@ -94,9 +99,15 @@ class ConnectorRecord:
     context: dict[str, str] | None = None
     """The orchestrator's task that started this generation (``dag_id``, ``task_id``, ``run_id``,
     ``try_number`` from ``AIRFLOW_CTX_*``), or ``None``."""
+    host: str = ""
+    """The worker that runs this generation (:func:`hostname`); ``""`` in entries written before it was kept."""
+    workers: list[dict[str, Any]] = field(default_factory=list)
+    """Fan-out: each start of one of the plan's tasks (its own Airflow task instance, maybe on another worker),
+    oldest first: ``{"task", "host", "try_number", "started"}`` (:func:`task_worker`), the last
+    :data:`ATTEMPTS_KEPT` kept."""
     attempts: list[dict[str, Any]] = field(default_factory=list)
     """The last :data:`ATTEMPTS_KEPT` generations that ran, oldest first: ``{"generation", "state", "started",
-    "finished", "error", "records", "context", "topics"}``, ``state`` one of ``stopped``, ``failed``, ``fenced``, ``died``."""
+    "finished", "error", "records", "context", "topics", "host", "workers"}``, ``state`` one of ``stopped``, ``failed``, ``fenced``, ``died``."""
 
     @property
     def running(self) -> bool:
@@ -124,8 +135,14 @@ class ConnectorRecord:
         return out
 
 
+def hostname() -> str:
+    """The worker's name: :data:`HOSTNAME_ENV` when the orchestrator set it, else ``socket.gethostname()``."""
+    return os.environ.get(HOSTNAME_ENV) or socket.gethostname()
+
+
 def owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """``host:pid`` of this process (the host as :func:`hostname` says)."""
+    return f"{hostname()}:{os.getpid()}"
 
 
 def run_context() -> dict[str, str] | None:
@@ -138,7 +155,15 @@ def run_context() -> dict[str, str] | None:
 def _attempt(rec: ConnectorRecord, state: str, error: str | None, finished: int | None) -> dict[str, Any]:
     return {"generation": rec.generation, "state": state, "started": rec.started, "finished": finished,
             "error": None if error is None else error[:ERROR_CHARS], "records": rec.records,
-            "context": rec.context, "topics": list(rec.topics)}
+            "context": rec.context, "topics": list(rec.topics), "host": rec.host, "workers": list(rec.workers)}
+
+
+def task_worker(rec: ConnectorRecord, index: int) -> None:
+    """Record in ``rec.workers`` that task ``index`` of its generation starts here (:func:`hostname`, the Airflow
+    try number when known)."""
+    ctx = run_context() or {}
+    rec.workers = [*rec.workers, {"task": index, "host": hostname(), "try_number": ctx.get("try_number"),
+                                  "started": _now_ms()}][-ATTEMPTS_KEPT:]
 
 
 def _record_attempt(rec: ConnectorRecord, attempt: dict[str, Any]) -> None:
@@ -215,7 +240,7 @@ class Registry:
                 topics=[] if before is None else before.topics,
                 owns_offsets=owns_offsets or (before is not None and before.owns_offsets),
                 started=now, finished=None, heartbeat=now, owner=owner(), error=None, records=None, context=run_context(),
-                attempts=[] if before is None else before.attempts)
+                host=hostname(), attempts=[] if before is None else before.attempts)
             left = None if before is None else _left_behind(before, rec.generation)
             if left is not None:
                 _record_attempt(rec, left)
@@ -319,16 +344,22 @@ class Registry:
 
     def attempts(self, name: str | None = None) -> builtins.list[dict[str, Any]]:
         """The attempts of every entry (or of connector ``name``), newest first, each with ``connector``,
-        ``scope`` and ``kind``; a generation running now is included as ``running``."""
+        ``scope`` and ``kind``; a generation running now is included as ``running``, one that ended without
+        recording its attempt (a fanned-out generation whose tasks all finished) as it ended."""
         out: builtins.list[dict[str, Any]] = []
         for rec in self.list():
             if name is not None and rec.name != name:
                 continue
             items = list(rec.attempts)
-            if rec.state == "running" and not any(a.get("generation") == rec.generation for a in items):
+            recorded = any(a.get("generation") == rec.generation or a.get("started") == rec.started for a in items)
+            if rec.state == "running" and not recorded:
                 items.append(_attempt(rec, "running" if rec.running else "died", None if rec.running else
                                       f"the run died (killed or lost): no heartbeat for {STALE_SECONDS:g} s",
                                       None if rec.running else rec.heartbeat))
+            elif not recorded and rec.started is not None and (rec.finished or 0) >= rec.started:
+                # ended without Registry.finish: a fanned-out generation whose tasks all finished
+                items.append(_attempt(rec, "failed" if rec.state.startswith("failed") else "stopped", rec.error,
+                                      rec.finished))
             out.extend({"connector": rec.name, "scope": rec.scope, "kind": rec.kind, **a} for a in items)
         return sorted(out, key=lambda a: (-(a.get("finished") or a.get("started") or 0), a["connector"], a["scope"],
                                           -(a.get("generation") or 0)))
@@ -362,5 +393,5 @@ class Registry:
         return result[0]
 
 
-__all__ = ["ATTEMPTS_KEPT", "HEARTBEAT_SECONDS", "STALE_SECONDS", "ConnectorRecord", "ConnectorRunningError", "Registry",
-           "registry_key"]
+__all__ = ["ATTEMPTS_KEPT", "HEARTBEAT_SECONDS", "HOSTNAME_ENV", "STALE_SECONDS", "ConnectorRecord", "ConnectorRunningError",
+           "Registry", "hostname", "registry_key", "task_worker"]

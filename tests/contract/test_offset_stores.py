@@ -11,7 +11,8 @@ Each test tries to break it at the backend API (many keys, overwrites and delete
 object, a process SIGKILLed right after ``put`` returned, separate stores, the mirror and the internal stores,
 ``update_entry`` from several processes at once, a registry change held at a barrier between its read and its write
 while another process begins a newer generation) and through the runtime (a connector's own store mirrored to the
-global store, a switch to it that must not re-ingest, an at-least-once run).
+global store, a switch to it that must not re-ingest, an at-least-once run, the registry naming the host and try
+of every attempt and fanned-out task).
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from connect_runtime import admin, run_source
+from connect_runtime import admin, plan_source, run_source, run_source_task
 from connect_runtime.backends import Backend, open_backend
 from connect_runtime.backends.base import INTERNAL_STORES, RANGES_STORE, REGISTRY_STORE
-from connect_runtime.runtime.registry import ConnectorRecord, Registry
+from connect_runtime.runtime.registry import HOSTNAME_ENV, ConnectorRecord, Registry
 from tests.support.contract import (
     HANGING_DEFENCE_ON_TANSU,
     Broken,
@@ -317,6 +318,32 @@ def test_a_connector_store_is_mirrored_and_switching_to_it_does_not_reingest(bac
         assert admin.get_offsets(be, name)["offsets"] == [{"partition": partition, "offset": {"n": 36}}]
     assert committed_offset(backend_url, name, partition, own) == {"n": 36}
     assert committed_offset(backend_url, name, partition) == {"n": 36}  # the mirror
+
+
+def test_the_registry_names_the_host_and_try_of_every_attempt_and_fanned_out_task(
+        backend_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The registry is kept in the store, so what it says of each attempt (the Connectors view's Runs) is the same
+    on every backend: a run names the worker it ran on (``PYCONNECT_HOSTNAME``, the name Airflow knows the worker
+    by, set by the operators) with its Airflow try; each task of a fanned-out generation names where it started,
+    also when its retry runs on another worker."""
+    name, topic = uid("hosts"), uid("hosts")
+    airflow = {"AIRFLOW_CTX_DAG_ID": "d", "AIRFLOW_CTX_TASK_ID": "t", "AIRFLOW_CTX_DAG_RUN_ID": "r"}
+    for k, v in {**airflow, "AIRFLOW_CTX_TRY_NUMBER": "1", HOSTNAME_ENV: "worker-a"}.items():
+        monkeypatch.setenv(k, v)
+    config = {"name": name, "connector.class": "tests.support.source_connectors.PlanningSource", "topic": topic,
+              "files": "a:4,b:3", "tasks.max": 2, "poll.idle.timeout.ms": 300}
+    assert run_source({**config, "tasks.max": 1}, backend_url).records == 7
+    config["files"] = "a:6,b:5"
+    plan = plan_source(config, backend_url)
+    run_source_task(config, backend_url, plan, 0)
+    monkeypatch.setenv(HOSTNAME_ENV, "worker-b")
+    monkeypatch.setenv("AIRFLOW_CTX_TRY_NUMBER", "2")  # task 1's retry, on the other worker
+    run_source_task(config, backend_url, plan, 1)
+    with open_backend(backend_url) as be:
+        fanned, single = admin.run_attempts(be, name)
+    assert (single["host"], single["context"]["try_number"], fanned["host"]) == ("worker-a", "1", "worker-a")
+    assert [(w["task"], w["host"], w["try_number"]) for w in fanned["workers"]] == [(0, "worker-a", "1"),
+                                                                                    (1, "worker-b", "2")]
 
 
 def test_an_at_least_once_run_writes_its_offsets_after_its_records(backend_url: str) -> None:

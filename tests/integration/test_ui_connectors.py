@@ -3,8 +3,8 @@
 One Airflow home and one API server for the module. Before the server starts, ``airflow dags test``
 runs a small pipeline twice (two data intervals: a DataGen source, a sink that commits through its
 consumer group and stops short of the end, so it lags, and a FileSink that keeps its own offsets) on
-the embedded SQLite store, and the test fills a Kafka store (a Tansu broker) with a real source and
-sink run. The plugin comes from the provider manifest, as in any installation.
+the embedded SQLite store, each day on a worker of its own name (``[core] hostname_callable``), and the
+test fills a Kafka store (a Tansu broker) with a real source and sink run. The plugin comes from the provider manifest, as in any installation.
 
 The API tests go through Airflow's real authentication (tokens from ``POST /auth/token`` of the
 simple auth manager, users ``admin`` and ``viewer``), so they also prove the plugin app is not an
@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -29,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import unavailable
+from tests.support import unavailable, worker_hostname
 from tests.support.airflow_env import REPO, AirflowEnv, stop_group
 from tests.support.ports import free_port
 
@@ -39,6 +40,9 @@ DAG_ID = "pyconnect_ui_demo"
 TOPIC = "ui-orders"
 SECRET = "ui-very-secret-pw-7"
 START_TIMEOUT_S = 180
+WORKER = worker_hostname.WORKER_HOSTNAME_ENV
+HOSTS = ("ui-worker-a.example", "ui-worker-b.example")
+"""The worker names Airflow gives the tasks of day 1 and day 2 (``[core] hostname_callable``)."""
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 AUDIT_MISSING = "/nonexistent/" + "pyconnect_ui_audit_trail_of_every_order_kept_for_the_compliance_team_by_day_" * 2
 """A long path with no break opportunity: the failed attempt's reason quotes it, and the page must still fit
@@ -185,6 +189,26 @@ def _fenced_attempt(store: str) -> None:
     assert isinstance(out.get("error"), ProducerFencedError), out
 
 
+def _forget_hosts(store: str, name: str) -> None:
+    """Make ``name``'s registry entry one written before hosts were kept (no ``host`` / ``workers`` anywhere)."""
+    from connect_runtime.backends import open_backend
+    from connect_runtime.backends.base import REGISTRY_STORE
+    from connect_runtime.runtime.registry import registry_key
+
+    def strip(entry: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in entry.items() if k not in ("host", "workers")}
+
+    with open_backend(store) as be:
+        offsets = be.offset_store(REGISTRY_STORE)
+        try:
+            key = registry_key(name)
+            entry = strip(json.loads(offsets.get([key])[key]))
+            entry["attempts"] = [strip(a) for a in entry["attempts"]]
+            offsets.put([(key, json.dumps(entry).encode())], 30.0)
+        finally:
+            offsets.close()
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, kafka_store: str) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("ui")
@@ -211,9 +235,12 @@ def server(tmp_path_factory: pytest.TempPathFactory, kafka_store: str) -> Iterat
     }
     (tmp / "conns.json").write_text(json.dumps(conns))
     af.airflow("connections", "import", str(tmp / "conns.json"), extra_env=env)
-    af.airflow("dags", "test", DAG_ID, "2026-01-01", extra_env=env, timeout=300)
-    af.airflow("dags", "test", DAG_ID, "2026-01-02", extra_env=env, timeout=300, check=False)  # audit fails
+    on = {"AIRFLOW__CORE__HOSTNAME_CALLABLE": worker_hostname.CALLABLE}  # each day on a worker of its own name
+    af.airflow("dags", "test", DAG_ID, "2026-01-01", extra_env={**env, **on, WORKER: HOSTS[0]}, timeout=300)
+    af.airflow("dags", "test", DAG_ID, "2026-01-02", extra_env={**env, **on, WORKER: HOSTS[1]}, timeout=300,
+               check=False)  # audit fails
     _fenced_attempt(f"sqlite:///{home / 'pyconnect' / 'pyconnect.db'}")
+    _forget_hosts(f"sqlite:///{home / 'pyconnect' / 'pyconnect.db'}", "ui-fenced")
     log = tmp / "api-server.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen([str(Path(af.env()["PATH"].split(os.pathsep)[0]) / "airflow"), "api-server",
@@ -309,6 +336,7 @@ def test_runs_newest_first_with_their_dag_runs(server: Server) -> None:
     assert [r["records"] for r in runs] == [150, 150]
     assert [r["ranges"] for r in runs] == [{TOPIC: {"0": [150, 300]}}, {TOPIC: {"0": [0, 150]}}]
     assert [(r["state"], r["generation"], r["try_number"]) for r in runs] == [("stopped", 1, "1"), ("stopped", 0, "1")]
+    assert [r["host"] for r in runs] == [HOSTS[1], HOSTS[0]], "the worker Airflow ran each attempt on, by its name"
     assert runs[0]["updated"] >= runs[1]["updated"]
     for r in runs:
         assert r["key"]["dag_id"] == DAG_ID and r["key"]["task_id"] == "generate"
@@ -334,6 +362,7 @@ def test_runs_show_sink_runs_and_failed_or_fenced_attempts_with_the_reason(serve
         assert [(r["type"], r["kind"], r["state"], r["records"]) for r in rows] == [("attempt", "sink", "stopped", records)] * 2
         assert [r["run_id"] for r in rows] == day_runs and [r["generation"] for r in rows] == [1, 0]
         assert all(r["key"] == {"dag_id": DAG_ID, "task_id": task} and r["topics"] == [TOPIC] for r in rows)
+        assert [r["host"] for r in rows] == [HOSTS[1], HOSTS[0]]
     failed, ok = by[f"{TOPIC}-audit"]
     assert (ok["state"], ok["records"], ok["run_id"]) == ("stopped", 150, day_runs[1])
     assert (failed["state"], failed["kind"], failed["records"], failed["run_id"]) == ("failed", "sink", None, day_runs[0])
@@ -346,6 +375,7 @@ def test_runs_show_sink_runs_and_failed_or_fenced_attempts_with_the_reason(serve
     assert (fenced["state"], fenced["generation"], fenced["kind"]) == ("fenced", 0, "source")
     assert fenced["error"].startswith("fenced by generation 1") and "ProducerFencedError" in fenced["error"], fenced
     assert fenced["started"] < fencer["started"] <= fenced["finished"]
+    assert (fencer["host"], fenced["host"]) == (None, None), "an entry written before hosts were kept still shows"
     # one colour per connector, every connector of the store named
     colours = body["colours"]
     assert set(colours) == set(by) and len(set(colours.values())) == len(colours), colours
@@ -353,6 +383,7 @@ def test_runs_show_sink_runs_and_failed_or_fenced_attempts_with_the_reason(serve
     assert status == 200, kafka
     assert {(r["connector"], r["kind"], r["state"], r["records"]) for r in kafka["runs"]} >= {
         ("kafka-orders", "source", "stopped", None), ("kafka-orders-reader", "sink", "stopped", 50)}
+    assert {r["host"] for r in kafka["runs"] if r["connector"] == "kafka-orders-reader"} == {socket.gethostname()}
 
 
 def test_offsets_of_a_connector_that_never_ran_are_404(server: Server) -> None:
@@ -445,7 +476,7 @@ OVERFLOW_JS = "[document.documentElement.scrollWidth, document.documentElement.c
 @pytest.mark.parametrize("width", [1280, 1920])
 def test_the_page_in_chromium(server: Server, tmp_path: Path, width: int) -> None:
     """Through Airflow's navigation (Browse > Connectors) at ``width`` px: the cards, the runs table with sink
-    runs and failed / fenced attempts and their reasons, the chart in one colour per connector with its legend;
+    runs and failed / fenced attempts and their reasons and the host of each attempt, the chart in one colour per connector with its legend;
     no horizontal overflow, neither of Airflow's page nor of the view in its iframe. Screenshots:
     ``docs/connectors-view.png`` (1,280) and ``docs/connectors-view-1920.png`` with
     ``PYCONNECT_UPDATE_SCREENSHOT=1``."""
@@ -495,6 +526,11 @@ def test_the_page_in_chromium(server: Server, tmp_path: Path, width: int) -> Non
             fenced = default.locator('tr.run[data-connector="ui-fenced"][data-state="fenced"]')
             assert fenced.count() == 1 and "fenced by generation 1" in fenced.inner_text()
             assert rows.count() == len(api_runs["runs"])
+            # the host column: the worker of each attempt as Airflow names it; none for an entry written before
+            assert "host" in default.locator("table.runs-table th").all_inner_texts()
+            hosts = default.locator(f'tr.run[data-connector="{TOPIC}"] td.host').all_inner_texts()
+            assert hosts == [HOSTS[1], HOSTS[0]], hosts
+            assert fenced.locator("td.host").inner_text() == "\u2013"  # an en dash: unknown
 
             # the chart: one colour per connector, as the API says, named in its legend
             colours = api_runs["colours"]

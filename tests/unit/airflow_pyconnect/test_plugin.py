@@ -4,6 +4,7 @@ SQLite store (the API and the page under a real API server: tests/integration/te
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -81,8 +82,17 @@ def test_overview_and_runs_of_a_store_filled_by_real_runs(monkeypatch: pytest.Mo
     assert sink_run["type"] == "attempt" and (sink_run["connector"], sink_run["kind"]) == ("rd", "sink")
     assert (sink_run["state"], sink_run["records"], sink_run["error"], sink_run["topics"]) == ("stopped", 60, None, ["o"])
     assert sink_run["started"] <= sink_run["finished"] == sink_run["updated"]
+    assert (entry["host"], sink_run["host"], sink_run["workers"]) == (socket.gethostname(), socket.gethostname(), [])
     assert got["colours"] == {"gen": service.PALETTE[0], "rd": service.PALETTE[1]}
     assert "pc_unit" in [c["conn_id"] for c in service.connection_ids(db=lambda: [])]
+
+
+def test_an_attempt_recorded_before_hosts_were_kept_is_a_row_without_host() -> None:
+    from airflow_pyconnect.plugins import service
+
+    row = service._attempt_row({"connector": "old", "kind": "source", "generation": 3, "state": "stopped",
+                                "started": 1, "finished": 2, "context": None, "topics": []}, [])
+    assert (row["host"], row["workers"], row["state"]) == (None, [], "stopped")
 
 
 def test_runs_show_failed_and_fenced_attempts_with_the_reason_masked(monkeypatch: pytest.MonkeyPatch,

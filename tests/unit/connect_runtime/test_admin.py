@@ -403,7 +403,7 @@ def test_run_attempts(backend: Backend) -> None:
         ("gen", "source", 1, "running", None), ("archive", "sink", 0, "stopped", None),
         ("gen", "source", 0, "failed", "RuntimeError: boom")]
     assert set(attempts[0]) == {"connector", "scope", "kind", "generation", "state", "started", "finished", "error",
-                                "records", "context", "topics"}
+                                "records", "context", "topics", "host", "workers"}
     assert [a["generation"] for a in admin.run_attempts(backend, "gen")] == [1, 0]
     assert admin.run_attempts(backend, limit=1) == attempts[:1]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,11 +22,13 @@ from connect_runtime.backends import open_backend
 from connect_runtime.backends.base import REGISTRY_STORE, Backend
 from connect_runtime.runtime.registry import (
     ATTEMPTS_KEPT,
+    HOSTNAME_ENV,
     STALE_SECONDS,
     ConnectorRecord,
     Registry,
     owner,
     registry_key,
+    task_worker,
 )
 
 SRC = "connect_runtime.connectors.datagen.DataGenSource"
@@ -33,7 +36,8 @@ SRC = "connect_runtime.connectors.datagen.DataGenSource"
 
 @pytest.fixture(autouse=True)
 def _outside_airflow(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("AIRFLOW_CTX_DAG_ID", "AIRFLOW_CTX_TASK_ID", "AIRFLOW_CTX_DAG_RUN_ID", "AIRFLOW_CTX_TRY_NUMBER"):
+    for var in ("AIRFLOW_CTX_DAG_ID", "AIRFLOW_CTX_TASK_ID", "AIRFLOW_CTX_DAG_RUN_ID", "AIRFLOW_CTX_TRY_NUMBER",
+                HOSTNAME_ENV):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -117,6 +121,64 @@ def test_begin_records_the_airflow_task_that_started_it(registry: Registry, monk
     assert registry.attempts("gen")[0]["context"] == {"dag_id": "d", "task_id": "t", "try_number": "2"}
 
 
+def test_every_attempt_names_the_host_that_ran_it_with_its_try(registry: Registry,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host is the orchestrator's name for the worker (``PYCONNECT_HOSTNAME``, which the operators set from the
+    task instance's ``hostname``), else ``socket.gethostname()``; a killed attempt keeps the host it ran on, the
+    attempt that replaced it names its own; the owner says the same host."""
+    rec, _ = begin(registry)
+    assert rec.host == socket.gethostname() and rec.owner.startswith(socket.gethostname() + ":")
+    assert registry.finish(rec)
+    monkeypatch.setenv(HOSTNAME_ENV, "worker-a.example")
+    monkeypatch.setenv("AIRFLOW_CTX_DAG_ID", "d")
+    monkeypatch.setenv("AIRFLOW_CTX_TASK_ID", "t")
+    monkeypatch.setenv("AIRFLOW_CTX_TRY_NUMBER", "1")
+    on_a, _ = begin(registry)
+    assert on_a.host == "worker-a.example" and on_a.owner.startswith("worker-a.example:")
+    make_stale(registry, on_a)  # worker A lost: no heartbeat
+    monkeypatch.setenv(HOSTNAME_ENV, "worker-b.example")
+    monkeypatch.setenv("AIRFLOW_CTX_TRY_NUMBER", "2")
+    on_b, _ = begin(registry)
+    assert registry.finish(on_b)
+    got = [(a["generation"], a["state"], a["host"], (a["context"] or {}).get("try_number"))
+           for a in registry.attempts("gen")]
+    assert sorted(got) == [(0, "stopped", socket.gethostname(), None), (1, "died", "worker-a.example", "1"),
+                           (2, "stopped", "worker-b.example", "2")]
+
+
+def test_an_entry_written_before_hosts_were_kept_still_reads(registry: Registry, backend: Backend) -> None:
+    """Entries and attempts of an older version have no ``host`` / ``workers``: they read as ``""`` / ``[]`` and a
+    new generation over them works; its attempts name their host, the old ones stay as they were."""
+    old = {"name": "gen", "scope": "", "kind": "source", "generation": 4, "state": "stopped", "started": 1,
+           "finished": 2, "heartbeat": 2, "owner": "old:1", "attempts": [
+               {"generation": 4, "state": "stopped", "started": 1, "finished": 2, "error": None, "records": None,
+                "context": None, "topics": []}]}
+    store = backend.offset_store(REGISTRY_STORE)
+    try:
+        store.put([(registry_key("gen"), json.dumps(old).encode())], 5.0)
+    finally:
+        store.close()
+    stored = registry.get("gen")
+    assert stored is not None and (stored.host, stored.workers) == ("", [])
+    rec, _ = begin(registry)
+    assert registry.finish(rec)
+    attempts = registry.attempts("gen")
+    assert [(a["generation"], a.get("host")) for a in attempts] == [(5, socket.gethostname()), (4, None)]
+
+
+def test_task_worker_records_each_start_of_a_task_capped(registry: Registry, monkeypatch: pytest.MonkeyPatch) -> None:
+    rec, _ = begin(registry)
+    monkeypatch.setenv(HOSTNAME_ENV, "w1")
+    monkeypatch.setenv("AIRFLOW_CTX_DAG_ID", "d")
+    monkeypatch.setenv("AIRFLOW_CTX_TASK_ID", "t")
+    monkeypatch.setenv("AIRFLOW_CTX_TRY_NUMBER", "3")
+    for i in range(ATTEMPTS_KEPT + 2):
+        task_worker(rec, i)
+    assert len(rec.workers) == ATTEMPTS_KEPT and rec.workers[0]["task"] == 2
+    assert {(w["host"], w["try_number"]) for w in rec.workers} == {("w1", "3")}
+    assert all(isinstance(w["started"], int) for w in rec.workers)
+
+
 # -- update, heartbeat ------------------------------------------------------------------------------
 
 
@@ -173,7 +235,7 @@ def test_finish_records_a_stopped_attempt(registry: Registry) -> None:
     assert stored is not None
     assert stored.attempts == [{"generation": 0, "state": "stopped", "started": rec.started,
                                 "finished": rec.finished, "error": None, "records": None, "context": None,
-                                "topics": ["events"]}]
+                                "topics": ["events"], "host": socket.gethostname(), "workers": []}]
 
 
 def test_finish_of_a_failed_run_masks_secrets_and_url_passwords(registry: Registry) -> None:
@@ -218,7 +280,7 @@ def test_begin_over_a_live_run_records_it_as_fenced(registry: Registry) -> None:
     [attempt] = new.attempts
     assert attempt == {"generation": 0, "state": "fenced", "started": old.started, "finished": None,
                        "error": f"fenced by generation 1, started by {owner()} while it ran", "records": None,
-                       "context": None, "topics": []}
+                       "context": None, "topics": [], "host": socket.gethostname(), "workers": []}
 
 
 def test_begin_over_a_stale_run_records_it_as_died(registry: Registry) -> None:
@@ -229,7 +291,7 @@ def test_begin_over_a_stale_run_records_it_as_died(registry: Registry) -> None:
     [attempt] = new.attempts
     assert attempt == {"generation": 0, "state": "died", "started": old.started, "finished": heartbeat,
                        "error": "the run died (killed or lost): no heartbeat for 30 s; generation 1 replaced it",
-                       "records": None, "context": None, "topics": []}
+                       "records": None, "context": None, "topics": [], "host": socket.gethostname(), "workers": []}
 
 
 def test_begin_over_a_finished_run_adds_no_second_attempt(registry: Registry) -> None:
