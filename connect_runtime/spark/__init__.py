@@ -145,6 +145,7 @@ from connect_runtime.spark._avro import (
     spark_reader_schema,
     value_subject,
 )
+from connect_runtime.spark._classpath import SparkClasspathError, require_kafka_source
 from connect_runtime.spark._lake import lake_files, read_lake
 from connect_runtime.spark._plan import (
     DEFAULT_MAX_RECORDS_PER_PARTITION,
@@ -233,6 +234,7 @@ def read_kafka_range(spark: SparkSession, backend_url: str, ranges: Any, *, sche
     if not reads:  # nothing committed: an empty frame of the source's columns
         df = spark.createDataFrame([], KAFKA_SCHEMA)
     else:
+        require_kafka_source(spark)
         frames = [spark.read.format("kafka").options(**read).load() for read in reads]
         df = frames[0]
         for more in frames[1:]:
@@ -263,6 +265,7 @@ __all__ = [
     "PyConnectDataSource",
     "PyConnectReader",
     "PyConnectStreamReader",
+    "SparkClasspathError",
     "avro_values",
     "kafka_jars",
     "kafka_read_options",

@@ -13,6 +13,7 @@ from pyspark.sql.types import StructType
 from connect_runtime.api.data import Schema
 from connect_runtime.connectors.lake import LakeFile, files_for
 from connect_runtime.ranges import interval_spans
+from connect_runtime.spark._classpath import require_lake_filesystem
 from connect_runtime.spark._types import spark_schema
 
 
@@ -43,6 +44,7 @@ def read_lake(spark: SparkSession, path: str, ranges: Any, *, schema: StructType
     """
     if isinstance(schema, Schema):
         schema = spark_schema(schema)
+    require_lake_filesystem(spark, url_scheme or (path.split("://", 1)[0] if "://" in path else "file"))
     files = [f.url for f in lake_files(path, ranges, topics_dir=topics_dir, storage_options=storage_options)
              if f.rows]
     if url_scheme:
