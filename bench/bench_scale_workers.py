@@ -1,0 +1,259 @@
+"""Scale: one sink over 8 partitions with ``tasks.max`` 1, 2 and 4, per worker process (issue 33, item 5).
+
+On one Apache Kafka 4.4.0 node (KRaft, ``bench/_kafka.py``; one node, not the three-node cluster: the
+distributed deployment of issue 33.1 had not landed on this branch, see below):
+
+1. fill topic ``scale`` (8 partitions) with ``--records`` small JSON records through one idempotent
+   confluent-kafka producer (``linger.ms=50``, lz4, partition ``i % 8`` named per record): the fastest correct
+   producer here, its rate printed;
+2. for ``tasks.max`` in ``--tasks`` (1, 2, 4): one worker process (``python bench_scale_workers.py --child``)
+   runs ``run_sink`` of a fresh connector with that ``tasks.max`` up to the topic's end (``until_offsets``)
+   into ``FileSink`` in a directory of its own. FileSink because its cost is ours (JsonConverter, offset-named
+   files, fsync at the commit points, the offsets kept in the destination), not a remote destination's;
+3. ``2 procs``: the same records as two worker processes at once, each its own connector over 4 of the 8
+   partitions with ``tasks.max=2`` (what two workers running half the tasks each cost, per process);
+4. flat memory: ``tasks.max=1`` over ``--flat-records`` (0.5M) records against the same run over all of them.
+
+The baseline is one task (``tasks.max=1``): each row prints records/s, the ratio to it, and per worker process
+its CPU seconds and peak RSS (``/proc/<pid>/stat`` and ``VmHWM`` sampled every 50 ms, ``wait4``'s rusage at the
+exit: :class:`_kafka.ProcessWatch`). After each run the sink's committed files are read back and checked:
+each record id once (count, missing, duplicates, and a sum of ids and of offsets as checksums); a row that
+fails the check is printed as such and the exit status is 1. No timed assertion anywhere.
+
+What is missing (said plainly): the codebase has ``fan_out_source`` only, no sink fan-out operator, so a sink's
+tasks cannot yet be spread as mapped task instances over two Celery workers; and the Celery deployment of item
+33.1 (branch ``h-celery``) had no "Deployment ready:" commit when this was measured. The rows are therefore
+``run_sink`` worker processes started directly (the task threads of one run share its process, as in one
+Airflow task), not Celery workers, and the example pipeline was not run through.
+
+measured on 2026-11-28 (2 shared cores, other helpers' tests running; one Apache Kafka 4.4.0 node): see the
+closing note of issue 33.5 and the ``MEASURED`` lines below.
+
+MEASURED (2026-11-28, --records 2000000, one broker, 2 shared cores): filled in by the run below.
+
+    .venv/bin/python bench/bench_scale_workers.py [--records 2000000] [--tasks 1,2,4] [--flat-records 500000]
+        [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _kafka import ProcessWatch, apache_kafka  # noqa: E402
+
+TOPIC = "scale"
+PARTITIONS = 8
+RUN_BOUND_S = 1800.0
+"""How long one worker process may run before it is stopped and its row reported as not finished."""
+
+
+def fill(bootstrap: str, n: int) -> float:
+    """``n`` records ``{"id": i, ...}`` with key ``i`` into partition ``i % 8``; returns seconds."""
+    import confluent_kafka as ck
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
+    for fut in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
+        fut.result(30)
+    producer = ck.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 50,
+                            "batch.size": 1_000_000, "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000,
+                            "log_level": 4})
+    errors: list[str] = []
+
+    def report(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    t0 = time.perf_counter()
+    produce = producer.produce
+    for i in range(n):
+        value = b'{"id":%d,"name":"user-%d","amount":%d}' % (i, i, i % 997)
+        while True:
+            try:
+                produce(TOPIC, value, str(i).encode(), partition=i % PARTITIONS, on_delivery=report)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    left = producer.flush(120)
+    seconds = time.perf_counter() - t0
+    if left or errors:
+        raise SystemExit(f"filling {TOPIC!r} failed: {left} records unsent, errors {errors[:3]}")
+    return seconds
+
+
+def end_offsets(bootstrap: str) -> dict[int, int]:
+    import confluent_kafka as ck
+
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "scale-ends", "log_level": 0})
+    try:
+        return {p: consumer.get_watermark_offsets(ck.TopicPartition(TOPIC, p), 30)[1] for p in range(PARTITIONS)}
+    finally:
+        consumer.close()
+
+
+def child(spec: dict[str, Any]) -> int:
+    """One worker process: ``run_sink`` of ``spec["config"]`` up to ``spec["until"]``; prints its result."""
+    from connect_runtime.runtime.sink import run_sink
+
+    if spec.get("profile"):
+        from _profile import profiled
+
+        from connect_runtime.runtime.sink.task import SinkWorkerTask
+        with profiled(SinkWorkerTask, "run", 25):
+            result = run_sink(spec["config"], spec["url"], until_offsets={TOPIC: spec["until"]})
+    else:
+        result = run_sink(spec["config"], spec["url"], until_offsets={TOPIC: spec["until"]})
+    print("RESULT " + json.dumps({"records": result.records, "seconds": result.seconds}), flush=True)
+    return 0
+
+
+def start_worker(spec: dict[str, Any], log: Path) -> tuple[ProcessWatch, Any]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = open(log, "wb")  # noqa: SIM115 -- closed by the caller once the process exited
+    proc = subprocess.Popen([sys.executable, __file__, "--child", json.dumps(spec)], stdout=out,
+                            stderr=subprocess.STDOUT, env=env, cwd=str(REPO))
+    return ProcessWatch(proc), out
+
+
+def verify(directories: list[Path], partitions: list[list[int]], n: int) -> dict[str, Any]:
+    """Each id in ``range(n)`` once across the FileSink directories (their committed files only)."""
+    from connect_runtime.connectors.files import committed_files
+
+    seen = bytearray(n)
+    count = duplicates = strays = id_sum = 0
+    for directory, parts in zip(directories, partitions, strict=True):
+        for p in parts:
+            for path in committed_files(directory, TOPIC, p):
+                with open(path, "rb") as f:
+                    for line in f:
+                        i = json.loads(line)["id"]
+                        count += 1
+                        if not 0 <= i < n or i % PARTITIONS != p:
+                            strays += 1
+                            continue
+                        id_sum += i
+                        if seen[i]:
+                            duplicates += 1
+                        seen[i] = 1
+    missing = n - sum(seen)
+    ok = count == n and not duplicates and not missing and not strays and id_sum == n * (n - 1) // 2
+    return {"ok": ok, "count": count, "missing": missing, "duplicates": duplicates, "strays": strays,
+            "id_sum": id_sum}
+
+
+def run_config(label: str, url: str, work: Path, workers: list[tuple[int, list[int]]], ends: dict[int, int],
+               n: int, profile: bool) -> dict[str, Any]:
+    """Start one worker process per ``(tasks.max, partitions)``, sample them until they exit, verify."""
+    watches, logs, dirs = [], [], []
+    t0 = time.perf_counter()
+    for k, (tasks, parts) in enumerate(workers):
+        name = f"{label}-w{k}".replace(" ", "").replace(".", "")
+        directory = work / name
+        dirs.append(directory)
+        spec = {"url": url, "profile": profile and k == 0, "until": {str(p): ends[p] for p in parts},
+                "config": {"name": name, "connector.class": "connect_runtime.connectors.files.FileSink",
+                           "topics": TOPIC, "directory": str(directory), "tasks.max": str(tasks),
+                           "consumer.max.poll.records": "5000"}}
+        watch, out = start_worker(spec, work / f"{name}.log")
+        watches.append(watch)
+        logs.append((out, work / f"{name}.log"))
+    deadline = time.monotonic() + RUN_BOUND_S
+    while any(w.alive() for w in watches) and time.monotonic() < deadline:
+        for w in watches:
+            w.sample()
+        time.sleep(0.05)
+    seconds = time.perf_counter() - t0
+    for w in watches:
+        w.stop()
+        w.sample()
+    failed = []
+    for (out, path), w in zip(logs, watches, strict=True):
+        out.close()
+        text = path.read_text(errors="replace")
+        if profile:
+            print(text)
+        if w.returncode != 0:
+            failed.append(f"{path.name}: exit {w.returncode}: {text[-800:]}")
+    check = verify(dirs, [parts for _, parts in workers], n) if not failed else {"ok": False, "count": 0}
+    return {"label": label, "seconds": seconds, "cpu": [w.cpu_s for w in watches],
+            "rss_mb": [w.peak_rss_kb / 1024 for w in watches], "check": check, "failed": failed}
+
+
+def row(r: dict[str, Any], n: int, base_rate: float | None) -> str:
+    rate = n / r["seconds"]
+    ratio = f"{rate / base_rate:5.2f}x" if base_rate else "  1.00x"
+    cpu = "/".join(f"{c:.1f}" for c in r["cpu"])
+    rss = "/".join(f"{m:.0f}" for m in r["rss_mb"])
+    c = r["check"]
+    once = (f"once: {c['count']:,} records, id sum {c['id_sum']}" if c["ok"] else
+            f"NOT ONCE: {c}" + (f" {r['failed']}" if r["failed"] else ""))
+    return f"{r['label']:<22} {n:>10,} {rate:>11,.0f} {ratio:>7} {cpu:>14} {rss:>12}  {once}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=int, default=2_000_000)
+    ap.add_argument("--tasks", default="1,2,4", help="tasks.max values, one worker process each")
+    ap.add_argument("--flat-records", type=int, default=500_000,
+                    help="the smaller topic of the flat-memory comparison (tasks.max=1); 0 skips it")
+    ap.add_argument("--profile", action="store_true", help="cProfile of the task threads of the tasks.max=1 run")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        return child(json.loads(args.child))
+    n = args.records
+    all_parts = list(range(PARTITIONS))
+    status = 0
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp, apache_kafka(Path(tmp) / "kafka") as boot:
+        work = Path(tmp)
+        url = f"kafka://{boot}"
+        print("deployment: one Apache Kafka 4.4.0 node (no three-node deployment on this branch); "
+              "worker processes started directly (no Celery deployment on this branch)", flush=True)
+        fill_s = fill(boot, n)
+        ends = end_offsets(boot)
+        print(f"fill: {n:,} records into {PARTITIONS} partitions in {fill_s:.2f} s ({n / fill_s:,.0f} rec/s, "
+              f"one idempotent producer); ends {ends}", flush=True)
+        if sum(ends.values()) != n:
+            raise SystemExit(f"the topic holds {sum(ends.values())} records, expected {n}")
+        results = []
+        for t in (int(x) for x in args.tasks.split(",")):
+            results.append(run_config(f"1 proc tasks.max={t}", url, work, [(t, all_parts)], ends, n,
+                                      args.profile and t == 1))
+            print(row(results[-1], n, n / results[0]["seconds"] if len(results) > 1 else None), flush=True)
+        results.append(run_config("2 procs tasks.max=2", url, work,
+                                  [(2, all_parts[0::2]), (2, all_parts[1::2])], ends, n, False))
+        print(row(results[-1], n, n / results[0]["seconds"]), flush=True)
+        print(f"\n{'config':<22} {'records':>10} {'rec/s':>11} {'vs 1':>7} {'CPU s/proc':>14} "
+              f"{'peak MB/proc':>12}  exactly once")
+        base = n / results[0]["seconds"]
+        for r in results:
+            print(row(r, n, base if r is not results[0] else None))
+            status |= 0 if r["check"]["ok"] else 1
+        if args.flat_records:
+            m = min(args.flat_records, n)
+            small_ends = {p: len(range(p, m, PARTITIONS)) for p in all_parts}
+            small = run_config("flat tasks.max=1", url, work, [(1, all_parts)], small_ends, m, False)
+            status |= 0 if small["check"]["ok"] else 1
+            print(f"\nflat memory, tasks.max=1: {m:,} records peak RSS {small['rss_mb'][0]:.0f} MB "
+                  f"({m / small['seconds']:,.0f} rec/s, {'once' if small['check']['ok'] else 'NOT ONCE'}); "
+                  f"{n:,} records peak RSS {results[0]['rss_mb'][0]:.0f} MB "
+                  f"(ratio {results[0]['rss_mb'][0] / small['rss_mb'][0]:.2f})")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
