@@ -7,7 +7,6 @@ as root: PostgreSQL refuses root), ``pg_ctl start`` on a free loopback port with
 
 from __future__ import annotations
 
-import glob
 import os
 import shutil
 import socket
@@ -19,12 +18,11 @@ from pathlib import Path
 
 
 def _bin_dir() -> Path:
-    found = shutil.which("pg_ctl")
-    if found and shutil.which("initdb"):
-        return Path(found).parent
-    for d in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
-        if Path(d, "pg_ctl").exists() and Path(d, "initdb").exists():
-            return Path(d)
+    from scripts.deploy.servers import pg_bin_dir
+
+    found = pg_bin_dir()
+    if found is not None:
+        return found
     raise SystemExit("no PostgreSQL binaries (initdb, pg_ctl) on PATH or in /usr/lib/postgresql/*/bin: "
                      "apt-get install -y postgresql")
 

@@ -22,7 +22,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-__all__ = ["free_port", "moto_s3", "postgres_server", "redis_server", "stop_group", "wait_for"]
+__all__ = ["free_port", "moto_s3", "pg_bin_dir", "postgres_server", "redis_server", "stop_group", "wait_for"]
 
 
 def free_port() -> int:
@@ -96,13 +96,22 @@ def redis_server(base: Path, timeout_s: float = 30.0) -> Iterator[str]:
         stop_group(proc)
 
 
-def _pg_bin() -> Path:
+def pg_bin_dir() -> Path | None:
+    """The directory of PostgreSQL's ``initdb`` and ``pg_ctl`` (on PATH, else Debian's newest
+    ``/usr/lib/postgresql/*/bin``); None when there is none. The tests' and benchmarks' clusters use it too."""
     found = shutil.which("pg_ctl")
     if found and shutil.which("initdb"):
         return Path(found).parent
     for d in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
         if Path(d, "pg_ctl").exists() and Path(d, "initdb").exists():
             return Path(d)
+    return None
+
+
+def _pg_bin() -> Path:
+    found = pg_bin_dir()
+    if found is not None:
+        return found
     raise RuntimeError("no PostgreSQL binaries (initdb, pg_ctl) on PATH or in /usr/lib/postgresql/*/bin: "
                        "apt-get install -y postgresql (.ci/run installs it)")
 
