@@ -29,7 +29,10 @@ Airflow task), not Celery workers, and the example pipeline was not run through.
 measured on 2026-11-28 (2 shared cores, other helpers' tests running; one Apache Kafka 4.4.0 node): see the
 closing note of issue 33.5 and the ``MEASURED`` lines below.
 
-MEASURED (2026-11-28, --records 2000000, one broker, 2 shared cores): filled in by the run below.
+MEASURED (2026-11-28, --records 2000000, one broker, 2 shared cores, one run each): tasks.max=1 29,304 rec/s
+(239 MB peak RSS); tasks.max=2 30,284 (1.03x); tasks.max=4 20,164 (0.69x); two processes of 2 tasks 43,984 (1.50x,
+164/161 MB); one task's peak RSS 232 MB at 0.5M and 239 MB at 2M records; each record once in every configuration.
+Not yet measured on Celery workers.
 
     .venv/bin/python bench/bench_scale_workers.py [--records 2000000] [--tasks 1,2,4] [--flat-records 500000]
         [--profile]
