@@ -204,11 +204,16 @@ class RecordingSinkConnector(SinkConnector):
 
 
 def read_log(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The complete lines of a log another process may be appending to. One read, then the text after the last
+    newline dropped: iterating the file line by line would yield a line half written at the first EOF, then read
+    on and yield its other half as a line of its own once the writer finished it (seen in CI: a JSONDecodeError
+    on a line starting mid-record)."""
     try:
         with open(path, encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.endswith("\n")]
+            text = f.read()
     except FileNotFoundError:
         return []
+    return [json.loads(line) for line in text[:text.rfind("\n") + 1].splitlines()]
 
 
 class LedgerSinkTask(SinkTask):
