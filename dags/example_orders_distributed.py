@@ -99,6 +99,7 @@ def example_orders_distributed() -> None:
             "topics": TOPIC,
             "connection.url": WAREHOUSE,
             "table.name.format": "orders",
+            "auto.create": "true",
         },
         until_offsets=merged.output,
         max_seconds=300,

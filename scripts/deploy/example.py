@@ -25,22 +25,16 @@ DAG_ID = "example_orders_distributed"
 DAYS = ("2026-01-01", "2026-01-02", "2026-01-03")
 TOPIC = "orders"
 PARTITIONS = 4
-ORDERS_TABLE = """CREATE TABLE IF NOT EXISTS orders (
-    id bigint NOT NULL, customer text, amount double precision, ts bigint, day text NOT NULL)"""
 
 
 def prepare(d: Deployment, timeout_s: float = 180) -> None:
-    """The topic (RF 3, ``min.insync.replicas=2``, 4 partitions) and the warehouse table; wait until the DAG
-    processor stored the DAG."""
+    """The topic (RF 3, ``min.insync.replicas=2``, 4 partitions; the warehouse sink creates its table); wait until
+    the DAG processor stored the DAG."""
     from confluent_kafka.admin import NewTopic
 
     futures = d.kafka.admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})])
     for fut in futures.values():
         fut.result(60)
-    import psycopg
-
-    with psycopg.connect(d.warehouse_url.replace("postgresql+psycopg://", "postgresql://"), connect_timeout=30) as c:
-        c.execute(ORDERS_TABLE)
     deadline = time.monotonic() + timeout_s
     while not d.airflow.query("SELECT 1 FROM dag WHERE dag_id = %s", DAG_ID):
         d.airflow.check_alive()
