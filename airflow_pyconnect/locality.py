@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_pyconnect.hooks.pyconnect import SINGLE_MACHINE_EXECUTORS, executor_names
+from airflow_pyconnect.hooks.pyconnect import SINGLE_MACHINE_EXECUTORS, executor_class_name, executor_names
 
 __all__ = ["check_paths", "task_executor"]
 
@@ -23,7 +23,7 @@ __all__ = ["check_paths", "task_executor"]
 def task_executor(task_executor_name: str | None) -> str:
     """The executor a task runs under: its own ``executor=``, else the first of ``[core] executor``."""
     if task_executor_name:
-        return task_executor_name.strip().rpartition(":")[2].rpartition(".")[2]
+        return executor_class_name(task_executor_name)
     names = executor_names()
     return names[0] if names else "LocalExecutor"
 

@@ -153,7 +153,7 @@ def _sqlite_file(url: str) -> str | None:
 
 def _plain_path(value: Any) -> str | None:
     text = str(value or "").strip()
-    if not text or "{{" in text:
+    if not text:
         return None
     if text.startswith("file://"):
         return text[len("file://"):]

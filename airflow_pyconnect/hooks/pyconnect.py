@@ -70,13 +70,18 @@ def embedded_backend_url() -> str:
     return f"sqlite:///{airflow_home() / EMBEDDED_DB}"
 
 
+def executor_class_name(entry: str) -> str:
+    """The class name of an executor as Airflow names it: ``LocalExecutor``,
+    ``airflow.executors.local_executor.LocalExecutor`` or ``alias:module.Class``."""
+    return entry.strip().rpartition(":")[2].rpartition(".")[2]
+
+
 def executor_names() -> list[str]:
     """The executors ``[core] executor`` names, as class names (the first is the default)."""
     from airflow.sdk.configuration import conf
 
     raw = conf.get("core", "executor", fallback="LocalExecutor") or "LocalExecutor"
-    # "LocalExecutor", "airflow.executors.local_executor.LocalExecutor", "alias:module.Class", lists
-    return [entry.strip().rpartition(":")[2].rpartition(".")[2] for entry in raw.split(",") if entry.strip()]
+    return [executor_class_name(entry) for entry in raw.split(",") if entry.strip()]
 
 
 def embedded_default_allowed() -> tuple[bool, str]:

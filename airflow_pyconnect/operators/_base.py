@@ -423,6 +423,13 @@ class _ConnectorOperator(BaseOperator):
         else:
             os.environ.pop(HOSTNAME_ENV, None)
 
+    def _check_paths(self, config: Mapping[str, Any]) -> None:
+        """Fail before anything moves when this run's store or paths are local to a worker and the task's executor
+        may run its attempts elsewhere (:func:`airflow_pyconnect.locality.check_paths`)."""
+        from airflow_pyconnect.locality import check_paths
+
+        check_paths(self.hook.backend_config()[0], config, getattr(self, "executor", None))
+
     def _check_interval(self, context: Context, fields: list[str]) -> None:
         """Fail (no retry can help) when ``fields`` use the data interval and this run's is empty."""
         start, end = context.get("data_interval_start"), context.get("data_interval_end")

@@ -119,7 +119,6 @@ class PyConnectPlanSourceOperator(_ConnectorOperator):
         check_schedule(self, self._interval_fields)
 
     def execute(self, context: Context) -> list[int]:
-        from airflow_pyconnect.locality import check_paths
         from connect_runtime import plan_source
 
         self._note_host(context)
@@ -127,7 +126,7 @@ class PyConnectPlanSourceOperator(_ConnectorOperator):
         config = self._config()
         name = str(config.get("name", ""))
         try:
-            check_paths(self.hook.backend_config()[0], config, getattr(self, "executor", None))
+            self._check_paths(config)
             with self.hook.get_backend() as backend:
                 plan = plan_source(config, backend, identity=self.identity or None, exactly_once=self.exactly_once)
         except Exception as exc:  # a connector's own error too: its text may quote secrets
@@ -168,7 +167,6 @@ class PyConnectSourceTaskOperator(PyConnectSourceOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_pyconnect._offsets import structured
-        from airflow_pyconnect.locality import check_paths
         from connect_runtime import run_source_task
 
         self._note_host(context)
@@ -182,7 +180,7 @@ class PyConnectSourceTaskOperator(PyConnectSourceOperator):
         self.log.info("Source connector %s, task %s of generation %s on %s", name, self.task_index,
                       plan.get("generation"), self.hook.describe()["url"])
         try:
-            check_paths(self.hook.backend_config()[0], config, getattr(self, "executor", None))
+            self._check_paths(config)
             with self.hook.get_backend() as backend:
                 result = run_source_task(config, backend, plan, int(self.task_index), max_records=self.max_records,
                                          max_seconds=self.max_seconds, progress=self._progress("source", name),

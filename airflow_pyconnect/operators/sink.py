@@ -91,7 +91,6 @@ class PyConnectSinkOperator(_ConnectorOperator):
         return topic_targets(value, "until_offsets")
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_pyconnect.locality import check_paths
         from connect_runtime import run_sink
 
         self._note_host(context)
@@ -103,7 +102,7 @@ class PyConnectSinkOperator(_ConnectorOperator):
                       json.dumps(until) if until is not None else "the ends of its topics at start",
                       self._masked(config))
         try:
-            check_paths(self.hook.backend_config()[0], config, getattr(self, "executor", None))
+            self._check_paths(config)
             with self.hook.get_backend() as backend:
                 result = run_sink(config, backend, until_offsets=until, max_records=self.max_records,
                                   max_seconds=self.max_seconds, progress=self._progress("sink", name),

@@ -217,7 +217,6 @@ class PyConnectSourceOperator(_ConnectorOperator):
         check_schedule(self, self._interval_fields)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_pyconnect.locality import check_paths
         from connect_runtime import run_source
 
         self._note_host(context)
@@ -230,7 +229,7 @@ class PyConnectSourceOperator(_ConnectorOperator):
                       "exactly-once" if self.exactly_once else "at-least-once",
                       f", identity {identity}" if identity else "", self._masked(config))
         try:
-            check_paths(self.hook.backend_config()[0], config, getattr(self, "executor", None))
+            self._check_paths(config)
             with self.hook.get_backend() as backend:
                 result = run_source(config, backend, exactly_once=self.exactly_once, max_records=self.max_records,
                                     max_seconds=self.max_seconds, progress=self._progress("source", name),

@@ -76,15 +76,10 @@ def kafka_cluster(base: Path) -> Iterator[Any]:
     """Three KRaft brokers (the tests' cluster: tests/support/kafka_cluster.py), killed on exit."""
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
-    from tests.support.kafka_broker import _java_and_libs
-    from tests.support.kafka_cluster import KafkaCluster
+    from tests.support.kafka_cluster import running_cluster
 
-    java, libs = _java_and_libs()
-    cluster = KafkaCluster(base, java, libs)
-    try:
-        yield cluster.start()
-    finally:
-        cluster.stop()
+    with running_cluster(base) as cluster:
+        yield cluster
 
 
 def _make_bucket(endpoint: str) -> None:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .servers import free_port, spawn, stop_group, tail, wait_for
+from .worker_hostname import WORKER_HOSTNAME_ENV
 
 __all__ = ["AirflowCelery", "CeleryWorker", "airflow_celery"]
 
@@ -187,7 +188,7 @@ def airflow_celery(base: Path, *, dags_folder: Path, metadata_url: str, broker_u
                 "AIRFLOW_HOME": str(whome),
                 "AIRFLOW__CORE__HOSTNAME_CALLABLE": "deploy.worker_hostname.hostname",
                 "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
-                "PYCONNECT_WORKER_HOSTNAME": name,
+                WORKER_HOSTNAME_ENV: name,
                 "PYTHONPATH": os.pathsep.join(p for p in (str(SCRIPTS), shared.get("PYTHONPATH", "")) if p),
             })
             worker = CeleryWorker(name, whome, wenv, concurrency)

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 def test_distributed_example_each_record_once_in_every_sink(deployment: Any) -> None:  # noqa: F811
     example = deploy_module("deploy.example")
     example.prepare(deployment)
-    example.run_days(deployment, 1500)
+    example.run_days(deployment, timeout_s=1500)
     result = example.summary(deployment, RECORDS_PER_DAY)
     out = io.StringIO()
     example.print_summary(result, out)

@@ -48,8 +48,7 @@ from typing import Any
 import pytest
 
 from tests.support.airflow_env import AirflowEnv, stop_group
-from tests.support.kafka_broker import _java_and_libs
-from tests.support.kafka_cluster import MIN_ISR, REPLICATION, KafkaCluster
+from tests.support.kafka_cluster import MIN_ISR, REPLICATION, KafkaCluster, running_cluster
 from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.kafka, pytest.mark.airflow, pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -169,12 +168,8 @@ class Airflow:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    java, libs = _java_and_libs()
-    c = KafkaCluster(tmp_path_factory.mktemp("faults-cluster"), java, libs)
-    try:
-        yield c.start()
-    finally:
-        c.stop()
+    with running_cluster(tmp_path_factory.mktemp("faults-cluster")) as c:
+        yield c
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,8 @@ from typing import Any
 
 import pytest
 
-from tests.support import unavailable, worker_hostname
+from scripts.deploy import worker_hostname
+from tests.support import unavailable
 from tests.support.airflow_env import REPO, AirflowEnv, stop_group
 from tests.support.ports import free_port
 
