@@ -36,7 +36,8 @@ from connect_runtime.connectors.files._formats import VERSION, format_of
 log = logging.getLogger(__name__)
 
 _IDLE_WAIT = 0.1
-"""Seconds a poll waits when no file has anything new (Kafka Connect's file source waits too)."""
+"""Seconds a poll waits when no file has had anything new since the poll before it (Kafka Connect's file source
+waits too); the first empty poll returns at once, so a bounded run whose idle timeout is 0 ends without waiting."""
 
 
 def scan_directory(directory: str | os.PathLike[str], pattern: str) -> dict[str, int]:
@@ -251,6 +252,7 @@ class DirectorySourceTask(SourceTask):
             for name, (_, offset) in zip(names, committed, strict=True)
         ]
         self._current = 0
+        self._was_empty = False
         self._tx = self.context.transaction_context
         self._where = f"{root} ({len(names)} file{'s' if len(names) != 1 else ''}: {', '.join(names[:3])}" + (
             ", ...)" if len(names) > 3 else ")")
@@ -288,8 +290,11 @@ class DirectorySourceTask(SourceTask):
             if bad is not None and bad.error is not None:
                 pending, bad.error = bad.error, None
                 return self._alone(pending)
-            time.sleep(_IDLE_WAIT)
+            if self._was_empty:  # not the first empty poll in a row: wait a little before the next look
+                time.sleep(_IDLE_WAIT)
+            self._was_empty = True
             return []
+        self._was_empty = False
         return out
 
     def _alone(self, record: SourceRecord) -> list[SourceRecord]:
