@@ -12,6 +12,13 @@ pytest_plugins = [
     "tests.support.schema_registry", "tests.support.spark",
 ]
 
+# Every Spark JVM the tests start (spark-submit from Airflow tasks, the tests' SparkSession) is short-lived: the client
+# compiler only and the serial collector make one of the examples' Spark steps about a third faster on 2 cores
+# (measured: 34-48 s -> 24-27 s for orders_daily_totals.py, spark-submit in local mode), as the tests' Kafka broker
+# and Kafka Connect worker already run. spark-submit reads SPARK_SUBMIT_OPTS for its own JVM (the driver, in client
+# and local mode); a value the caller set wins.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+
 
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
