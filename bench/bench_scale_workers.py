@@ -62,17 +62,17 @@ RUN_BOUND_S = 1800.0
 """How long one worker process may run before it is stopped and its row reported as not finished."""
 
 
-def fill(bootstrap: str, n: int) -> float:
+def fill(bootstrap: str, n: int, replication: int = 1) -> float:
     """``n`` records ``{"id": i, ...}`` with key ``i`` into partition ``i % 8``; returns seconds."""
     import confluent_kafka as ck
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
-    for fut in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
+    for fut in admin.create_topics([NewTopic(TOPIC, PARTITIONS, replication)]).values():
         fut.result(30)
     producer = ck.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 50,
                             "batch.size": 1_000_000, "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000,
-                            "log_level": 4})
+                            "acks": "all", "log_level": 4})
     errors: list[str] = []
 
     def report(err: Any, _msg: Any) -> None:
@@ -207,6 +207,98 @@ def row(r: dict[str, Any], n: int, base_rate: float | None) -> str:
     return f"{r['label']:<22} {n:>10,} {rate:>11,.0f} {ratio:>7} {cpu:>14} {rss:>12}  {once}"
 
 
+def celery_rows(args: argparse.Namespace, work: Path) -> int:
+    """The sink rows as mapped Airflow tasks on two Celery workers, then the example pipeline (``_scale_celery``)."""
+    from _scale_celery import celery_deployment, per_host, run_on_celery
+
+    n, status = args.records, 0
+    all_parts = list(range(PARTITIONS))
+    results: list[dict[str, Any]] = []
+    with celery_deployment(work / "deploy") as (af, boot, settings, sampler):
+        url = f"kafka://{boot}"
+        print("deployment: Airflow 3 CeleryExecutor, workers worker-a and worker-b (concurrency 2), Redis, "
+              f"PostgreSQL metadata DB, three Apache Kafka 4.4.0 KRaft brokers ({boot})", flush=True)
+        fill_s = fill(boot, n, replication=3)
+        ends = end_offsets(boot)
+        print(f"fill: {n:,} records into {PARTITIONS} partitions (RF 3, acks=all) in {fill_s:.2f} s "
+              f"({n / fill_s:,.0f} rec/s)", flush=True)
+        if sum(ends.values()) != n:
+            raise SystemExit(f"the topic holds {sum(ends.values())} records, expected {n}")
+
+        def one(label: str, t: int, m: int, part_ends: dict[int, int]) -> dict[str, Any]:
+            stamp = time.strftime("%H%M%S")
+            specs = [(f"c{t}-{k}-{m}-{stamp}", all_parts[k::t]) for k in range(t)]
+            with sampler.window() as workers:
+                figures, wall = run_on_celery(af, f"t{t}_{m}_{stamp}", url, settings, work, TOPIC, specs,
+                                              part_ends, RUN_BOUND_S)
+            seconds = max(f["end"] for f in figures) - min(f["start"] for f in figures)
+            check = verify([Path(f["directory"]) for f in figures], [p for _, p in specs], m)
+            r = {"label": label, "records": m, "seconds": seconds, "wall": wall, "cpu": [f["cpu"] for f in figures],
+                 "rss_mb": [f["rss_kb"] / 1024 for f in figures], "check": check, "failed": [],
+                 "rss_start_mb": [f["rss_start_kb"] / 1024 for f in figures], "hosts": per_host(figures),
+                 "workers": workers}
+            print(celery_row(r, results[0] if results else None), flush=True)
+            return r
+
+        for t in (int(x) for x in args.tasks.split(",")):
+            results.append(one(f"tasks.max={t}", t, n, ends))
+        small = None
+        if args.flat_records:
+            m = min(args.flat_records, n)
+            small = one("flat tasks.max=1", 1, m, {p: len(range(p, m, PARTITIONS)) for p in all_parts})
+    print(f"\n{'config':<18} {'records':>10} {'rec/s':>9} {'vs 1':>6} {'run s':>6}  per worker: tasks, task CPU s, "
+          "task peak RSS MB; worker tree CPU s, peak PSS MB")
+    for r in results + ([small] if small else []):
+        print(celery_row(r, results[0] if r is not results[0] else None))
+        status |= 0 if r["check"]["ok"] else 1
+    if small:
+        big = results[0]
+        print(f"\nflat memory, one task: {small['records']:,} records peak RSS {small['rss_mb'][0]:.0f} MB, "
+              f"{big['records']:,} records {big['rss_mb'][0]:.0f} MB (ratio {big['rss_mb'][0] / small['rss_mb'][0]:.2f}; "
+              f"the task process weighed {big['rss_start_mb'][0]:.0f} MB before its first record)")
+    if args.example_records:
+        status |= example(args.example_records, work / "example")
+    return status
+
+
+def celery_row(r: dict[str, Any], base: dict[str, Any] | None) -> str:
+    rate = r["records"] / r["seconds"]
+    ratio = f"{rate / (base['records'] / base['seconds']):5.2f}x" if base else " 1.00x"
+    c = r["check"]
+    once = (f"each record once ({c['count']:,}, id sum {c['id_sum']})" if c["ok"] else f"NOT ONCE: {c}")
+    lines = [f"{r['label']:<18} {r['records']:>10,} {rate:>9,.0f} {ratio:>6} {r['wall']:>6.1f}  {once}"]
+    for name in sorted(r["workers"]):
+        h = r["hosts"].get(name, {"tasks": 0, "cpu_s": 0.0, "rss_mb": 0.0, "records": 0})
+        w = r["workers"][name]
+        lines.append(f"{'':<18} {name}: {h['tasks']:.0f} task(s), {h['records']:>9,.0f} records, task CPU "
+                     f"{h['cpu_s']:6.1f} s, task peak RSS {h['rss_mb']:4.0f} MB; worker tree CPU "
+                     f"{w['cpu_s']:6.1f} s, peak PSS {w['peak_mb']:4.0f} MB")
+    return "\n".join(lines)
+
+
+def example(records_per_day: int, base: Path) -> int:
+    """The distributed example for its three days; prints its row."""
+    from _scale_celery import example_row
+
+    print(f"\nexample pipeline (dags/example_orders_distributed.py on scripts/deploy's distributed deployment), "
+          f"{records_per_day:,} records per day", flush=True)
+    e = example_row(base, records_per_day, RUN_BOUND_S)
+    print(f"example pipeline: {e['records']:,} records in {e['days']} days, {e['wall_s']:.1f} s from the first "
+          f"trigger to the last success: {e['records'] / e['wall_s']:,.0f} records/s end to end "
+          f"(deployment up in {e['up_s']:.0f} s); runs {', '.join(f'{s:.1f}' for s in e['runs_s'])} s")
+    for task_id, secs in sorted(e["tasks_s"].items()):
+        print(f"  {task_id:<12} {', '.join(f'{s:.1f}' for s in secs)} s"
+              + (f"  ({records_per_day / max(secs):,.0f}..{records_per_day / min(secs):,.0f} rec/s)"
+                 if task_id in ("lake", "warehouse") else ""))
+    for name, w in sorted(e["workers"].items()):
+        print(f"  {name}: tasks {e['hosts'].get(name, {})}; worker tree CPU {w['cpu_s']:.1f} s, peak PSS "
+              f"{w['peak_mb']:.0f} MB")
+    print(f"  counts {e['counts']}")
+    for check, held in e["checks"].items():
+        print(f"  [{'OK' if held else 'FAILED'}] {check}")
+    return 0 if e["ok"] else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=2_000_000)
@@ -214,10 +306,17 @@ def main() -> int:
     ap.add_argument("--flat-records", type=int, default=500_000,
                     help="the smaller topic of the flat-memory comparison (tasks.max=1); 0 skips it")
     ap.add_argument("--profile", action="store_true", help="cProfile of the task threads of the tasks.max=1 run")
+    ap.add_argument("--celery", action="store_true",
+                    help="run the rows as mapped Airflow tasks on two Celery workers and three KRaft brokers")
+    ap.add_argument("--example-records", type=int, default=200_000,
+                    help="with --celery: records per day of the distributed example's three days; 0 skips it")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         return child(json.loads(args.child))
+    if args.celery:
+        with tempfile.TemporaryDirectory(prefix="bench-scale-celery-") as tmp:
+            return celery_rows(args, Path(tmp))
     n = args.records
     all_parts = list(range(PARTITIONS))
     status = 0
