@@ -1,39 +1,68 @@
-"""Scale: one sink over 8 partitions with ``tasks.max`` 1, 2 and 4, per worker process (issue 33, item 5).
+"""Scale: one sink over 8 partitions with ``tasks.max`` 1, 2 and 4, per worker (issue 33, item 5).
 
-On one Apache Kafka 4.4.0 node (KRaft, ``bench/_kafka.py``; one node, not the three-node cluster: the
-distributed deployment of issue 33.1 had not landed on this branch, see below):
+Two modes. ``--celery`` (the one issue 33.5 asks for) runs the rows as Airflow tasks on the two Celery workers of
+the distributed deployment (``scripts/deploy/``) and then the distributed example pipeline; without it, the rows
+are worker processes started directly against one broker (what a task costs without Airflow around it).
 
-1. fill topic ``scale`` (8 partitions) with ``--records`` small JSON records through one idempotent
-   confluent-kafka producer (``linger.ms=50``, lz4, partition ``i % 8`` named per record): the fastest correct
-   producer here, its rate printed;
-2. for ``tasks.max`` in ``--tasks`` (1, 2, 4): one worker process (``python bench_scale_workers.py --child``)
-   runs ``run_sink`` of a fresh connector with that ``tasks.max`` up to the topic's end (``until_offsets``)
-   into ``FileSink`` in a directory of its own. FileSink because its cost is ours (JsonConverter, offset-named
-   files, fsync at the commit points, the offsets kept in the destination), not a remote destination's;
-3. ``2 procs``: the same records as two worker processes at once, each its own connector over 4 of the 8
-   partitions with ``tasks.max=2`` (what two workers running half the tasks each cost, per process);
-4. flat memory: ``tasks.max=1`` over ``--flat-records`` (0.5M) records against the same run over all of them.
+``--celery`` (``bench/_scale_celery.py``): Redis, PostgreSQL as the metadata database, three Apache Kafka 4.4.0
+KRaft brokers (RF 3, ``min.insync.replicas=2``) and Airflow 3 on the CeleryExecutor with ``worker-a`` and
+``worker-b`` (concurrency 2 each, each its own ``AIRFLOW_HOME`` and hostname):
 
-The baseline is one task (``tasks.max=1``): each row prints records/s, the ratio to it, and per worker process
-its CPU seconds and peak RSS (``/proc/<pid>/stat`` and ``VmHWM`` sampled every 50 ms, ``wait4``'s rusage at the
-exit: :class:`_kafka.ProcessWatch`). After each run the sink's committed files are read back and checked:
-each record id once (count, missing, duplicates, and a sum of ids and of offsets as checksums); a row that
-fails the check is printed as such and the exit status is 1. No timed assertion anywhere.
+1. fill topic ``scale`` (8 partitions, RF 3) once with ``--records`` small JSON records (one idempotent
+   confluent-kafka producer, ``acks=all``, lz4, partition ``i % 8`` named per record);
+2. for ``tasks.max`` T in ``--tasks`` (1, 2, 4), ``--repeat`` rounds: one DAG run whose mapped task expands to T
+   instances, instance k a one-task FileSink connector over the partitions ``k::T`` (``until_offsets`` names only
+   those) into a directory under its worker's ``AIRFLOW_HOME``. Not one connector with ``tasks.max=T``: the
+   codebase has no sink fan-out operator (``fan_out_source`` only), and two runs of one sink connector at once
+   fence each other (``SinkCommitFence``), so T connectors dealt the partitions the way ``sink/planning.assign``
+   deals them to T tasks stand for it; Celery places the instances (with T=2 they landed one per worker in every
+   run measured, with T=4 two per worker);
+3. flat memory: T=1 over the first ``--flat-records`` (0.5M) records against the 2M row;
+4. the example pipeline (``dags/example_orders_distributed.py`` on ``deploy.distributed``: also moto S3 and a
+   Spark master with two workers) for its three days with ``--example-records`` per day (``deploy.example``'s
+   ``prepare``/``run_days``/``summary``): records/s from the first trigger to the last day's success, each task's
+   duration, and the summary's checks (each record once in the topic, the lake and the warehouse; Spark's totals
+   equal to totals computed from the topic).
 
-What is missing (said plainly): the codebase has ``fan_out_source`` only, no sink fan-out operator, so a sink's
-tasks cannot yet be spread as mapped task instances over two Celery workers; and the Celery deployment of item
-33.1 (branch ``h-celery``) had no "Deployment ready:" commit when this was measured. The rows are therefore
-``run_sink`` worker processes started directly (the task threads of one run share its process, as in one
-Airflow task), not Celery workers, and the example pipeline was not run through.
+Rate: records over the span from the first instance's ``run_sink`` start to the last one's end (stamped inside the
+task processes); ``run s`` is the DAG run as the metadata database has it (scheduling included). Per worker: its
+task processes' CPU seconds (``time.process_time()`` around ``run_sink``, all threads) and peak RSS (``VmHWM``), as
+the tasks report them; and the worker's whole process tree (``airflow celery worker``, pool processes, task
+supervisors, tasks), sampled with psutil every 0.5 s: CPU seconds over the run and peak PSS (shared pages once).
+After every run each FileSink directory is read back: each record id once (count, missing, duplicates, strays, a
+sum of ids as a checksum); a row that fails is printed as such and the exit status is 1.
 
-measured on 2026-11-28 (2 shared cores, other helpers' tests running; one Apache Kafka 4.4.0 node): see the
-closing note of issue 33.5 and the ``MEASURED`` lines below.
+Without ``--celery`` (one Apache Kafka 4.4.0 node, ``bench/_kafka.py``): T=1, 2, 4 as one worker process each
+(``python bench_scale_workers.py --child`` runs ``run_sink`` of one connector with ``tasks.max=T``), ``2 procs``
+(two processes at once, each a connector over 4 partitions with ``tasks.max=2``) and the flat-memory row; CPU and
+peak RSS per process from ``/proc`` sampled every 50 ms and ``wait4``'s rusage (:class:`_kafka.ProcessWatch`).
+FileSink in both modes because its cost is ours (JsonConverter, offset-named files, fsync at the commit points,
+the offsets kept in the destination), not a remote destination's. No timed assertion anywhere.
 
-MEASURED (2026-11-28, --records 2000000, one broker, 2 shared cores, one run each): tasks.max=1 29,304 rec/s
-(239 MB peak RSS); tasks.max=2 30,284 (1.03x); tasks.max=4 20,164 (0.69x); two processes of 2 tasks 43,984 (1.50x,
-164/161 MB); one task's peak RSS 232 MB at 0.5M and 239 MB at 2M records; each record once in every configuration.
-Not yet measured on Celery workers.
+MEASURED --celery (2026-11-29, --records 2000000 --repeat 3, 2 shared cores, load average 2-6 from other
+helpers' tests; medians of 3): tasks.max=1 238,460 rec/s; 2: 246,035 (1.03x); 4: 245,086 (1.03x); the single runs
+168,653..239,786 / 203,914..265,038 / 221,078..332,724 (the first run after the fill the slowest). Each record
+once in all 10 runs (nine of 2M, id sum 1999999000000; one of 0.5M), and in the two single rounds before. Per worker, per run: one task over 2M records 6.5-7.2 s task
+CPU, peak RSS 388-410 MB; two workers at 1M each 3.6-3.9 s and 318-385 MB each; four tasks (two per worker, 500k
+each) 3.7-4.2 s per worker and 283-342 MB per task; worker process tree peak PSS 508-590 MB with one task, 505-748
+MB with two, 277-349 MB idle. Flat memory: one task's peak RSS 365 MB at 0.5M, 388 MB at 2M records (ratio
+1.06); an Airflow task process weighs 170 MB before its first record. The curve is flat on 2 cores: the two Celery workers, three
+brokers, the scheduler and the API server share them, and one task already moves 2M records at about 3.5 s of CPU
+per million.
 
+MEASURED example (2026-11-29, --example-records 200000, load average 10-16): 600,000 records in three days in 643
+s from the first trigger to the last success, 932 records/s end to end; runs 270, 204, 156 s, of which Spark's
+``totals`` step (spark-submit to the cluster, client mode) 174, 229, 139 s; ``ingest`` (two mapped
+exactly-once DataGen tasks) 11-20 s per task, ``lake`` (ParquetSink on S3) 5-15 s (13k-38k rec/s), ``warehouse``
+(SqlSink into PostgreSQL) 6-13 s (16k-36k rec/s); each record once in topic, lake and warehouse, Spark's totals
+exact, tasks on both workers; worker process trees 68 s / 115 s CPU, peak PSS 1,009 / 1,044 MB.
+
+MEASURED without --celery (2026-11-29, --records 2000000, one broker, one run each): tasks.max=1 249,312 rec/s
+(7.1 s CPU, 239 MB peak RSS); 2: 218,424 (0.88x, 287 MB); 4: 197,198 (0.79x, 377 MB); two processes of 2 tasks
+345,116 (1.38x, 163/170 MB); one task's peak RSS 222 MB at 0.5M and 239 MB at 2M; each record once.
+
+    .venv/bin/python bench/bench_scale_workers.py --celery [--records 2000000] [--tasks 1,2,4] [--repeat 3]
+        [--flat-records 500000] [--example-records 200000]
     .venv/bin/python bench/bench_scale_workers.py [--records 2000000] [--tasks 1,2,4] [--flat-records 500000]
         [--profile]
 """
@@ -43,6 +72,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -62,17 +92,17 @@ RUN_BOUND_S = 1800.0
 """How long one worker process may run before it is stopped and its row reported as not finished."""
 
 
-def fill(bootstrap: str, n: int) -> float:
+def fill(bootstrap: str, n: int, replication: int = 1) -> float:
     """``n`` records ``{"id": i, ...}`` with key ``i`` into partition ``i % 8``; returns seconds."""
     import confluent_kafka as ck
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
-    for fut in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
+    for fut in admin.create_topics([NewTopic(TOPIC, PARTITIONS, replication)]).values():
         fut.result(30)
     producer = ck.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 50,
                             "batch.size": 1_000_000, "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000,
-                            "log_level": 4})
+                            "acks": "all", "log_level": 4})
     errors: list[str] = []
 
     def report(err: Any, _msg: Any) -> None:
@@ -207,6 +237,107 @@ def row(r: dict[str, Any], n: int, base_rate: float | None) -> str:
     return f"{r['label']:<22} {n:>10,} {rate:>11,.0f} {ratio:>7} {cpu:>14} {rss:>12}  {once}"
 
 
+def celery_rows(args: argparse.Namespace, work: Path) -> int:
+    """The sink rows as mapped Airflow tasks on two Celery workers, then the example pipeline (``_scale_celery``)."""
+    from _scale_celery import celery_deployment, per_host, run_on_celery
+
+    n, status = args.records, 0
+    all_parts = list(range(PARTITIONS))
+    results: list[dict[str, Any]] = []
+    with celery_deployment(work / "deploy") as (af, boot, settings, sampler):
+        url = f"kafka://{boot}"
+        print("deployment: Airflow 3 CeleryExecutor, workers worker-a and worker-b (concurrency 2), Redis, "
+              f"PostgreSQL metadata DB, three Apache Kafka 4.4.0 KRaft brokers ({boot})", flush=True)
+        fill_s = fill(boot, n, replication=3)
+        ends = end_offsets(boot)
+        print(f"fill: {n:,} records into {PARTITIONS} partitions (RF 3, acks=all) in {fill_s:.2f} s "
+              f"({n / fill_s:,.0f} rec/s)", flush=True)
+        if sum(ends.values()) != n:
+            raise SystemExit(f"the topic holds {sum(ends.values())} records, expected {n}")
+
+        def one(label: str, t: int, m: int, part_ends: dict[int, int]) -> dict[str, Any]:
+            stamp = time.strftime("%H%M%S")
+            specs = [(f"c{t}-{k}-{m}-{stamp}", all_parts[k::t]) for k in range(t)]
+            with sampler.window() as workers:
+                figures, wall = run_on_celery(af, f"t{t}_{m}_{stamp}", url, settings, work, TOPIC, specs,
+                                              part_ends, RUN_BOUND_S)
+            seconds = max(f["end"] for f in figures) - min(f["start"] for f in figures)
+            check = verify([Path(f["directory"]) for f in figures], [p for _, p in specs], m)
+            r = {"label": label, "records": m, "seconds": seconds, "wall": wall, "cpu": [f["cpu"] for f in figures],
+                 "rss_mb": [f["rss_kb"] / 1024 for f in figures], "check": check, "failed": [],
+                 "rss_start_mb": [f["rss_start_kb"] / 1024 for f in figures], "hosts": per_host(figures),
+                 "workers": workers}
+            print(celery_row(r, base), flush=True)
+            return r
+
+        tasks = [int(x) for x in args.tasks.split(",")]
+        for k in range(args.repeat):
+            base = None
+            for t in tasks:
+                results.append(one(f"tasks.max={t}" + (f" #{k + 1}" if args.repeat > 1 else ""), t, n, ends))
+                base = base or results[-1]
+        base, small = None, None
+        if args.flat_records:
+            m = min(args.flat_records, n)
+            small = one("flat tasks.max=1", 1, m, {p: len(range(p, m, PARTITIONS)) for p in all_parts})
+    print(f"\n{'config':<18} {'records':>10} {'rec/s':>9} {'vs 1':>6} {'run s':>6}  per worker: tasks, task CPU s, "
+          "task peak RSS MB; worker tree CPU s, peak PSS MB")
+    for k, r in enumerate(results + ([small] if small else [])):
+        print(celery_row(r, results[k - k % len(tasks)] if k % len(tasks) and r is not small else None))
+        status |= 0 if r["check"]["ok"] else 1
+    if args.repeat > 1:
+        medians = {t: statistics.median(n / r["seconds"] for r in results[i::len(tasks)]) for i, t in enumerate(tasks)}
+        print(f"\nmedians of {args.repeat}: " + ", ".join(
+            f"tasks.max={t} {rate:,.0f} rec/s ({rate / medians[tasks[0]]:.2f}x)" for t, rate in medians.items()))
+    if small:
+        big = results[0]
+        print(f"\nflat memory, one task: {small['records']:,} records peak RSS {small['rss_mb'][0]:.0f} MB, "
+              f"{big['records']:,} records {big['rss_mb'][0]:.0f} MB (ratio {big['rss_mb'][0] / small['rss_mb'][0]:.2f}; "
+              f"the task process weighed {big['rss_start_mb'][0]:.0f} MB before its first record)")
+    if args.example_records:
+        status |= example(args.example_records, work / "example")
+    return status
+
+
+def celery_row(r: dict[str, Any], base: dict[str, Any] | None) -> str:
+    rate = r["records"] / r["seconds"]
+    ratio = (f"{rate / (base['records'] / base['seconds']):5.2f}x" if base else
+             " 1.00x" if r["label"].startswith("tasks.max=1") else "     -")
+    c = r["check"]
+    once = (f"each record once ({c['count']:,}, id sum {c['id_sum']})" if c["ok"] else f"NOT ONCE: {c}")
+    lines = [f"{r['label']:<18} {r['records']:>10,} {rate:>9,.0f} {ratio:>6} {r['wall']:>6.1f}  {once}"]
+    for name in sorted(r["workers"]):
+        h = r["hosts"].get(name, {"tasks": 0, "cpu_s": 0.0, "rss_mb": 0.0, "records": 0})
+        w = r["workers"][name]
+        lines.append(f"{'':<18} {name}: {h['tasks']:.0f} task(s), {h['records']:>9,.0f} records, task CPU "
+                     f"{h['cpu_s']:6.1f} s, task peak RSS {h['rss_mb']:4.0f} MB; worker tree CPU "
+                     f"{w['cpu_s']:6.1f} s, peak PSS {w['peak_mb']:4.0f} MB")
+    return "\n".join(lines)
+
+
+def example(records_per_day: int, base: Path) -> int:
+    """The distributed example for its three days; prints its row."""
+    from _scale_celery import example_row
+
+    print(f"\nexample pipeline (dags/example_orders_distributed.py on scripts/deploy's distributed deployment), "
+          f"{records_per_day:,} records per day", flush=True)
+    e = example_row(base, records_per_day, RUN_BOUND_S)
+    print(f"example pipeline: {e['records']:,} records in {e['days']} days, {e['wall_s']:.1f} s from the first "
+          f"trigger to the last success: {e['records'] / e['wall_s']:,.0f} records/s end to end "
+          f"(deployment up in {e['up_s']:.0f} s); runs {', '.join(f'{s:.1f}' for s in e['runs_s'])} s")
+    for task_id, secs in sorted(e["tasks_s"].items()):
+        print(f"  {task_id:<12} {', '.join(f'{s:.1f}' for s in secs)} s"
+              + (f"  ({records_per_day / max(secs):,.0f}..{records_per_day / min(secs):,.0f} rec/s)"
+                 if task_id in ("lake", "warehouse") else ""))
+    for name, w in sorted(e["workers"].items()):
+        print(f"  {name}: tasks {e['hosts'].get(name, {})}; worker tree CPU {w['cpu_s']:.1f} s, peak PSS "
+              f"{w['peak_mb']:.0f} MB")
+    print(f"  counts {e['counts']}")
+    for check, held in e["checks"].items():
+        print(f"  [{'OK' if held else 'FAILED'}] {check}")
+    return 0 if e["ok"] else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=2_000_000)
@@ -214,18 +345,26 @@ def main() -> int:
     ap.add_argument("--flat-records", type=int, default=500_000,
                     help="the smaller topic of the flat-memory comparison (tasks.max=1); 0 skips it")
     ap.add_argument("--profile", action="store_true", help="cProfile of the task threads of the tasks.max=1 run")
+    ap.add_argument("--celery", action="store_true",
+                    help="run the rows as mapped Airflow tasks on two Celery workers and three KRaft brokers")
+    ap.add_argument("--repeat", type=int, default=1, help="with --celery: rounds of the --tasks rows (medians)")
+    ap.add_argument("--example-records", type=int, default=200_000,
+                    help="with --celery: records per day of the distributed example's three days; 0 skips it")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         return child(json.loads(args.child))
+    if args.celery:
+        with tempfile.TemporaryDirectory(prefix="bench-scale-celery-") as tmp:
+            return celery_rows(args, Path(tmp))
     n = args.records
     all_parts = list(range(PARTITIONS))
     status = 0
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp, apache_kafka(Path(tmp) / "kafka") as boot:
         work = Path(tmp)
         url = f"kafka://{boot}"
-        print("deployment: one Apache Kafka 4.4.0 node (no three-node deployment on this branch); "
-              "worker processes started directly (no Celery deployment on this branch)", flush=True)
+        print("deployment: one Apache Kafka 4.4.0 node; worker processes started directly (--celery: Airflow "
+              "tasks on two Celery workers)", flush=True)
         fill_s = fill(boot, n)
         ends = end_offsets(boot)
         print(f"fill: {n:,} records into {PARTITIONS} partitions in {fill_s:.2f} s ({n / fill_s:,.0f} rec/s, "
