@@ -50,12 +50,15 @@ MB with two, 277-349 MB idle. Flat memory: one task's peak RSS 365 MB at 0.5M, 3
 brokers, the scheduler and the API server share them, and one task already moves 2M records at about 3.5 s of CPU
 per million.
 
-MEASURED example (2026-11-29, --example-records 200000, load average 10-16): 600,000 records in three days in 643
-s from the first trigger to the last success, 932 records/s end to end; runs 270, 204, 156 s, of which Spark's
-``totals`` step (spark-submit to the cluster, client mode) 174, 229, 139 s; ``ingest`` (two mapped
-exactly-once DataGen tasks) 11-20 s per task, ``lake`` (ParquetSink on S3) 5-15 s (13k-38k rec/s), ``warehouse``
-(SqlSink into PostgreSQL) 6-13 s (16k-36k rec/s); each record once in topic, lake and warehouse, Spark's totals
-exact, tasks on both workers; worker process trees 68 s / 115 s CPU, peak PSS 1,009 / 1,044 MB.
+MEASURED example (2026-11-29, --example-records 500000, load average 5-17 from other helpers' tests): 1,500,000
+records in three days in 1,201 s from the first trigger to the last success, 1,249 records/s end to end; runs 451,
+373, 368 s, of which Spark's ``totals`` step (spark-submit to the cluster, client mode) 338, 398, 319 s: the
+bottleneck; ``ingest`` (two mapped exactly-once DataGen tasks) 28-41 s per task (12k-18k rec/s per day), ``lake``
+(ParquetSink on S3) 14-26 s (20k-37k rec/s), ``warehouse`` (SqlSink into PostgreSQL) 7-16 s (32k-69k rec/s); each
+record once in topic, lake and warehouse, Spark's totals exact, tasks on both workers; worker process trees 190 s /
+107 s CPU, peak PSS 1,233 / 1,111 MB (Spark's driver JVM included). With 200,000 per day (load average 10-16):
+600,000 records in 643 s, 932 records/s; ``totals`` 139-229 s per day, ``lake`` 13k-38k rec/s, ``warehouse``
+16k-36k rec/s; peak PSS 1,009 / 1,044 MB; every check held.
 
 MEASURED without --celery (2026-11-29, --records 2000000, one broker, one run each): tasks.max=1 249,312 rec/s
 (7.1 s CPU, 239 MB peak RSS); 2: 218,424 (0.88x, 287 MB); 4: 197,198 (0.79x, 377 MB); two processes of 2 tasks
