@@ -240,6 +240,11 @@ class Consumer(abc.ABC):
     the registry entry ``key`` of ``store`` holds another generation; otherwise the runtime fences sink
     commits itself."""
 
+    task_guard: tuple[str, bytes, int] | None = None
+    """``(store, key, try)``: a fanned-out sink task's own try (set by the runtime with ``generation_guard``),
+    checked the same way in the same write transaction: a later try of the same task fences this one, its
+    siblings are left alone."""
+
     @abc.abstractmethod
     def partitions(self, topics: Sequence[str] = (), pattern: str | None = None) -> list[TopicPartition]:
         """Every partition of the named topics, or of the topics whose name fully matches ``pattern``."""

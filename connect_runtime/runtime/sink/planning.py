@@ -94,6 +94,32 @@ def plan(run: SinkRunState, values: Mapping[str, Any],
     return partitions
 
 
+def plan_task(run: SinkRunState, targets: Mapping[TopicPartition, int | None]) -> list[TopicPartition]:
+    """One task of a fan-out plan (:mod:`connect_runtime.runtime.sink.fanout`): its partitions (sorted), fixed by
+    the plan, with their start positions read now (after the task's commit fence began, so a retry starts where
+    its fenced predecessor's last commit left them) and the plan's targets set on ``run``; a target ``None``
+    (a partition ``until_offsets`` did not name) is the start: nothing to read."""
+    partitions = sorted(targets)
+    consumer = run.backend.consumer(run.group)
+    try:
+        run.fence.begin()  # before the group's offsets are read
+        if not partitions:
+            return []
+        timeout = run.flush_timeout_s
+        committed = consumer.committed(partitions, timeout)
+        beginning = consumer.beginning_offsets(partitions, timeout)
+    finally:
+        consumer.close()
+    for tp in partitions:
+        c = committed.get(tp)
+        run.group_committed[tp] = c
+        start = c if c is not None else beginning[tp]
+        run.start_positions[tp] = start
+        target = targets[tp]
+        run.targets[tp] = start if target is None else target
+    return partitions
+
+
 class TaskPositions:
     """One task's read positions (next offset to read) and targets per assigned partition, and the consumer's
     pauses: a partition is paused while the task paused it or it reached its target."""
@@ -188,4 +214,4 @@ def last_offsets(batch: list[ConsumedRecord]) -> dict[tuple[str, int], int]:
     return last
 
 
-__all__ = ["TaskPositions", "assign", "last_offsets", "plan", "until_targets"]
+__all__ = ["TaskPositions", "assign", "last_offsets", "plan", "plan_task", "until_targets"]
