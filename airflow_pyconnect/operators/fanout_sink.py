@@ -17,7 +17,7 @@
   generation) fences them all. A task with no partitions (``tasks.max`` above the partitions) ends empty. Its
   XCom is a sink run result (:mod:`airflow_pyconnect.operators.sink`), with ``ranges``.
 - ``<task_id>_merge`` (:class:`PyConnectMergeSinkResultsOperator`): ``{"connector", "tasks", "records",
-  "committed", "ranges", "dead_lettered", "retries"}`` (``connect_runtime.runtime.sink.merge_sink_results``);
+  "committed", "ranges", "dead_lettered", "retries"}`` (:func:`merge_sink_results`);
   it pushes ``ranges`` under its own key too.
 
 Runs of one sink connector fence each other (one identity): as for the source fan-out, keep the DAG's runs from
@@ -139,6 +139,30 @@ class PyConnectSinkTaskOperator(_ConnectorOperator):
         return data
 
 
+def merge_sink_results(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One result from the results (``SinkRunResult.to_dict()``) of every mapped task instance: ``{"connector",
+    "tasks", "records", "committed", "ranges", "dead_lettered", "retries"}`` (each partition is one task's)."""
+    from connect_runtime import ranges as ranges_mod
+
+    results = [r for r in results if r]
+    connectors = sorted({str(r.get("connector")) for r in results})
+    if len(connectors) > 1:
+        raise ValueError(f"results of different connectors cannot be merged: {connectors}")
+    committed: dict[str, dict[str, int]] = {}
+    for r in results:
+        for topic, parts in (r.get("committed") or {}).items():
+            committed.setdefault(str(topic), {}).update({str(p): int(o) for p, o in parts.items()})
+    return {
+        "connector": connectors[0] if connectors else None,
+        "tasks": len(results),
+        "records": sum(int(r.get("records") or 0) for r in results),
+        "committed": committed,
+        "ranges": ranges_mod.merge(*(r.get("ranges") or {} for r in results)),
+        "dead_lettered": sum(int(r.get("dead_lettered") or 0) for r in results),
+        "retries": sum(int(r.get("retries") or 0) for r in results),
+    }
+
+
 class PyConnectMergeSinkResultsOperator(BaseOperator):
     """Merges the results of a fanned-out sink run's mapped task instances.
 
@@ -153,8 +177,6 @@ class PyConnectMergeSinkResultsOperator(BaseOperator):
         self.results = results
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from connect_runtime.runtime.sink import merge_sink_results
-
         merged = merge_sink_results(list(self.results or []))
         self.log.info("Sink connector %s: %d task(s) delivered %d records; ranges %s", merged["connector"],
                       merged["tasks"], merged["records"], json.dumps(merged["ranges"]))
@@ -194,4 +216,4 @@ def fan_out_sink(
 
 
 __all__ = ["PyConnectMergeSinkResultsOperator", "PyConnectPlanSinkOperator", "PyConnectSinkTaskOperator",
-           "fan_out_sink"]
+           "fan_out_sink", "merge_sink_results"]

@@ -226,10 +226,8 @@ class OffsetStore(abc.ABC):
 
 
 class Consumer(abc.ABC):
-    """A read_committed consumer with explicit assignment, in consumer group ``group_id``.
-
-    Group offsets are committed only through :meth:`commit` (never automatically).
-    """
+    """A read_committed consumer with explicit assignment, in consumer group ``group_id``. Group offsets are
+    committed only through :meth:`commit` (never automatically)."""
 
     group_id: str | None
 
@@ -241,9 +239,7 @@ class Consumer(abc.ABC):
     commits itself."""
 
     task_guard: tuple[str, bytes, int] | None = None
-    """``(store, key, try)``: a fanned-out sink task's own try (set by the runtime with ``generation_guard``),
-    checked the same way in the same write transaction: a later try of the same task fences this one, its
-    siblings are left alone."""
+    """A fanned-out sink task's try ``(store, key, try)``, checked as ``generation_guard``: its later try fences it."""
 
     @abc.abstractmethod
     def partitions(self, topics: Sequence[str] = (), pattern: str | None = None) -> list[TopicPartition]:

@@ -88,7 +88,7 @@ A connector that keeps its offsets in its destination (rewinds in ``open`` and r
 from connect_runtime.runtime.errors import DEFAULT_RETRY_BOUND_S
 from connect_runtime.runtime.fencing import SINK_COMMITS_STORE
 from connect_runtime.runtime.sink.config import SINK_RUN_CONFIG, validate_sink_config
-from connect_runtime.runtime.sink.fanout import merge_sink_results, plan_sink, run_sink_task
+from connect_runtime.runtime.sink.fanout import plan_sink, run_sink_task
 from connect_runtime.runtime.sink.result import PROGRESS_INTERVAL_S, ProgressCallback, SinkRunResult
 from connect_runtime.runtime.sink.run import destination_mirror, run_sink
 
@@ -100,7 +100,6 @@ __all__ = [
     "ProgressCallback",
     "SinkRunResult",
     "destination_mirror",
-    "merge_sink_results",
     "plan_sink",
     "run_sink",
     "run_sink_task",

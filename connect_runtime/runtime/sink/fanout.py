@@ -24,7 +24,8 @@ above the partition count) is started, gets ``open([])``, a final ``pre_commit({
 rebalance; a bounded run has none to wait for). The connector itself is not started in a task (the plan holds
 the task's config). The generation ends once every task of the plan finished (``done_tasks``).
 
-Results merge with :func:`merge_sink_results` (records summed, ``committed`` and ``ranges`` per partition).
+The tasks' results hold ``committed`` and ``ranges`` of their own partitions only; the provider's fan-out merges
+them (``airflow_pyconnect.operators.fanout_sink.merge_sink_results``).
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from connect_runtime import ranges as ranges_mod
 from connect_runtime.api.errors import (
     BackendUnavailableError,
     ConfigError,
@@ -78,32 +78,10 @@ def run_sink_task(config: Mapping[str, Any], backend: str | Backend, plan: Mappi
 
     It belongs to the plan's generation: once a newer plan or run of the connector began it is fenced
     (:class:`ProducerFencedError`, nothing more committed); a later try of the same task fences this one.
-    Merge the results of every task with :func:`merge_sink_results`.
+    Each partition is one task's: the results of every task merge without overlap.
     """
     return SinkTaskRun(config, backend, plan, index, max_records=max_records, max_seconds=max_seconds,
                        backend_settings=backend_settings, progress=progress, stop=stop).execute()
-
-
-def merge_sink_results(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """One result from the results (``SinkRunResult.to_dict()``) of every task of a plan: ``{"connector", "tasks",
-    "records", "committed", "ranges", "dead_lettered", "retries"}`` (each partition is one task's)."""
-    results = [r for r in results if r]
-    connectors = sorted({str(r.get("connector")) for r in results})
-    if len(connectors) > 1:
-        raise ValueError(f"results of different connectors cannot be merged: {connectors}")
-    committed: dict[str, dict[str, int]] = {}
-    for r in results:
-        for topic, parts in (r.get("committed") or {}).items():
-            committed.setdefault(str(topic), {}).update({str(p): int(o) for p, o in parts.items()})
-    return {
-        "connector": connectors[0] if connectors else None,
-        "tasks": len(results),
-        "records": sum(int(r.get("records") or 0) for r in results),
-        "committed": committed,
-        "ranges": ranges_mod.merge(*(r.get("ranges") or {} for r in results)),
-        "dead_lettered": sum(int(r.get("dead_lettered") or 0) for r in results),
-        "retries": sum(int(r.get("retries") or 0) for r in results),
-    }
 
 
 class SinkPlanRun(SinkRun):
@@ -241,4 +219,4 @@ class SinkTaskRun(SinkRun):
         registry.modify(record, done)
 
 
-__all__ = ["SinkPlanRun", "SinkTaskRun", "merge_sink_results", "plan_sink", "run_sink_task"]
+__all__ = ["SinkPlanRun", "SinkTaskRun", "plan_sink", "run_sink_task"]

@@ -131,11 +131,23 @@ class TaskPositions:
         self.pos: dict[TopicPartition, int] = {}
         self.target: dict[TopicPartition, int] = {}
         self._consumer_paused: set[TopicPartition] = set()
+        self.first: dict[TopicPartition, int] = {}
+        """Where the task started reading each partition, after ``open()``'s rewinds (:meth:`begin`)."""
 
     def start(self, positions: Mapping[TopicPartition, int], targets: Mapping[TopicPartition, int]) -> None:
         for tp in self.assigned:
             self.pos[tp] = positions[tp]
             self.target[tp] = targets[tp]
+
+    def begin(self, ctx: TaskContext, consumer: Consumer, last_committed: dict[TopicPartition, int]) -> None:
+        """Before the loop: ``open()``'s rewinds applied, and where the task starts reading each partition kept."""
+        self.apply(ctx, consumer, last_committed)
+        self.first = dict(self.pos)
+
+    def delivered(self) -> dict[TopicPartition, tuple[int, int]]:
+        """Per partition read, ``(from, to)``: where the task started reading after ``open()`` and where it is now
+        (a run's ranges)."""
+        return {tp: (first, self.pos[tp]) for tp, first in self.first.items() if self.pos.get(tp, first) > first}
 
     def done(self, tp: TopicPartition) -> bool:
         return self.pos[tp] >= self.target[tp]

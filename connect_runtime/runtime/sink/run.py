@@ -242,7 +242,7 @@ class SinkRun(ConnectorRun[SinkRunResult]):
         for w in workers:
             for tp, off in sorted(w.commits.committed.items()):
                 committed.setdefault(tp.topic, {})[str(tp.partition)] = off
-            for tp, (first, end) in sorted(w.delivered().items()):
+            for tp, (first, end) in sorted(w.positions.delivered().items()):
                 ranges.setdefault(tp.topic, {})[str(tp.partition)] = [first, end]
         result = SinkRunResult(
             connector=self.name,

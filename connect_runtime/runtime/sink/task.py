@@ -68,8 +68,6 @@ class SinkWorkerTask(WorkerTask):
         self.positions = TaskPositions(partitions, self.label)
         self.pos = self.positions.pos
         self._target = self.positions.target
-        self.first: dict[TopicPartition, int] = {}
-        """Where the task started reading each partition, after ``open()``'s rewinds."""
         self.ran = False
         """Whether the thread ran (a task never started leaves its pipeline to the run to close)."""
         self._started = False
@@ -107,20 +105,13 @@ class SinkWorkerTask(WorkerTask):
         (rewound to the last committed offsets) or one in which the task rewound a partition below its target
         with ``context.offset`` (a sink that found its destination moved on under it: the records from there
         are delivered again)."""
-        consumer = self.consumer
-        assert consumer is not None
-        self.positions.apply(self.ctx, consumer, self.commits.last_committed)  # open()'s rewinds
-        self.first = dict(self.pos)
+        assert self.consumer is not None
+        self.positions.begin(self.ctx, self.consumer, self.commits.last_committed)
         while True:
             self._loop()
             if self.commits.commit(closing=True) and not self._rewound_below_target():
                 break
         self._ok = True
-
-    def delivered(self) -> dict[TopicPartition, tuple[int, int]]:
-        """Per partition read, ``(from, to)``: where the task started reading after ``open()`` and where it ended
-        (the result's ranges)."""
-        return {tp: (first, self.pos[tp]) for tp, first in self.first.items() if self.pos.get(tp, first) > first}
 
     def _rewound_below_target(self) -> bool:
         target = self._target
