@@ -32,12 +32,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from airflow.sdk import BaseOperator
-
 from airflow_pyconnect._offsets import check_target_type, structured, topic_targets
 from airflow_pyconnect.hooks.pyconnect import DEFAULT_CONN_ID
 from airflow_pyconnect.operators._base import _ConnectorOperator, check_schedule, interval_fields
-from airflow_pyconnect.operators.fanout import _hide, _restore, _secrets
+from airflow_pyconnect.operators.fanout import MergeResultsOperator, _hide, _secrets, one_connector, task_plan
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -119,10 +117,7 @@ class PyConnectSinkTaskOperator(_ConnectorOperator):
         self._note_host(context)
         config = self._config()
         name = str(config.get("name", ""))
-        plan = structured(self.plan, "plan")
-        if not isinstance(plan, Mapping):
-            raise TypeError(f"plan must be the plan task's output['plan'] (a mapping), got {type(plan).__name__}")
-        plan = _restore(plan, _secrets(config))
+        plan = task_plan(self.plan, config)
         self.log.info("Sink connector %s, task %s of generation %s on %s", name, self.task_index,
                       plan.get("generation"), self.hook.describe()["url"])
         try:
@@ -144,16 +139,13 @@ def merge_sink_results(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     "tasks", "records", "committed", "ranges", "dead_lettered", "retries"}`` (each partition is one task's)."""
     from connect_runtime import ranges as ranges_mod
 
-    results = [r for r in results if r]
-    connectors = sorted({str(r.get("connector")) for r in results})
-    if len(connectors) > 1:
-        raise ValueError(f"results of different connectors cannot be merged: {connectors}")
+    results, connector = one_connector(results)
     committed: dict[str, dict[str, int]] = {}
     for r in results:
         for topic, parts in (r.get("committed") or {}).items():
             committed.setdefault(str(topic), {}).update({str(p): int(o) for p, o in parts.items()})
     return {
-        "connector": connectors[0] if connectors else None,
+        "connector": connector,
         "tasks": len(results),
         "records": sum(int(r.get("records") or 0) for r in results),
         "committed": committed,
@@ -163,18 +155,13 @@ def merge_sink_results(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-class PyConnectMergeSinkResultsOperator(BaseOperator):
+class PyConnectMergeSinkResultsOperator(MergeResultsOperator):
     """Merges the results of a fanned-out sink run's mapped task instances.
 
     :param results: the mapped task's output (templated; ``mapped.output``, all instances).
     """
 
-    template_fields: Sequence[str] = ("results",)
     ui_color = "#f4e4d9"
-
-    def __init__(self, *, results: Any, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.results = results
 
     def execute(self, context: Context) -> dict[str, Any]:
         merged = merge_sink_results(list(self.results or []))
