@@ -160,3 +160,53 @@ def test_a_newer_plan_with_fewer_tasks_fences_every_task_of_the_older_plan(backe
     with pytest.raises(ProducerFencedError):
         run_sink_task(_recording(name, topic, log, 3), backend_url, old, 1, max_seconds=30)
     assert _committed(backend_url, name, topic, 3) == {p: PER_PARTITION for p in range(3)}
+
+
+@pytest.mark.not_on_tansu(SINKS_UNFAITHFUL)
+def test_a_sink_run_after_a_fan_out_fences_its_tasks_and_a_plan_fences_a_sink_run(backend_url: str,
+                                                                                  tmp_path: Path) -> None:
+    """Across the two ways to run a sink: ``run_sink`` of the connector fences a stuck task of an older plan (Kafka:
+    the new generation initialises the plan's task fence ids), and a newer plan fences a stuck ``run_sink``."""
+    from connect_runtime import run_sink
+
+    topic, name = uid("fan-mixed"), uid("fan-mixed")
+    until = _fill(backend_url, topic, partitions=2)
+    log, block = tmp_path / "calls.jsonl", tmp_path / "release"
+    plan = plan_sink(_recording(name, topic, log, 2), backend_url, until_offsets=until)
+    stuck, out = in_thread(run_sink_task, _recording(name, topic, log, 2), backend_url, _stuck(plan, 0, block), 0,
+                           max_seconds=120)
+    wait_until("task 0 of the plan to commit once and hang", lambda: _blocked(log, 0) or "error" in out, 60)
+    whole = run_sink(_recording(name, topic, log, 1), backend_url, until_offsets=until, max_seconds=120)
+    assert whole.committed == {topic: {"0": PER_PARTITION, "1": PER_PARTITION}}
+    block.touch()
+    stuck.join(60)
+    assert not stuck.is_alive() and isinstance(out.get("error"), ProducerFencedError), out
+
+    _fill(backend_url, topic, partitions=2)  # another PER_PARTITION per partition
+    block2 = tmp_path / "release2"
+    running, out2 = in_thread(run_sink, {**_recording(name, topic, log, 1), "put.block.at": "2",
+                                         "put.block.file": str(block2)}, backend_url, max_seconds=120)
+    wait_until("the sink run to hang after its first put", lambda: sum(
+        e["call"] == "blocked" for e in read_log(log)) >= 2 or "error" in out2, 60)
+    newer = plan_sink(_recording(name, topic, log, 2), backend_url)
+    results = [run_sink_task(_recording(name, topic, log, 2), backend_url, newer, i, max_seconds=120)
+               for i in range(2)]
+    assert {p for r in results for p in r.committed.get(topic, {})} == {"0", "1"}
+    assert _committed(backend_url, name, topic, 2) == {0: 2 * PER_PARTITION, 1: 2 * PER_PARTITION}
+    block2.touch()
+    running.join(60)
+    assert not running.is_alive() and isinstance(out2.get("error"), ProducerFencedError), out2
+    assert _committed(backend_url, name, topic, 2) == {0: 2 * PER_PARTITION, 1: 2 * PER_PARTITION}
+
+
+def test_a_task_refuses_a_plan_of_another_connector_or_without_its_index(backend_url: str, tmp_path: Path) -> None:
+    from connect_runtime.api.errors import ConfigError
+
+    topic, name = uid("fan-bad"), uid("fan-bad")
+    _fill(backend_url, topic, partitions=1, per_partition=1)
+    config = _recording(name, topic, tmp_path / "calls.jsonl", 1)
+    plan = plan_sink(config, backend_url)
+    with pytest.raises(ConfigError, match="holding task 3"):
+        run_sink_task(config, backend_url, plan, 3)
+    with pytest.raises(ConfigError, match="the config names sink connector"):
+        run_sink_task({**config, "name": name + "-other"}, backend_url, plan, 0)
