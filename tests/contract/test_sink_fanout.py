@@ -19,6 +19,7 @@ from connect_runtime.api.errors import ProducerFencedError
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends import ProducerRecord, open_backend
 from connect_runtime.connectors.files import committed_files
+from connect_runtime.runtime.registry import Registry
 from tests.support.contract import in_thread, uid, wait_until
 from tests.support.sink_helpers import read_log
 
@@ -134,6 +135,10 @@ def test_a_retry_of_one_task_fences_its_stuck_try_and_no_sibling(backend_url: st
     assert not zombie.is_alive(), "try 1 still runs 60 s after it was released"
     assert isinstance(out.get("error"), ProducerFencedError), out
     assert _committed(backend_url, name, topic, 2) == {0: PER_PARTITION, 1: PER_PARTITION}
+    with open_backend(backend_url) as be:
+        entry = Registry(be).get(name)
+    assert entry is not None and entry.state == "stopped" and entry.done_tasks == [0, 1], entry
+    assert [w["task"] for w in entry.workers] == [1, 1, 0], "each try's start is in the registry"
 
 
 @pytest.mark.not_on_tansu(SINKS_UNFAITHFUL)

@@ -121,6 +121,8 @@ class SinkTaskRun(SinkRun):
         self.plan_arg = plan
         self.index = index
         self.record: ConnectorRecord | None = None
+        self.started = 0
+        """When this try joined the generation (its ``workers`` entry), epoch ms."""
 
     def validate(self) -> None:
         plan, index = self.plan_arg, self.index
@@ -144,6 +146,8 @@ class SinkTaskRun(SinkRun):
         """Join the plan's generation (fenced if a newer plan or run began); the task's fence begins with its
         partitions' start positions (:meth:`create_tasks`)."""
         self.record = join_generation(self.backend, self.name, "", self.generation_number, int(self.index))
+        self.started = max((int(w.get("started") or 0) for w in self.record.workers
+                            if w.get("task") == int(self.index)), default=0)
         self.state.begin(self.backend, self.generation_number, int(self.index))
         return Generation(self.backend, self.record, None)
 
@@ -197,7 +201,9 @@ class SinkTaskRun(SinkRun):
         registry = Registry(self.backend)
         now = int(time.time() * 1000)
         if failed is not None:
-            if not isinstance(failed, ProducerFencedError):  # a fenced try leaves its successor's entry alone
+            # a fenced try, or one a later try of the same task replaced (refused by the destination, which is the
+            # fence of a sink that keeps its offsets there), leaves its successor's entry alone
+            if not isinstance(failed, ProducerFencedError) and not self._replaced(registry):
                 registry.update(record, state="failed", heartbeat=now,
                                 error=f"task {self.index}: {type(failed).__name__}: {failed}"[:500])
             return
@@ -217,6 +223,12 @@ class SinkTaskRun(SinkRun):
                 have.state, have.finished = "stopped", now
 
         registry.modify(record, done)
+
+    def _replaced(self, registry: Registry) -> bool:
+        """Whether a later try of this task started (the registry's ``workers``)."""
+        newest = registry.get(self.name)
+        return newest is not None and any(w.get("task") == int(self.index) and int(w.get("started") or 0) > self.started
+                                          for w in newest.workers)
 
 
 __all__ = ["SinkPlanRun", "SinkTaskRun", "plan_sink", "run_sink_task"]
