@@ -47,9 +47,12 @@ class TaskReport:
 
 
 def _is_pyconnect(task: Any) -> bool:
+    """A task of one of our operators that runs a connector (a fan-out's merge task has no connector config)."""
     cls = getattr(task, "operator_class", None) or type(task)  # a mapped task names its operator class
     module = cls.get("_task_module", "") if isinstance(cls, Mapping) else getattr(cls, "__module__", "")
-    return str(module).startswith(OPERATOR_MODULE)
+    partial = getattr(task, "partial_kwargs", None)
+    has_config = hasattr(task, "connector_config") or (isinstance(partial, Mapping) and "connector_config" in partial)
+    return str(module).startswith(OPERATOR_MODULE) and has_config
 
 
 def _raw_config(task: Any) -> Any:

@@ -21,12 +21,14 @@ _LAZY = {
     "SourceRunResult": "connect_runtime.runtime.source",
     "run_sink": "connect_runtime.runtime.sink",
     "SinkRunResult": "connect_runtime.runtime.sink",
+    "plan_sink": "connect_runtime.runtime.sink",
+    "run_sink_task": "connect_runtime.runtime.sink",
     "open_backend": "connect_runtime.backends",
 }
 
 if TYPE_CHECKING:
     from connect_runtime.backends import open_backend
-    from connect_runtime.runtime.sink import SinkRunResult, run_sink
+    from connect_runtime.runtime.sink import SinkRunResult, plan_sink, run_sink, run_sink_task
     from connect_runtime.runtime.source import SourceRunResult, plan_source, run_source, run_source_task
 
 
@@ -41,5 +43,5 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = [*_api_all, "SinkRunResult", "SourceRunResult", "open_backend", "plan_source", "run_sink", "run_source",
-           "run_source_task"]
+__all__ = [*_api_all, "SinkRunResult", "SourceRunResult", "open_backend", "plan_sink", "plan_source", "run_sink",
+           "run_sink_task", "run_source", "run_source_task"]

@@ -174,7 +174,7 @@ def offset_targets(value: Any, what: str = "target") -> dict[TopicPartition, int
       gives one): the end of the last span of its ``ranges`` merged with its ``interval_ranges`` (what
       its data interval holds, so a rerun that wrote nothing new still targets the interval's records);
     - a bare ``ranges`` mapping (``source.output["ranges"]``);
-    - a sink run's result (its ``committed``);
+    - a sink run's result (its ``committed``, not its ``ranges``), or a sink fan-out's merged result;
     - the JSON text (or Python literal) of any of these.
 
     :raises RangesFormatError: one error naming ``what`` and every malformed topic and partition.
@@ -187,15 +187,15 @@ def offset_targets(value: Any, what: str = "target") -> dict[TopicPartition, int
                                 f"got {type(data).__name__}")
     source: Mapping[Any, Any]
     ranges = data.get("ranges")
-    if isinstance(ranges, Mapping) and (_all_ranges(ranges) or "connector" in data):
+    if isinstance(data.get("committed"), Mapping) and "connector" in data:
+        source = data["committed"]  # a sink run's result: its ``ranges`` say what it read, not what it committed
+    elif isinstance(ranges, Mapping) and (_all_ranges(ranges) or "connector" in data):
         interval = data.get("interval_ranges")
         try:
             merged = merge(ranges, interval) if isinstance(interval, Mapping) else ranges
         except RangesFormatError as exc:
             raise RangesFormatError(f"{what}: {exc}") from None
         source = _span_ends(merged, what)
-    elif isinstance(data.get("committed"), Mapping) and "connector" in data:
-        source = data["committed"]
     elif _all_ranges(data):
         source = _span_ends(data, what)
     else:

@@ -2,7 +2,7 @@
 Spark cluster and PostgreSQL. ``scripts/run_example.py --distributed`` starts all of that on one machine and runs
 this DAG for three days (docs/deploying.md says what each machine needs)::
 
-    ingest_plan ─▶ ingest [0..1] (mapped) ─▶ ingest_merge ─┬─▶ lake (ParquetSink on S3)
+    ingest_plan ─▶ ingest [0..1] (mapped) ─▶ ingest_merge ─┬─▶ lake_plan ─▶ lake [0..1] (mapped) ─▶ lake_merge
                                                            ├─▶ warehouse (SqlSink into PostgreSQL)
                                                            └─▶ handoff ─▶ totals (spark-submit on spark://)
 
@@ -10,9 +10,11 @@ this DAG for three days (docs/deploying.md says what each machine needs)::
   connector tasks as two mapped task instances, which the executor may place on different workers; each commits
   its records and offsets in its own Kafka transaction. One connector per day (``orders-<yyyymmdd>``, seeded by
   the day), every record stamped with its ``day`` (``InsertField``).
-- ``lake`` and ``warehouse``: two sink tasks over the day's committed ranges (``until_offsets``), free to run at
-  the same time on two workers: Parquet files on S3, and rows in PostgreSQL (the SqlSink keeps its offsets in the
-  destination, in the rows' transaction). Both exactly once across retries and reruns.
+- ``lake`` (:func:`fan_out_sink`, ``ParquetSink`` on S3, ``tasks.max=2``): the sink's two connector tasks as two
+  mapped task instances over the day's committed ranges (``until_offsets``), each with its own partitions of the
+  topic, on any worker; a retry of one fences its own earlier try only. ``warehouse``: one sink task, rows in
+  PostgreSQL (the SqlSink keeps its offsets in the destination, in the rows' transaction). Both exactly once
+  across retries and reruns.
 - ``totals``: ``SparkSubmitOperator`` on the Spark cluster (client mode: the driver in the worker's task), reading
   exactly the day's committed ranges from Kafka with Spark's Kafka source, writing per-customer totals to
   PostgreSQL (``dags/jobs/orders_totals_to_sql.py``).
@@ -35,6 +37,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import dag, task
 
 from airflow_pyconnect.operators.fanout import fan_out_source
+from airflow_pyconnect.operators.fanout_sink import fan_out_sink
 from airflow_pyconnect.operators.sink import PyConnectSinkOperator
 from airflow_pyconnect.spark import spark_submit_kwargs
 
@@ -76,12 +79,13 @@ def example_orders_distributed() -> None:
         retries=2,
     )
 
-    lake = PyConnectSinkOperator(
-        task_id="lake",
-        connector_config={
+    lake = fan_out_sink(
+        "lake",
+        {
             "name": "orders-lake",
             "connector.class": "connect_runtime.connectors.lake.ParquetSink",
             "topics": TOPIC,
+            "tasks.max": "2",
             "path": "{{ var.value.pyconnect_lake_url }}",
             "storage.options": "{{ var.value.pyconnect_lake_storage_options }}",
             "parquet.schema": json.dumps(LAKE_COLUMNS),

@@ -94,6 +94,17 @@ def _secrets(config: MaskedConfig) -> dict[str, str]:
     return {k: str(config[k]) for k in config.secret if config[k] not in (None, "")}
 
 
+def task_plan(plan: Any, config: MaskedConfig) -> Mapping[str, Any]:
+    """A mapped instance's ``plan`` argument (the plan task's ``output["plan"]``) with the config's secrets put back."""
+    from airflow_pyconnect._offsets import structured
+
+    value = structured(plan, "plan")
+    if not isinstance(value, Mapping):
+        raise TypeError(f"plan must be the plan task's output['plan'] (a mapping), got {type(value).__name__}")
+    restored: Mapping[str, Any] = _restore(value, _secrets(config))
+    return restored
+
+
 class PyConnectPlanSourceOperator(_ConnectorOperator):
     """Plans a fanned-out source run: a new generation and the connector's task configs.
 
@@ -166,16 +177,12 @@ class PyConnectSourceTaskOperator(PyConnectSourceOperator):
         self.task_index = task_index
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_pyconnect._offsets import structured
         from connect_runtime import run_source_task
 
         self._note_host(context)
         config = self._config()
         name = str(config.get("name", ""))
-        plan = structured(self.plan, "plan")
-        if not isinstance(plan, Mapping):
-            raise TypeError(f"plan must be the plan task's output['plan'] (a mapping), got {type(plan).__name__}")
-        plan = _restore(plan, _secrets(config))
+        plan = task_plan(self.plan, config)
         key = ledger_key(context)
         self.log.info("Source connector %s, task %s of generation %s on %s", name, self.task_index,
                       plan.get("generation"), self.hook.describe()["url"])
@@ -194,14 +201,11 @@ def merge_source_results(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]
     """One result from the results of every mapped task instance (ranges merged, records summed)."""
     from connect_runtime import ranges as ranges_mod
 
-    results = [r for r in results if r]
-    connectors = sorted({str(r.get("connector")) for r in results})
-    if len(connectors) > 1:
-        raise ValueError(f"results of different connectors cannot be merged: {connectors}")
+    results, connector = one_connector(results)
     ranges = ranges_mod.merge(*(r.get("ranges") or {} for r in results))
     interval = ranges_mod.merge(*(r.get("interval_ranges") or {} for r in results))
     return {
-        "connector": connectors[0] if connectors else None,
+        "connector": connector,
         "tasks": len(results),
         "records": sum(int(r.get("records") or 0) for r in results),
         "ranges": ranges,
@@ -211,18 +215,36 @@ def merge_source_results(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]
     }
 
 
-class PyConnectMergeSourceResultsOperator(BaseOperator):
-    """Merges the results of a fanned-out source run's mapped task instances.
+def one_connector(results: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], str | None]:
+    """The non-empty results of a fan-out's mapped instances and the connector they all belong to (a
+    ``ValueError`` when they name several)."""
+    kept = [r for r in results if r]
+    connectors = sorted({str(r.get("connector")) for r in kept})
+    if len(connectors) > 1:
+        raise ValueError(f"results of different connectors cannot be merged: {connectors}")
+    return kept, connectors[0] if connectors else None
+
+
+class MergeResultsOperator(BaseOperator):
+    """Base of the fan-out merge tasks (not for direct use).
 
     :param results: the mapped task's output (templated; ``mapped.output``, all instances).
     """
 
     template_fields: Sequence[str] = ("results",)
-    ui_color = "#e8f4d9"
 
     def __init__(self, *, results: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.results = results
+
+
+class PyConnectMergeSourceResultsOperator(MergeResultsOperator):
+    """Merges the results of a fanned-out source run's mapped task instances.
+
+    :param results: the mapped task's output (templated; ``mapped.output``, all instances).
+    """
+
+    ui_color = "#e8f4d9"
 
     def execute(self, context: Context) -> dict[str, Any]:
         merged = merge_source_results(list(self.results or []))
@@ -272,5 +294,5 @@ def fan_out_source(
     return PyConnectMergeSourceResultsOperator(task_id=f"{task_id}_merge", results=mapped.output)
 
 
-__all__ = ["PyConnectMergeSourceResultsOperator", "PyConnectPlanSourceOperator", "PyConnectSourceTaskOperator",
-           "fan_out_source", "merge_source_results"]
+__all__ = ["MergeResultsOperator", "PyConnectMergeSourceResultsOperator", "PyConnectPlanSourceOperator", "PyConnectSourceTaskOperator",
+           "fan_out_source", "merge_source_results", "one_connector", "task_plan"]

@@ -226,10 +226,8 @@ class OffsetStore(abc.ABC):
 
 
 class Consumer(abc.ABC):
-    """A read_committed consumer with explicit assignment, in consumer group ``group_id``.
-
-    Group offsets are committed only through :meth:`commit` (never automatically).
-    """
+    """A read_committed consumer with explicit assignment, in consumer group ``group_id``. Group offsets are
+    committed only through :meth:`commit` (never automatically)."""
 
     group_id: str | None
 
@@ -239,6 +237,9 @@ class Consumer(abc.ABC):
     inside the commit's write transaction and raises :class:`ProducerFencedError` (nothing committed) once
     the registry entry ``key`` of ``store`` holds another generation; otherwise the runtime fences sink
     commits itself."""
+
+    task_guard: tuple[str, bytes, int] | None = None
+    """A fanned-out sink task's try ``(store, key, try)``, checked as ``generation_guard``: its later try fences it."""
 
     @abc.abstractmethod
     def partitions(self, topics: Sequence[str] = (), pattern: str | None = None) -> list[TopicPartition]:

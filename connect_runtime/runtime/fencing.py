@@ -23,6 +23,14 @@ never by its internals:
 - **A sink's group commits are fenced by its generation** (:class:`SinkCommitFence`): inside each commit where
   the backend can check it, else through one transactional producer per sink connector whose transaction
   precedes every group commit.
+- **A fanned-out sink task is fenced by its own tries too** (``SinkCommitFence(task=k)``): each try of task ``k``
+  of a plan first takes the task's fence key, which fences the earlier try of the same task and no sibling:
+  on SQLite the entry ``["<connector>", {"fanout_task": k}]`` of :data:`SINK_COMMITS_STORE` (its ``generation``
+  counts the task's tries), checked inside each group commit beside the registry's generation guard; on Kafka
+  the task's own commit-fence producer ``<cluster>-<connector>-sink-commits-<k>`` (:func:`sink_fence_id`),
+  initialised before the group offsets are read, then the registry is read again (a newer plan fenced the
+  generation's ids first, or is seen there). A newer plan or run fences every task of the older one: the
+  registry guard (SQLite), or :func:`begin_generation` initialising each task's id (Kafka).
 """
 
 from __future__ import annotations
@@ -74,7 +82,10 @@ def begin_generation(backend: Backend, name: str, *, kind: str, connector_class:
     generation = Generation.begin(backend, name, kind=kind, scope=scope, connector_class=connector_class,
                                   offsets_store=offsets_store, floor=floor, secrets=secrets)
     previous = generation.previous
+    # a sink's tasks have ids of their own only in a fan-out (their starts are in ``workers``); a sink run's
+    # single commit fence is fenced by the newer run's own (SinkCommitFence.start)
     if (task_ids is not None and previous is not None and previous.tasks and previous.state != "stopped"
+            and (kind != "sink" or previous.workers)
             and not backend.capabilities.commits_check_generation):
         ids = [task_ids(i) for i in range(previous.tasks)]
         log.info("connector %s: fencing %d task(s) of generation %d (%s)", name, len(ids), previous.generation,
@@ -167,7 +178,21 @@ def check_still_newest(backend: Backend, record: ConnectorRecord, label: str) ->
 # -- the sink's commit fence -----------------------------------------------------------------------
 
 SINK_COMMITS_STORE = "pyconnect-sink-commits"
-"""Offset store the Kafka commit fence writes one entry per task into (see :class:`SinkCommitFence`)."""
+"""Offset store the Kafka commit fence writes one entry per task into (see :class:`SinkCommitFence`); on SQLite
+it holds the fence key of each fanned-out sink task (its tries)."""
+
+
+def sink_fence_id(name: str, cluster_id: str | None, task: int | None = None) -> str:
+    """The transactional id of a sink connector's commit fence (Kafka): ``<cluster>-<connector>-sink-commits`` for
+    a run, ``...-sink-commits-<k>`` for task ``k`` of a fan-out plan (one prefix for an ACL)."""
+    tid = f"{name}-sink-commits" if task is None else f"{name}-sink-commits-{task}"
+    return f"{cluster_id}-{tid}" if cluster_id else tid
+
+
+def sink_task_key(name: str, task: int) -> bytes:
+    """The SQLite fence key of task ``task`` of a fanned-out sink connector (an entry of
+    :data:`SINK_COMMITS_STORE`)."""
+    return json.dumps([name, {"fanout_task": task}], separators=(",", ":"), sort_keys=True).encode()
 
 
 class SinkCommitFence:
@@ -181,16 +206,22 @@ class SinkCommitFence:
     when that succeeds are the group offsets committed. A fence whose transaction failed in any way is replaced
     on the next try, after the registry confirms this run is still the newest generation.
 
+    ``task``: task ``k`` of a fan-out plan (:mod:`connect_runtime.runtime.sink.fanout`): its commits are also
+    fenced by the task's later tries, never by its siblings' (the module docstring: the task's fence key).
+
     Limitation: Kafka's atomic form, ``send_offsets_to_transaction``, is not used because the test broker
     (Tansu) does not make those offsets visible; a zombie that passed its transaction a moment before the
     newer run initialised can still land that one commit."""
 
-    def __init__(self, backend: Backend, name: str, generation: int, timeout_s: float) -> None:
+    def __init__(self, backend: Backend, name: str, generation: int, timeout_s: float,
+                 task: int | None = None) -> None:
         self.backend = backend
         self.name = name
         self.generation = generation
         self.timeout_s = timeout_s
+        self.task = task
         self.guard: tuple[str, bytes, int] | None = generation_guard(name, generation)
+        self.task_guard: tuple[str, bytes, int] | None = None
         self.producer: TransactionalProducer | None = None
         self.fenced_backend = False  # group commits go through the commit fence (start)
         # one commit at a time; the producer is never closed under a commit (a task abandoned after TasksStuck)
@@ -199,20 +230,45 @@ class SinkCommitFence:
     def begin(self) -> None:
         """Before the group's offsets are read: fence every older run's commits."""
         if self.backend.capabilities.commits_check_generation:
+            if self.task is not None:
+                self.task_guard = self._take_task_key()
             return  # the consumer checks the guard inside each commit
         self.guard = None
         self.start()
+        if self.task is not None:
+            self.check_newest()  # a newer plan fenced the generation's ids before this init: seen here
+
+    def _take_task_key(self) -> tuple[str, bytes, int]:
+        """SQLite: the next try of this fanned-out task (one atomic update): the earlier try's commits are refused
+        from now on."""
+        key = sink_task_key(self.name, int(self.task or 0))
+        tries: list[int] = []
+
+        def bump(current: bytes | None) -> bytes:
+            tries.clear()
+            try:
+                before = int(json.loads(current or b"{}").get("generation", -1))
+            except (ValueError, TypeError, AttributeError):
+                before = -1
+            tries.append(before + 1)
+            return json.dumps({"generation": before + 1, "plan_generation": self.generation},
+                              separators=(",", ":")).encode()
+
+        self.backend.update_entry(SINK_COMMITS_STORE, key, bump, self.timeout_s)
+        return (SINK_COMMITS_STORE, key, tries[-1])
 
     def arm(self, consumer: Consumer) -> None:
-        """A task's consumer checks the generation inside each commit, where the backend can."""
+        """A task's consumer checks the generation (and a fanned-out task's try) inside each commit, where the
+        backend can."""
         if self.guard is not None:
             consumer.generation_guard = self.guard
+        if self.task_guard is not None:
+            consumer.task_guard = self.task_guard
 
     def start(self) -> None:
         """A backend whose consumer cannot check the generation inside its commit (Kafka): initialise this
         run's commit-fence producer, which fences the one of every older run (before offsets are read)."""
-        cid = self.backend.cluster_id
-        tid = f"{cid}-{self.name}-sink-commits" if cid else f"{self.name}-sink-commits"
+        tid = sink_fence_id(self.name, self.backend.cluster_id, self.task)
         fence = self.backend.transactional_producer(tid, SINK_COMMITS_STORE)
         try:
             fence.init_transactions(self.timeout_s)
@@ -279,4 +335,4 @@ class SinkCommitFence:
 
 
 __all__ = ["SINK_COMMITS_STORE", "SinkCommitFence", "begin_generation", "check_still_newest", "fenced_by_newer",
-           "generation_guard", "join_generation", "transactional_id"]
+           "generation_guard", "join_generation", "sink_fence_id", "sink_task_key", "transactional_id"]

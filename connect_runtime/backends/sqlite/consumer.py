@@ -3,7 +3,7 @@
 Everything in the file is committed, so every read is ``read_committed``. ``poll`` reads the assigned,
 unpaused partitions in turn (a rotating start, so no partition starves), one range query each on the
 records' row ids. Group offsets live in ``group_offsets``; a group commit checks the consumer's
-``generation_guard`` inside its write transaction (:mod:`.fencing`).
+``generation_guard`` (and a fanned-out sink task's ``task_guard``) inside its write transaction (:mod:`.fencing`).
 """
 
 from __future__ import annotations
@@ -224,6 +224,13 @@ class SQLiteConsumer(Consumer):
                     f"group {self.group_id!r}: offset commit refused, nothing committed: this run is "
                     f"generation {guard[2]} of its sink connector and generation {newest} has started "
                     f"since (SQLite backend {self._db.path})")
+            task = self.task_guard
+            newer_try = _newer_generation(conn, task)  # a later try of the same fanned-out task fences this one
+            if task is not None and newer_try is not None:
+                raise ProducerFencedError(
+                    f"group {self.group_id!r}: offset commit refused, nothing committed: this is try {task[2]} of "
+                    f"its fanned-out sink task and try {newer_try} of the same task has started since (SQLite "
+                    f"backend {self._db.path})")
             conn.executemany(
                 "INSERT INTO group_offsets(group_id, topic, partition, next_offset) VALUES (?,?,?,?)"
                 " ON CONFLICT(group_id, topic, partition) DO UPDATE SET next_offset = excluded.next_offset",

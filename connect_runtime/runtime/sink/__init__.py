@@ -1,5 +1,8 @@
 """One bounded sink run: ``run_sink(config, backend, ...)`` → :class:`SinkRunResult`.
 
+Fan-out (each task its own run, e.g. an Airflow mapped task instance): :func:`plan_sink` and
+:func:`run_sink_task` (:mod:`.fanout`).
+
 Where things are: :mod:`.config` (fields and validation), :mod:`.planning` (assignment, start positions,
 targets), :mod:`.task` (one task's poll → put loop), :mod:`.commits` (``pre_commit``, committable offsets, the
 fenced group commit, rewind on failure), :mod:`.contexts`, :mod:`.result`, :mod:`.run` (the run itself); retry
@@ -85,6 +88,7 @@ A connector that keeps its offsets in its destination (rewinds in ``open`` and r
 from connect_runtime.runtime.errors import DEFAULT_RETRY_BOUND_S
 from connect_runtime.runtime.fencing import SINK_COMMITS_STORE
 from connect_runtime.runtime.sink.config import SINK_RUN_CONFIG, validate_sink_config
+from connect_runtime.runtime.sink.fanout import plan_sink, run_sink_task
 from connect_runtime.runtime.sink.result import PROGRESS_INTERVAL_S, ProgressCallback, SinkRunResult
 from connect_runtime.runtime.sink.run import destination_mirror, run_sink
 
@@ -96,6 +100,8 @@ __all__ = [
     "ProgressCallback",
     "SinkRunResult",
     "destination_mirror",
+    "plan_sink",
     "run_sink",
+    "run_sink_task",
     "validate_sink_config",
 ]

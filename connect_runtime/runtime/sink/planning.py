@@ -94,6 +94,32 @@ def plan(run: SinkRunState, values: Mapping[str, Any],
     return partitions
 
 
+def plan_task(run: SinkRunState, targets: Mapping[TopicPartition, int | None]) -> list[TopicPartition]:
+    """One task of a fan-out plan (:mod:`connect_runtime.runtime.sink.fanout`): its partitions (sorted), fixed by
+    the plan, with their start positions read now (after the task's commit fence began, so a retry starts where
+    its fenced predecessor's last commit left them) and the plan's targets set on ``run``; a target ``None``
+    (a partition ``until_offsets`` did not name) is the start: nothing to read."""
+    partitions = sorted(targets)
+    consumer = run.backend.consumer(run.group)
+    try:
+        run.fence.begin()  # before the group's offsets are read
+        if not partitions:
+            return []
+        timeout = run.flush_timeout_s
+        committed = consumer.committed(partitions, timeout)
+        beginning = consumer.beginning_offsets(partitions, timeout)
+    finally:
+        consumer.close()
+    for tp in partitions:
+        c = committed.get(tp)
+        run.group_committed[tp] = c
+        start = c if c is not None else beginning[tp]
+        run.start_positions[tp] = start
+        target = targets[tp]
+        run.targets[tp] = start if target is None else target
+    return partitions
+
+
 class TaskPositions:
     """One task's read positions (next offset to read) and targets per assigned partition, and the consumer's
     pauses: a partition is paused while the task paused it or it reached its target."""
@@ -105,11 +131,23 @@ class TaskPositions:
         self.pos: dict[TopicPartition, int] = {}
         self.target: dict[TopicPartition, int] = {}
         self._consumer_paused: set[TopicPartition] = set()
+        self.first: dict[TopicPartition, int] = {}
+        """Where the task started reading each partition, after ``open()``'s rewinds (:meth:`begin`)."""
 
     def start(self, positions: Mapping[TopicPartition, int], targets: Mapping[TopicPartition, int]) -> None:
         for tp in self.assigned:
             self.pos[tp] = positions[tp]
             self.target[tp] = targets[tp]
+
+    def begin(self, ctx: TaskContext, consumer: Consumer, last_committed: dict[TopicPartition, int]) -> None:
+        """Before the loop: ``open()``'s rewinds applied, and where the task starts reading each partition kept."""
+        self.apply(ctx, consumer, last_committed)
+        self.first = dict(self.pos)
+
+    def delivered(self) -> dict[TopicPartition, tuple[int, int]]:
+        """Per partition read, ``(from, to)``: where the task started reading after ``open()`` and where it is now
+        (a run's ranges)."""
+        return {tp: (first, self.pos[tp]) for tp, first in self.first.items() if self.pos.get(tp, first) > first}
 
     def done(self, tp: TopicPartition) -> bool:
         return self.pos[tp] >= self.target[tp]
@@ -188,4 +226,4 @@ def last_offsets(batch: list[ConsumedRecord]) -> dict[tuple[str, int], int]:
     return last
 
 
-__all__ = ["TaskPositions", "assign", "last_offsets", "plan", "until_targets"]
+__all__ = ["TaskPositions", "assign", "last_offsets", "plan", "plan_task", "until_targets"]

@@ -17,13 +17,15 @@ ProgressCallback = Callable[[int, float], None]
 class SinkRunResult:
     """What one sink run did. ``to_dict()`` is the XCom shape:
     ``{"connector", "records", "committed": {topic: {"<partition>": offset}}, "dead_lettered",
-    "retries", "seconds"}``.
+    "retries", "seconds", "ranges": {topic: {"<partition>": [from, to]}}}``.
 
     ``records``: records passed to a successful ``put``; ``committed``: the offsets this run
     committed to the group ``connect-<connector>`` (next offset to read, last commit per
     partition); ``dead_lettered``: records written to the dead letter topic; ``retries``: ``put``
-    calls redelivered after a :class:`RetriableError`. ``skipped`` (not part of the dict) counts
-    records tolerated with no dead letter topic configured.
+    calls redelivered after a :class:`RetriableError`; ``ranges``: per partition the offsets the run
+    read and ended at, ``[from, to)`` (from where its tasks started after ``open()``'s rewinds to where
+    they ended; partitions it read nothing of are left out), in the shape of a source result's ranges.
+    ``skipped`` (not part of the dict) counts records tolerated with no dead letter topic configured.
     """
 
     connector: str
@@ -33,6 +35,7 @@ class SinkRunResult:
     retries: int = 0
     seconds: float = 0.0
     skipped: int = 0
+    ranges: dict[str, dict[str, list[int]]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -42,6 +45,7 @@ class SinkRunResult:
             "dead_lettered": self.dead_lettered,
             "retries": self.retries,
             "seconds": self.seconds,
+            "ranges": {t: {p: list(r) for p, r in parts.items()} for t, parts in self.ranges.items()},
         }
 
     @classmethod
@@ -56,6 +60,8 @@ class SinkRunResult:
             dead_lettered=int(data.get("dead_lettered", 0)),
             retries=int(data.get("retries", 0)),
             seconds=float(data.get("seconds", 0.0)),
+            ranges={str(t): {str(p): [int(r[0]), int(r[1])] for p, r in parts.items()}
+                    for t, parts in (data.get("ranges") or {}).items()},
         )
 
 

@@ -18,7 +18,7 @@ from connect_runtime.api.records import TopicPartition
 from connect_runtime.api.sink import SinkTask
 from connect_runtime.backends.base import Backend
 from connect_runtime.runtime.errors import RetryPolicy
-from connect_runtime.runtime.fencing import SinkCommitFence, begin_generation
+from connect_runtime.runtime.fencing import SinkCommitFence, begin_generation, sink_fence_id
 from connect_runtime.runtime.lifecycle import ConnectorRun
 from connect_runtime.runtime.pipeline import SinkPipeline
 from connect_runtime.runtime.sink.config import validate
@@ -83,14 +83,15 @@ class SinkRunState(RunState):
         self.start_positions: dict[TopicPartition, int] = {}
         self.group_committed: dict[TopicPartition, int | None] = {}
 
-    def begin(self, backend: Backend, generation: int) -> None:
-        """The run's generation is registered: its backend, its commit fence and its clock."""
+    def begin(self, backend: Backend, generation: int, task: int | None = None) -> None:
+        """The run's generation is registered: its backend, its commit fence (``task``: task ``k`` of a fan-out
+        plan, fenced by its own later tries too) and its clock."""
         self.started = time.monotonic()
         self.deadline = None if self.max_seconds is None else self.started + self.max_seconds
         self.backend = backend
         self.generation = generation
         self.retry = RetryPolicy(self.values, self.deadline, self.max_seconds)
-        self.fence = SinkCommitFence(backend, self.name, generation, self.flush_timeout_s)
+        self.fence = SinkCommitFence(backend, self.name, generation, self.flush_timeout_s, task)
 
     def fail(self, exc: BaseException, cause: BaseException | None = None) -> None:
         if cause is not None and exc.__cause__ is None and exc is not cause:
@@ -135,9 +136,12 @@ class SinkRun(ConnectorRun[SinkRunResult]):
 
     def begin_generation(self) -> Generation:
         self.floor = _destination_floor(self.connector, self.config, self.name)
-        generation = begin_generation(self.backend, self.name, kind="sink",
+        name, cid = self.name, self.backend.cluster_id
+        generation = begin_generation(self.backend, name, kind="sink",
                                       connector_class=str(self.values["connector.class"]),
-                                      floor=max(self.floor, 0), secrets=secret_values(self.config))
+                                      floor=max(self.floor, 0), secrets=secret_values(self.config),
+                                      task_ids=lambda i: sink_fence_id(name, cid, i),  # an older fan-out's tasks
+                                      fence_timeout=self.state.flush_timeout_s)
         self.state.begin(self.backend, generation.number)
         return generation
 
@@ -234,9 +238,12 @@ class SinkRun(ConnectorRun[SinkRunResult]):
     def _build_result(self) -> SinkRunResult:
         workers = self.workers
         committed: dict[str, dict[str, int]] = {}
+        ranges: dict[str, dict[str, list[int]]] = {}
         for w in workers:
             for tp, off in sorted(w.commits.committed.items()):
                 committed.setdefault(tp.topic, {})[str(tp.partition)] = off
+            for tp, (first, end) in sorted(w.positions.delivered().items()):
+                ranges.setdefault(tp.topic, {})[str(tp.partition)] = [first, end]
         result = SinkRunResult(
             connector=self.name,
             records=sum(w.records for w in workers),
@@ -245,6 +252,7 @@ class SinkRun(ConnectorRun[SinkRunResult]):
             retries=sum(w.retries for w in workers),
             seconds=round(time.monotonic() - self.state.started, 3),
             skipped=sum(w.dead_letters.skipped for w in workers),
+            ranges=ranges,
         )
         if result.skipped:
             log.warning("sink connector %r skipped %d failed records (errors.tolerance=all, no dead letter topic)",

@@ -105,6 +105,8 @@ class SinkWorkerTask(WorkerTask):
         (rewound to the last committed offsets) or one in which the task rewound a partition below its target
         with ``context.offset`` (a sink that found its destination moved on under it: the records from there
         are delivered again)."""
+        assert self.consumer is not None
+        self.positions.begin(self.ctx, self.consumer, self.commits.last_committed)
         while True:
             self._loop()
             if self.commits.commit(closing=True) and not self._rewound_below_target():

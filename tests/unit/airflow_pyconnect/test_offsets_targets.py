@@ -20,6 +20,9 @@ def test_topic_targets_from_every_accepted_shape() -> None:
     assert topic_targets('{"a": {"0": 10, "1": 25}}') == want
     assert topic_targets({"a": {0: 10, 1: "25"}}) == want
     assert topic_targets({"connector": "s", "committed": {"a": {"0": 10, "1": 25}}}) == want
+    # a sink result (or a sink fan-out's merge) also says what it read: the target is what it committed
+    assert topic_targets({"connector": "s", "committed": {"a": {"0": 10, "1": 25}},
+                          "ranges": {"a": {"0": [0, 12], "1": [0, 30]}}}) == want
 
 
 @pytest.mark.parametrize("bad", ["", "not json {", ["a"], {"a": 3}, {"a": {"x": 1}}, {"a": {"0": -1}}])

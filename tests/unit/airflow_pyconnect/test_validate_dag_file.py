@@ -117,3 +117,24 @@ def test_a_file_that_does_not_import_exits_1(tmp_path: Path, capsys: pytest.Capt
 def test_a_file_without_pyconnect_tasks_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([dag_file(tmp_path, 'DAG(dag_id="none", schedule=None, start_date=datetime(2026, 1, 1))\n')]) == 0
     assert "no pyconnect task found" in capsys.readouterr().out
+
+
+FANOUT = """
+from airflow_pyconnect.operators.fanout import fan_out_source
+from airflow_pyconnect.operators.fanout_sink import fan_out_sink
+
+with DAG(dag_id="fanned", schedule=None, start_date=datetime(2026, 1, 1), catchup=False):
+    merged = fan_out_source("gen", {"name": "gen", "connector.class": "connect_runtime.connectors.datagen.DataGenSource",
+                                    "topic": "orders", "tasks.max": "2"})
+    fan_out_sink("files", {"name": "files", "connector.class": "connect_runtime.connectors.files.FileSink",
+                           "topics": "orders", "tasks.max": "2", "directory": "/tmp", "fsync": "flase"},
+                 until_offsets=merged.output)
+"""
+
+
+def test_a_fan_out_checks_its_plan_and_mapped_tasks_and_not_its_merge_tasks(tmp_path: Path) -> None:
+    reports, import_errors = validate_dag_file(dag_file(tmp_path, FANOUT), datetime(2026, 11, 28, tzinfo=UTC))
+    assert import_errors == {}
+    by_task = {r.task_id: r for r in reports}
+    assert set(by_task) == {"gen_plan", "gen", "files_plan", "files"}
+    assert by_task["gen"].errors == {} and set(by_task["files"].errors) == {"fsync"}

@@ -31,6 +31,7 @@ def test_api_all_is_pinned() -> None:
 def test_package_reexports_api_and_run_entry_points() -> None:
     assert set(connect_runtime.__all__) == EXPECTED_API | {
         "run_source", "run_sink", "SourceRunResult", "SinkRunResult", "open_backend", "plan_source", "run_source_task",
+        "plan_sink", "run_sink_task",
     }
     for name in connect_runtime.__all__:
         assert getattr(connect_runtime, name) is not None, name
