@@ -39,7 +39,7 @@ and ``airflow backfill create ... --max-active-runs 1``).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from airflow.sdk import BaseOperator
@@ -105,7 +105,40 @@ def task_plan(plan: Any, config: MaskedConfig) -> Mapping[str, Any]:
     return restored
 
 
-class PyConnectPlanSourceOperator(_ConnectorOperator):
+class _PlanOperator(_ConnectorOperator):
+    """Base of the fan-out plan tasks (not for direct use): plan with :meth:`_plan` (a new generation of the
+    connector), hide the config's secrets in the plan, push it under the XCom key ``plan`` and return the task
+    indexes to expand over."""
+
+    kind = ""
+    """``source`` or ``sink``: in the log line and the error."""
+
+    _plan: Callable[[MaskedConfig, Any], dict[str, Any]]
+    """The plan (``connect_runtime.plan_source`` / ``plan_sink``) of the config on the open backend."""
+    _describe: Callable[[list[Mapping[str, Any]]], str]
+    """The planned tasks as the log line shows them."""
+
+    def execute(self, context: Context) -> list[int]:
+        self._note_host(context)
+        self._check_interval(context, getattr(self, "_interval_fields", []))
+        config = self._config()
+        name = str(config.get("name", ""))
+        try:
+            self._check_paths(config)
+            with self.hook.get_backend() as backend:
+                plan = self._plan(config, backend)
+        except Exception as exc:  # a connector's own error too: its text may quote secrets
+            self._fail(exc, f"planning {self.kind} connector {name!r}")
+        plan = _hide(plan, _secrets(config))
+        indexes = [int(t["index"]) for t in plan["tasks"]]
+        self.log.info("%s connector %s: generation %s, %d task(s) to run as mapped task instances: %s",
+                      self.kind.capitalize(), name, plan.get("generation"), len(indexes),
+                      self._describe(plan["tasks"])[:2000])
+        context["ti"].xcom_push(key="plan", value=plan)
+        return indexes
+
+
+class PyConnectPlanSourceOperator(_PlanOperator):
     """Plans a fanned-out source run: a new generation and the connector's task configs.
 
     Returns the list of task indexes (to expand over) and pushes the plan under the XCom key
@@ -129,25 +162,15 @@ class PyConnectPlanSourceOperator(_ConnectorOperator):
         self._interval_fields = interval_fields(connector_config=connector_config, identity=identity)
         check_schedule(self, self._interval_fields)
 
-    def execute(self, context: Context) -> list[int]:
+    kind = "source"
+
+    def _plan(self, config: MaskedConfig, backend: Any) -> dict[str, Any]:
         from connect_runtime import plan_source
 
-        self._note_host(context)
-        self._check_interval(context, getattr(self, "_interval_fields", []))
-        config = self._config()
-        name = str(config.get("name", ""))
-        try:
-            self._check_paths(config)
-            with self.hook.get_backend() as backend:
-                plan = plan_source(config, backend, identity=self.identity or None, exactly_once=self.exactly_once)
-        except Exception as exc:  # a connector's own error too: its text may quote secrets
-            self._fail(exc, f"planning source connector {name!r}")
-        plan = _hide(plan, _secrets(config))
-        indexes = [int(t["index"]) for t in plan["tasks"]]
-        self.log.info("Source connector %s: generation %s, %d task(s) to run as mapped task instances: %s",
-                      name, plan.get("generation"), len(indexes), json.dumps(plan["tasks"])[:2000])
-        context["ti"].xcom_push(key="plan", value=plan)
-        return indexes
+        return plan_source(config, backend, identity=self.identity or None, exactly_once=self.exactly_once)
+
+    def _describe(self, tasks: list[Mapping[str, Any]]) -> str:
+        return json.dumps(tasks)
 
 
 class PyConnectSourceTaskOperator(PyConnectSourceOperator):

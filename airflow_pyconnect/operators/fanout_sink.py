@@ -34,15 +34,20 @@ from typing import TYPE_CHECKING, Any, cast
 
 from airflow_pyconnect._offsets import check_target_type, structured, topic_targets
 from airflow_pyconnect.hooks.pyconnect import DEFAULT_CONN_ID
-from airflow_pyconnect.operators._base import _ConnectorOperator, check_schedule, interval_fields
-from airflow_pyconnect.operators.fanout import MergeResultsOperator, _hide, _secrets, one_connector, task_plan
+from airflow_pyconnect.operators._base import (
+    MaskedConfig,
+    _ConnectorOperator,
+    check_schedule,
+    interval_fields,
+)
+from airflow_pyconnect.operators.fanout import MergeResultsOperator, _PlanOperator, one_connector, task_plan
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
     from airflow.sdk.definitions.xcom_arg import PlainXComArg
 
 
-class PyConnectPlanSinkOperator(_ConnectorOperator):
+class PyConnectPlanSinkOperator(_PlanOperator):
     """Plans a fanned-out sink run: a new generation, the task configs and each task's partitions and targets.
 
     Returns the list of task indexes (to expand over) and pushes the plan under the XCom key ``plan`` (secret
@@ -65,28 +70,17 @@ class PyConnectPlanSinkOperator(_ConnectorOperator):
         self._interval_fields = interval_fields(connector_config=connector_config, until_offsets=until_offsets)
         check_schedule(self, self._interval_fields)
 
-    def execute(self, context: Context) -> list[int]:
+    kind = "sink"
+
+    def _plan(self, config: MaskedConfig, backend: Any) -> dict[str, Any]:
         from connect_runtime import plan_sink
 
-        self._note_host(context)
-        self._check_interval(context, getattr(self, "_interval_fields", []))
-        config = self._config()
-        name = str(config.get("name", ""))
         value = None if self.until_offsets is None else structured(self.until_offsets, "until_offsets")
         until = None if value is None else topic_targets(value, "until_offsets")
-        try:
-            self._check_paths(config)
-            with self.hook.get_backend() as backend:
-                plan = plan_sink(config, backend, until_offsets=until)
-        except Exception as exc:  # a connector's own error too: its text may quote secrets
-            self._fail(exc, f"planning sink connector {name!r}")
-        plan = _hide(plan, _secrets(config))
-        indexes = [int(t["index"]) for t in plan["tasks"]]
-        self.log.info("Sink connector %s: generation %s, %d task(s) to run as mapped task instances, partitions %s",
-                      name, plan.get("generation"), len(indexes),
-                      json.dumps({t["index"]: t["partitions"] for t in plan["tasks"]})[:2000])
-        context["ti"].xcom_push(key="plan", value=plan)
-        return indexes
+        return plan_sink(config, backend, until_offsets=until)
+
+    def _describe(self, tasks: list[Mapping[str, Any]]) -> str:
+        return "partitions " + json.dumps({t["index"]: t["partitions"] for t in tasks})
 
 
 class PyConnectSinkTaskOperator(_ConnectorOperator):
