@@ -77,8 +77,23 @@ class CeleryWorker:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(30)
 
-    def ready(self) -> bool:
-        return "ready." in tail(self.log, 20000)
+    def ready(self, since: int = 0) -> bool:
+        """Whether the worker said ``ready.`` in its log (after the first ``since`` bytes of it)."""
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(since)
+                return b"ready." in f.read()
+        except OSError:
+            return False
+
+    def restart(self, timeout_s: float = 120.0) -> None:
+        """Start the worker again after :meth:`kill` (the machine back, same name) and wait until it is ready."""
+        if self.alive():
+            return
+        since = self.log.stat().st_size if self.log.exists() else 0
+        self.start()
+        wait_for(f"Celery worker {self.name} to be ready again", lambda: self.ready(since), timeout_s,
+                 proc=self.proc, log=self.log)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -29,6 +29,10 @@ backend, and a real Airflow (``airflow standalone``: scheduler, DAG processor, A
   hostnames): the worker running the source and its task process are SIGKILLed; the scheduler fails the try after
   ``task_instance_heartbeat_timeout`` and the retry runs on the other worker; its generation fences the lost one.
   Every record once; the Connectors view's Runs show try 1 on the lost worker and try 2 on the other, by hostname.
+- **A Celery worker lost under a fanned-out sink** (DAG ``faults_worker_lost_sink``, same deployment: a source, then
+  ``fan_out_sink`` with two mapped tasks, one per worker): the worker of one mapped task is lost; that mapped
+  instance's retry runs on the other worker after its sibling, rewinds to what the destination holds and completes
+  it; each record once; the run's ``workers`` (registry and Connectors view) show the lost try and the retry.
 
 The broker kill is not repeated on Celery: it does not depend on the executor (the backend is the same cluster).
 Every wait is bounded and names what it waited for.
@@ -440,6 +444,40 @@ LOST_RECORDS = 120_000
 """The lost worker's source: at 4,000 records/s at most (two tasks of 200 records every 100 ms), long enough to be
 killed at 10-30 % of it, short enough that the retry ends soon after."""
 
+SINK_DAG_ID = "faults_worker_lost_sink"
+SINK_CONNECTOR = "lost-sink"
+SINK_RECORDS = 36_000
+"""The fanned-out sink's records: two mapped tasks of 100 records every 100 ms (``put.sleep.ms``), about 18 s each
+(keyed by ``id``, so they spread evenly over the partitions; without a key DataGen's batches land on few)."""
+
+SINK_DAG = '''
+from datetime import datetime, timedelta
+
+from airflow.sdk import DAG
+from airflow_pyconnect.operators.fanout_sink import fan_out_sink
+from airflow_pyconnect.operators.source import PyConnectSourceOperator
+
+with DAG("{dag_id}", schedule=None, start_date=datetime(2026, 1, 1), catchup=False, max_active_runs=1) as dag:
+    produce = PyConnectSourceOperator(
+        task_id="produce", pyconnect_conn_id="{conn_id}", max_seconds=300,
+        connector_config={{"name": "{name}-src", "connector.class": "connect_runtime.connectors.datagen.DataGenSource",
+                          "topic": "{topic}", "max.records": {records}, "tasks.max": 2, "batch.size": 1000,
+                          "topic.creation.default.partitions": {partitions}, "transforms": "key",
+                          "transforms.key.type": "org.apache.kafka.connect.transforms.ValueToKey",
+                          "transforms.key.fields": "id"}},
+    )
+    fan_out_sink(
+        "land",
+        {{"name": "{name}", "connector.class": "tests.support.sink_helpers.LedgerSinkConnector", "topics": "{topic}",
+         "tasks.max": "2", "ledger.path": "{ledger}", "put.sleep.ms": "100", "consumer.max.poll.records": "100"}},
+        pyconnect_conn_id="{conn_id}", until_offsets=produce.output, max_seconds=600, retries=1,
+        retry_delay=timedelta(seconds=1),
+    )
+'''
+"""A source, then a sink fanned out over two mapped tasks (``fan_out_sink``) that keeps its offsets in its
+destination (``LedgerSinkConnector``: a ledger file per partition, rewound on open), the Celery worker of one mapped
+task lost mid-run."""
+
 
 @pytest.fixture(scope="module")
 def celery(tmp_path_factory: pytest.TempPathFactory, cluster: KafkaCluster) -> Iterator[Any]:
@@ -458,6 +496,10 @@ def celery(tmp_path_factory: pytest.TempPathFactory, cluster: KafkaCluster) -> I
     (dags / f"{CELERY_DAG_ID}.py").write_text(ZOMBIE_DAG.format(
         dag_id=CELERY_DAG_ID, conn_id=CONN_ID, name=CELERY_SOURCE, topic="lost-orders", records=LOST_RECORDS,
         tasks=TASKS, partitions=PARTITIONS))
+    (base / "ledger").mkdir()
+    (dags / f"{SINK_DAG_ID}.py").write_text(SINK_DAG.format(
+        dag_id=SINK_DAG_ID, conn_id=CONN_ID, name=SINK_CONNECTOR, topic="lost-sink-orders", records=SINK_RECORDS,
+        partitions=PARTITIONS, ledger=base / "ledger" / SINK_CONNECTOR))
     env = {f"AIRFLOW_CONN_{CONN_ID.upper()}": json.dumps({"conn_type": "pyconnect", "host": cluster.url,
                                                            "extra": json.dumps(SETTINGS)}),
            "PYTHONPATH": str(REPO)}  # this checkout's provider and runtime in every Airflow process
@@ -466,10 +508,12 @@ def celery(tmp_path_factory: pytest.TempPathFactory, cluster: KafkaCluster) -> I
             heartbeat_timeout_s=HEARTBEAT_TIMEOUT_S) as af:
         def stored() -> bool:
             af.check_alive()
-            return bool(af.query("SELECT 1 FROM dag WHERE dag_id = %s", CELERY_DAG_ID))
+            return af.query("SELECT count(*) FROM dag WHERE dag_id IN (%s, %s)", CELERY_DAG_ID, SINK_DAG_ID) == [(2,)]
 
-        wait_for(f"the DAG processor to store {CELERY_DAG_ID}", stored, START_S, 1.0)
+        wait_for(f"the DAG processor to store {CELERY_DAG_ID} and {SINK_DAG_ID}", stored, START_S, 1.0)
         af.airflow("dags", "unpause", CELERY_DAG_ID)
+        af.airflow("dags", "unpause", SINK_DAG_ID)
+        af.ledger = base / "ledger" / SINK_CONNECTOR
         yield af
 
 
@@ -575,3 +619,88 @@ def test_a_celery_worker_lost_mid_run_its_try_runs_on_the_other_worker(celery: A
                       "try 1's Celery message still unacknowledged": lost_message_unacked(celery, run_id),
                       "kill to retry s": round(retried_s, 1), "kill to end s": round(ended_s, 1),
                       "tries": got_tries, "attempts": got, "view": view}))
+
+
+def test_a_celery_worker_lost_under_a_fanned_out_sink_task_its_retry_runs_on_the_other_worker(
+        celery: Any, cluster: KafkaCluster) -> None:
+    """A sink fanned out (``fan_out_sink``: a plan, two mapped task instances, one per worker, a merge); the machine
+    of the worker running one mapped task is lost mid-run, as in the source's test above. The scheduler fails that
+    mapped instance's try after ``task_instance_heartbeat_timeout``; its retry (the same ``map_index``, the same
+    plan and partitions) runs on the other worker once that worker's own mapped task is done, and rewinds to what
+    the destination holds. The sibling runs once, untouched. Every record of the topic is in the destination once;
+    the fanned-out run's ``workers`` in the registry and the Connectors view show the lost try on the lost worker
+    and the retry on the other, by hostname."""
+    from connect_runtime import admin, open_backend
+    from tests.support.sink_helpers import read_ledger
+
+    for worker in celery.workers.values():  # the source's test above lost one: the machine is back
+        worker.restart()
+    rng = random.Random(os.environ.get("PYCONNECT_SEED", str(time.time())))
+    run_id = f"lost_sink_{int(time.time())}"
+    celery.airflow("dags", "trigger", SINK_DAG_ID, "--run-id", run_id)
+
+    def state() -> str | None:
+        celery.check_alive()
+        rows = celery.query("SELECT state FROM dag_run WHERE dag_id = %s AND run_id = %s", SINK_DAG_ID, run_id)
+        return str(rows[0][0]) if rows else None
+
+    def tries(map_index: int) -> list[tuple[int, str | None, str | None]]:
+        """``(try_number, state, hostname)`` of every try of mapped task ``land[map_index]``."""
+        return sorted(set(celery.query(
+            "SELECT try_number, state, hostname FROM task_instance_history WHERE dag_id = %s AND run_id = %s AND "
+            "task_id = 'land' AND map_index = %s UNION SELECT try_number, state, hostname FROM task_instance WHERE "
+            "dag_id = %s AND run_id = %s AND task_id = 'land' AND map_index = %s",
+            SINK_DAG_ID, run_id, map_index, SINK_DAG_ID, run_id, map_index)))
+
+    def running() -> dict[int, tuple[int, str]]:
+        """``{map_index: (pid, hostname)}`` of the mapped tasks running now."""
+        return {int(m): (int(pid), str(host)) for m, pid, host in celery.query(
+            "SELECT map_index, pid, hostname FROM task_instance WHERE dag_id = %s AND run_id = %s AND task_id = "
+            "'land' AND state = 'running' AND pid IS NOT NULL", SINK_DAG_ID, run_id)}
+
+    target = int(SINK_RECORDS * rng.uniform(0.1, 0.3))
+    wait_for(f"both mapped sink tasks running and {target} of {SINK_RECORDS} records in the destination (or the "
+             "run to end first)", lambda: state() in ("success", "failed") or (
+                 len(running()) == 2 and len(read_ledger(celery.ledger)) >= target), RUN_S, 0.5)
+    now = running()
+    assert state() not in ("success", "failed") and len(now) == 2, f"the run ended first: {tries(0)} {tries(1)}"
+    victim = rng.choice(sorted(now))
+    task_pid, host = now[victim]
+    sibling_host = now[1 - victim][1]
+    assert host in celery.workers and sibling_host != host, now
+    os.killpg(task_pid, signal.SIGSTOP)
+    at_kill = len(read_ledger(celery.ledger))
+    killed = time.monotonic()
+    try:
+        celery.workers[host].kill()
+    finally:
+        os.killpg(task_pid, signal.SIGKILL)
+    wait_for(f"the task process {task_pid} of the lost worker to be gone", lambda: not alive(task_pid), 30.0, 0.1)
+    wait_for(f"Airflow to retry land[{victim}] after {host} was lost", lambda: any(
+        n >= 2 for n, _s, _h in tries(victim)) or state() in ("success", "failed"), RUN_S, 1.0)
+    retried_s = time.monotonic() - killed
+    wait_for(f"the DAG run {run_id} to end after {host} was lost", lambda: state() in ("success", "failed"), RUN_S,
+             1.0)
+    ended_s = time.monotonic() - killed
+    assert state() == "success", f"{tries(victim)} {tries(1 - victim)}\n{celery.logs()}"
+    assert tries(victim) == [(1, "failed", host), (2, "success", sibling_host)], tries(victim)
+    assert tries(1 - victim) == [(1, "success", sibling_host)], tries(1 - victim)
+
+    lines = read_ledger(celery.ledger)
+    wrong = once(Counter(json.loads(v)["id"] for _t, _p, _o, v in lines), SINK_RECORDS)
+    assert not wrong, f"the destination: {wrong}"
+    by_partition: dict[int, list[int]] = {}
+    for _t, p, o, _v in lines:
+        by_partition.setdefault(int(p), []).append(int(o))
+    assert all(offs == sorted(set(offs)) for offs in by_partition.values()), "each offset once, in order (the " \
+        "transactions' markers leave gaps)"
+
+    with open_backend(cluster.url, SETTINGS) as be:
+        [attempt] = [a for a in admin.run_attempts(be, SINK_CONNECTOR) if a.get("workers")]
+    workers = sorted((int(w["task"]), int(w["try_number"]), w["host"]) for w in attempt["workers"])
+    assert workers == sorted([(victim, 1, host), (victim, 2, sibling_host), (1 - victim, 1, sibling_host)]), workers
+    [view] = [r for r in connectors_view_runs(celery.api_url, SINK_CONNECTOR) if r.get("workers")]
+    assert sorted((int(w["task"]), int(w["try_number"]), w["host"]) for w in view["workers"]) == workers, view
+    print(json.dumps({"lost": host, "mapped task": victim, "retried on": sibling_host, "ledger lines at kill": at_kill,
+                      "kill to retry s": round(retried_s, 1), "kill to end s": round(ended_s, 1),
+                      "workers": workers, "attempt": attempt["state"]}))
