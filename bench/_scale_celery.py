@@ -4,18 +4,18 @@ distributed example pipeline (issue 33, item 5).
 Sink rows: the deployment is what ``scripts/deploy/`` starts for Airflow: Redis, PostgreSQL (the metadata database),
 three KRaft brokers (RF 3, ``min.insync.replicas=2``) and Airflow on the CeleryExecutor with workers ``worker-a`` and
 ``worker-b`` (concurrency 2 each); no Spark cluster and no S3 (the sink rows need neither; on 2 cores they would only
-take CPU). The DAG ``pyconnect_bench_scale`` (written to a DAGs folder of its own) expands one mapped task per spec
-of its run's conf; each instance runs ``run_sink`` of its own FileSink connector over its partitions into a directory
-under its worker's ``AIRFLOW_HOME`` and writes, from inside the task process, its records, wall stamps, CPU seconds
-(``time.process_time()`` around ``run_sink``: every thread of the task process) and peak RSS (``VmHWM``, and the
-same at the task's start: what the Airflow task process weighs before it moves a record) and its worker's name to a
-JSON file the bench reads. The bench reads every FileSink directory back and checks each record id once.
+take CPU). The DAG ``pyconnect_bench_scale`` (written to a DAGs folder of its own) fans out the FileSink connector
+of its run's conf (the ``pyconnect`` connection ``pyconnect_bench`` names the cluster); each mapped instance runs
+its task (its partitions, as the plan dealt them) and writes, from inside the task process, its records, wall
+stamps, CPU seconds (``time.process_time()`` around the operator's ``execute``: every thread of the task process)
+and peak RSS (``VmHWM``, and the same at the task's start: what the Airflow task process weighs before it moves a
+record) and its worker's name to a JSON file the bench reads. The bench reads the FileSink's directory back and
+checks each record id once.
 
-Why one connector per mapped instance: the codebase has ``fan_out_source`` only, no sink fan-out (a sink
-connector's tasks as mapped instances of one generation): two runs of one sink connector at once fence each other
-(the newer run's commit fence, ``SinkCommitFence``, fences the older run's commits, as Kafka's KIP-447 does).
-``tasks.max=T`` is therefore shown as ``T`` mapped instances, each a one-task connector over the partitions ``k::T``
-(``until_offsets`` names only those), which is how a sink fan-out would deal them (``sink/planning.assign``).
+``tasks.max=T`` is one FileSink connector fanned out as ``fan_out_sink`` does it (the plan task, ``T`` mapped
+instances of ``PyConnectSinkTaskOperator``, the merge), spelled out in the DAG so that each mapped instance measures
+itself from inside its task process. The connector's directory is one folder both workers write (they are on one
+machine: ``[pyconnect] workers_share_disk`` says so to the placement check).
 
 Per worker (:class:`WorkerSampler`): every 0.5 s, each Celery worker's whole process tree (the ``airflow celery
 worker`` process, its pool processes, the task supervisors and the task processes, Spark's driver JVM in the example)
@@ -36,38 +36,14 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 DAG_ID = "pyconnect_bench_scale"
+CONN_ID = "pyconnect_bench"
 
 DAG_TEXT = '''
 import json, os, time
 import pendulum
-from airflow.sdk import dag, task, get_current_context
-
-
-@dag(dag_id="%(dag_id)s", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False,
-     max_active_tasks=8)
-def bench_scale():
-    @task
-    def specs():
-        return get_current_context()["dag_run"].conf["specs"]
-
-    @task
-    def sink(spec):
-        from connect_runtime.runtime.sink import run_sink
-        home = os.environ["AIRFLOW_HOME"]
-        config = dict(spec["config"], directory=os.path.join(home, "sink", spec["config"]["name"]))
-        rss0 = _hwm()
-        t0, w0 = time.process_time(), time.time()
-        result = run_sink(config, spec["url"], until_offsets={spec["topic"]: spec["until"]},
-                          backend_settings=spec["settings"])
-        w1 = time.time()
-        out = {"records": result.records, "start": w0, "end": w1, "cpu": time.process_time() - t0,
-               "rss_kb": _hwm(), "rss_start_kb": rss0, "pid": os.getpid(),
-               "worker": os.environ.get("PYCONNECT_WORKER_HOSTNAME", "?"), "directory": config["directory"]}
-        with open(spec["out"], "w") as f:
-            json.dump(out, f)
-        return {"records": result.records, "worker": out["worker"]}
-
-    sink.expand(spec=specs())
+from airflow.sdk import DAG
+from airflow_pyconnect.operators.fanout_sink import (
+    PyConnectMergeSinkResultsOperator, PyConnectPlanSinkOperator, PyConnectSinkTaskOperator)
 
 
 def _hwm():
@@ -78,7 +54,30 @@ def _hwm():
     return 0
 
 
-bench_scale()
+class MeasuredSinkTask(PyConnectSinkTaskOperator):
+    """The fan-out's mapped sink task, its figures written from inside the task process."""
+
+    def execute(self, context):
+        rss0 = _hwm()
+        t0, w0 = time.process_time(), time.time()
+        result = super().execute(context)
+        out = {"records": result["records"], "start": w0, "end": time.time(), "cpu": time.process_time() - t0,
+               "rss_kb": _hwm(), "rss_start_kb": rss0, "pid": os.getpid(), "index": self.task_index,
+               "worker": os.environ.get("PYCONNECT_WORKER_HOSTNAME", "?")}
+        with open(os.path.join(context["dag_run"].conf["out"], f"task-{self.task_index}.json"), "w") as f:
+            json.dump(out, f)
+        return result
+
+
+with DAG(dag_id="%(dag_id)s", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False,
+         max_active_tasks=8, render_template_as_native_obj=True):
+    # fan_out_sink("sink", ...), spelled out to measure the mapped task from inside
+    config, until = "{{ dag_run.conf['config'] }}", "{{ dag_run.conf['until'] }}"
+    plan = PyConnectPlanSinkOperator(task_id="sink_plan", connector_config=config, pyconnect_conn_id="%(conn_id)s",
+                                     until_offsets=until)
+    mapped = MeasuredSinkTask.partial(task_id="sink", plan=plan.output["plan"], connector_config=config,
+                                      pyconnect_conn_id="%(conn_id)s").expand(task_index=plan.output)
+    PyConnectMergeSinkResultsOperator(task_id="sink_merge", results=mapped.output)
 '''
 
 
@@ -157,13 +156,18 @@ def celery_deployment(base: Path) -> Iterator[tuple[Any, str, dict[str, str], Wo
 
     dags = base / "dags"
     dags.mkdir(parents=True, exist_ok=True)
-    (dags / "bench_scale.py").write_text(DAG_TEXT % {"dag_id": DAG_ID})
+    (dags / "bench_scale.py").write_text(DAG_TEXT % {"dag_id": DAG_ID, "conn_id": CONN_ID})
     with contextlib.ExitStack() as stack:
         redis_url = stack.enter_context(redis_server(base / "redis"))
         pg = stack.enter_context(postgres_server(("airflow",)))
         kafka = stack.enter_context(kafka_cluster(base / "kafka"))
+        conn = {"conn_type": "pyconnect", "host": str(kafka.url), "extra": json.dumps(dict(BACKEND_SETTINGS))}
         af = stack.enter_context(airflow_celery(base, dags_folder=dags, metadata_url=f"{pg}/airflow",
-                                                broker_url=redis_url, env={"PYTHONPATH": str(REPO)}))
+                                                broker_url=redis_url, env={
+                                                    "PYTHONPATH": str(REPO), f"AIRFLOW_CONN_{CONN_ID.upper()}":
+                                                    json.dumps(conn),
+                                                    # both workers are on this machine: the sink's folder is shared
+                                                    "AIRFLOW__PYCONNECT__WORKERS_SHARE_DISK": "true"}))
         wait_parsed(af)
         af.airflow("dags", "unpause", DAG_ID)
         sampler = WorkerSampler(worker_pids(af))
@@ -181,25 +185,27 @@ def wait_parsed(af: Any, timeout_s: float = 240.0) -> None:
     raise TimeoutError(f"waited {timeout_s:.0f} s for the DAG processor to store {DAG_ID}\n{af.logs()}")
 
 
-def run_on_celery(af: Any, run_id: str, url: str, settings: dict[str, str], work: Path, topic: str,
-                  specs: list[tuple[str, list[int]]], ends: dict[int, int],
-                  timeout_s: float) -> tuple[list[dict[str, Any]], float]:
-    """One DAG run with one mapped instance per ``(connector name, partitions)``; returns each instance's figures
-    and the run's wall seconds as the metadata database has them (queued by the scheduler to its end)."""
+def run_on_celery(af: Any, run_id: str, work: Path, topic: str, name: str, tasks: int, ends: dict[int, int],
+                  timeout_s: float) -> tuple[list[dict[str, Any]], float, Path]:
+    """One DAG run: FileSink connector ``name`` fanned out with ``tasks.max`` ``tasks`` up to ``ends``; returns each
+    mapped instance's figures, the run's wall seconds as the metadata database has them (queued by the scheduler to
+    its end) and the connector's directory."""
     from deploy.airflow_celery import wait_dag_runs
 
-    run_specs = []
-    for name, parts in specs:
-        run_specs.append({"url": url, "settings": settings, "topic": topic, "out": str(work / f"{name}.json"),
-                          "until": {str(p): ends[p] for p in parts},
-                          "config": {"name": name, "connector.class": "connect_runtime.connectors.files.FileSink",
-                                     "topics": topic, "tasks.max": "1", "consumer.max.poll.records": "5000"}})
+    out, directory = work / name, work / name / "sink"
+    out.mkdir(parents=True)
+    conf = {"out": str(out), "until": {topic: {str(p): e for p, e in ends.items()}},
+            "config": {"name": name, "connector.class": "connect_runtime.connectors.files.FileSink", "topics": topic,
+                       "tasks.max": str(tasks), "directory": str(directory), "consumer.max.poll.records": "5000"}}
     before = len(af.query("SELECT run_id FROM dag_run WHERE dag_id = %s AND state = 'success'", DAG_ID))
-    af.airflow("dags", "trigger", DAG_ID, "--run-id", run_id, "--conf", json.dumps({"specs": run_specs}))
+    af.airflow("dags", "trigger", DAG_ID, "--run-id", run_id, "--conf", json.dumps(conf))
     wait_dag_runs(af, DAG_ID, before + 1, timeout_s)
     (wall,) = af.query("SELECT EXTRACT(EPOCH FROM end_date - start_date) FROM dag_run WHERE dag_id = %s "
                        "AND run_id = %s", DAG_ID, run_id)[0]
-    return [json.loads((work / f"{name}.json").read_text()) for name, _ in specs], float(wall)
+    figures = [json.loads(f.read_text()) for f in sorted(out.glob("task-*.json"))]
+    if len(figures) != tasks:
+        raise RuntimeError(f"run {run_id}: {len(figures)} of {tasks} mapped sink tasks reported their figures")
+    return figures, float(wall), directory
 
 
 def per_host(figures: list[dict[str, Any]]) -> dict[str, dict[str, float]]:

@@ -247,8 +247,7 @@ def celery_rows(args: argparse.Namespace, work: Path) -> int:
     n, status = args.records, 0
     all_parts = list(range(PARTITIONS))
     results: list[dict[str, Any]] = []
-    with celery_deployment(work / "deploy") as (af, boot, settings, sampler):
-        url = f"kafka://{boot}"
+    with celery_deployment(work / "deploy") as (af, boot, _settings, sampler):
         print("deployment: Airflow 3 CeleryExecutor, workers worker-a and worker-b (concurrency 2), Redis, "
               f"PostgreSQL metadata DB, three Apache Kafka 4.4.0 KRaft brokers ({boot})", flush=True)
         fill_s = fill(boot, n, replication=3)
@@ -260,12 +259,11 @@ def celery_rows(args: argparse.Namespace, work: Path) -> int:
 
         def one(label: str, t: int, m: int, part_ends: dict[int, int]) -> dict[str, Any]:
             stamp = time.strftime("%H%M%S")
-            specs = [(f"c{t}-{k}-{m}-{stamp}", all_parts[k::t]) for k in range(t)]
             with sampler.window() as workers:
-                figures, wall = run_on_celery(af, f"t{t}_{m}_{stamp}", url, settings, work, TOPIC, specs,
-                                              part_ends, RUN_BOUND_S)
+                figures, wall, directory = run_on_celery(af, f"t{t}_{m}_{stamp}", work, TOPIC, f"c{t}-{m}-{stamp}",
+                                                         t, part_ends, RUN_BOUND_S)
             seconds = max(f["end"] for f in figures) - min(f["start"] for f in figures)
-            check = verify([Path(f["directory"]) for f in figures], [p for _, p in specs], m)
+            check = verify([directory], [all_parts], m)
             r = {"label": label, "records": m, "seconds": seconds, "wall": wall, "cpu": [f["cpu"] for f in figures],
                  "rss_mb": [f["rss_kb"] / 1024 for f in figures], "check": check, "failed": [],
                  "rss_start_mb": [f["rss_start_kb"] / 1024 for f in figures], "hosts": per_host(figures),
