@@ -39,8 +39,18 @@ peak RSS per process from ``/proc`` sampled every 50 ms and ``wait4``'s rusage (
 FileSink in both modes because its cost is ours (JsonConverter, offset-named files, fsync at the commit points,
 the offsets kept in the destination), not a remote destination's. No timed assertion anywhere.
 
-MEASURED --celery (2026-11-29, --records 2000000 --repeat 3, 2 shared cores, load average 2-6 from other
-helpers' tests; medians of 3): tasks.max=1 238,460 rec/s; 2: 246,035 (1.03x); 4: 245,086 (1.03x); the single runs
+MEASURED --celery with fan_out_sink (2026-11-29 06:30-06:56, --records 2000000 --repeat 3 --flat-records 500000,
+2 shared cores under a load average of 20-47 from a CI run and four helpers' tests beside it, so the rates are a
+quarter of a quiet machine's; medians of 3): tasks.max=1 57,749 rec/s; 2: 74,617 (1.29x); 4: 86,677 (1.50x); single
+runs 46k-68k / 71k-101k / 70k-103k. Each record once in all 10 runs (id sum checked). Per task: one task over 2M
+8.5-8.9 s CPU, peak RSS 386-401 MB; one per worker at 1M each 3.9-4.5 s, 303-334 MB; four (two per worker) 4.3-4.9
+s per worker, 268-295 MB per task; worker tree peak PSS 567-591 MB with one task, 490-525 with one each, 598-626
+with two each. Flat memory: one task 396 MB at 0.5M, 392 MB at 2M (ratio 0.99); the task process weighs 164 MB
+before its first record. Under that load the extra task per worker buys CPU share from the other processes, hence
+the 1.3-1.5x; on the quiet machine below the curve was flat.
+
+MEASURED --celery, stand-in before fan_out_sink existed (T one-task connectors over partitions k::T;
+2026-11-29, --records 2000000 --repeat 3, 2 shared cores, load average 2-6 from other helpers' tests; medians of 3): tasks.max=1 238,460 rec/s; 2: 246,035 (1.03x); 4: 245,086 (1.03x); the single runs
 168,653..239,786 / 203,914..265,038 / 221,078..332,724 (the first run after the fill the slowest). Each record
 once in all 10 runs (nine of 2M, id sum 1999999000000; one of 0.5M), and in the two single rounds before. Per worker, per run: one task over 2M records 6.5-7.2 s task
 CPU, peak RSS 388-410 MB; two workers at 1M each 3.6-3.9 s and 318-385 MB each; four tasks (two per worker, 500k
