@@ -96,3 +96,12 @@ def test_a_server_down_or_restarting_stays_transient(message: str) -> None:
 def test_libpq_text_drops_the_preamble_and_joins_lines() -> None:
     assert libpq_text(PREFIX + 'FATAL:  password authentication failed for user "app"') == (
         'FATAL: password authentication failed for user "app"')
+
+
+def test_a_key_password_in_the_url_query_is_a_secret_of_the_config() -> None:
+    from connect_runtime.secrets import mask_config, secret_values
+
+    config = {"name": "s", "connector.class": "connect_runtime.connectors.sql.SqlSink", "topics": "t",
+              "connection.url": "postgresql://app@db/shop?sslmode=verify-full&sslpassword=key-pw-77a"}
+    assert "key-pw-77a" in secret_values(config)
+    assert "key-pw-77a" not in str(mask_config(config))
