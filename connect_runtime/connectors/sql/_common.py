@@ -182,7 +182,7 @@ def connect(engine: Engine, cfg: Mapping[str, Any], what: str, attempts: int | N
             if why is not None:
                 raise DatabaseRefused(
                     f"cannot connect to the {server(engine.url)} for {what}: "
-                    f"{scrub(why, engine.url)}; not retried (the server would refuse a retry the same way)") from None
+                    f"{scrub(why, engine.url)}; not retried (a retry would fail the same way)") from None
             if attempt < attempts:  # the last one is the error raised
                 log.warning("SQL connector: connecting to %s for %s failed (attempt %d of %d): %s",
                             safe_url(engine.url), what, attempt, attempts, scrub(str(exc.orig), engine.url))

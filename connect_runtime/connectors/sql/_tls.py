@@ -153,9 +153,14 @@ def refusal(message: str, url: URL, timeout_s: float = 10.0) -> str | None:
             hint = (": the server accepts this client over TLS only; set connection.sslmode (verify-full, with "
                     f"connection.sslrootcert) ({_tls_settings(url)})")
         return f"refused by the server's pg_hba.conf ({text}){hint}"
+    if "requires a valid client certificate" in low:
+        return (f"the server requires a client certificate of a CA it trusts ({text}): set connection.sslcert and "
+                "connection.sslkey (and connection.sslpassword for an encrypted key)")
     if "certificate verify failed" in low:
         why = certificate_problem(url, timeout_s)
         detail = f"certificate verify failed: {why}" if why else "certificate verify failed"
+        if why and ("issuer" in why or "self-signed" in why or "self signed" in why):
+            detail += " (the server's certificate is not signed by a CA in sslrootcert)"
         return (f"the server's TLS certificate was not accepted: {detail} ({_tls_settings(url)}): check "
                 f"connection.sslrootcert (the CA that signed the server's certificate) and the server's certificate")
     if "does not match host name" in low:
@@ -164,6 +169,8 @@ def refusal(message: str, url: URL, timeout_s: float = 10.0) -> str | None:
     if "server does not support ssl" in low:
         return f"the server does not offer TLS, and sslmode requires it ({text}) ({_tls_settings(url)})"
     if re.search(r"(certificate|key) file|private key", low):
+        if "bad decrypt" in low:
+            return f"the client key could not be decrypted ({text}): check connection.sslpassword"
         return f"a TLS file could not be used ({text}): check connection.sslrootcert / sslcert / sslkey"
     if ("ssl error" in low or "ssl syscall" in low) and "eof" not in low:  # EOF: the server went away
         return f"the TLS handshake failed ({text}) ({_tls_settings(url)})"

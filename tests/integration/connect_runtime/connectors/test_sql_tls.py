@@ -109,7 +109,7 @@ def test_a_refused_connection_fails_at_once_naming_server_and_cause(
     ssl = {f"connection.{k}": {"CA": str(tls.ca), "FOREIGN": str(tls.foreign_ca)}.get(v, v)
            for k, v in settings.items()}
     if case == "foreign CA":
-        causes = [*causes, "unable to get local issuer certificate"]
+        causes = [*causes, "(the server's certificate is not signed by a CA in sslrootcert)"]
     password = password or tls.password
     name = "refused-" + case.replace(" ", "-").lower()
     produce(sqlite_url, "refused-in", [(None, {"id": i, "amount": i}) for i in range(10)])
@@ -143,3 +143,41 @@ def test_a_refused_connection_fails_at_once_naming_server_and_cause(
     assert _sql(tls, "SELECT to_regclass('refused_out') IS NULL") == [(True,)]
     if _sql(tls, "SELECT to_regclass('pyconnect_sink_offsets') IS NOT NULL") == [(True,)]:
         assert _sql(tls, f"SELECT count(*) FROM pyconnect_sink_offsets WHERE connector = '{name}'") == [(0,)]
+
+
+def test_mutual_tls_with_an_encrypted_client_key(tls_postgres: TlsCluster, sqlite_url: str,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """``app_mtls`` must show a client certificate (``clientcert=verify-full``): without it, or with the wrong key
+    password, the run fails at once naming the cause; with ``connection.sslcert`` / ``sslkey`` / ``sslpassword``
+    the records land, and the key password appears nowhere."""
+    tls = tls_postgres
+    caplog.set_level(logging.INFO)
+    produce(sqlite_url, "mtls-in", [(None, {"id": i, "amount": i}) for i in range(30)])
+    base = {**_sink(tls, "mtls-sink", "mtls-in", "mtls_out"), "connection.user": tls.mtls_user,
+            "connection.password": tls.mtls_password}
+    client = {"connection.sslcert": str(tls.client.cert), "connection.sslkey": str(tls.client.key)}
+    wrong = "wrong-key-pw-19fa"
+
+    with pytest.raises(ConnectError) as no_cert:
+        run_sink(base, sqlite_url)
+    assert "the server requires a client certificate" in str(no_cert.value), no_cert.value
+    with pytest.raises(ConnectError) as bad_key:
+        run_sink({**base, **client, "connection.sslpassword": wrong}, sqlite_url)
+    assert "the client key could not be decrypted" in str(bad_key.value), bad_key.value
+    assert "check connection.sslpassword" in str(bad_key.value), bad_key.value
+    for err in (no_cert.value, bad_key.value):
+        shown = "".join(traceback.format_exception(err))
+        assert f"127.0.0.1:{tls.port}" in shown and "not retried" in shown, shown
+        assert wrong not in shown and tls.mtls_password not in shown and tls.client_key_password not in shown
+    assert _sql(tls, "SELECT to_regclass('mtls_out') IS NULL") == [(True,)]
+
+    mark = tls.log_size()
+    good = {**base, **client, "connection.sslpassword": tls.client_key_password}
+    assert run_sink(good, sqlite_url).records == 30
+    with tls.admin() as conn:
+        assert conn.execute("SELECT count(*), count(DISTINCT id) FROM mtls_out").fetchone() == (30, 30)
+    authorized = [line for line in tls.log_since(mark).splitlines()
+                  if f"connection authorized: user={tls.mtls_user}" in line]
+    assert authorized and all("SSL enabled" in line for line in authorized)
+    for secret in (wrong, tls.client_key_password, tls.mtls_password):
+        assert secret not in caplog.text, "a password reached the log"

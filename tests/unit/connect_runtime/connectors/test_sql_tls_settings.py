@@ -65,6 +65,8 @@ PREFIX = 'connection failed: connection to server at "127.0.0.1", port 5432 fail
     ('server certificate for "db.example" does not match host name "127.0.0.1"', "does not name the host"),
     ("server does not support SSL, but SSL was required", "does not offer TLS"),
     ('FATAL:  database "nope" does not exist', "refused by the server"),
+    ("FATAL:  connection requires a valid client certificate", "requires a client certificate"),
+    ('could not load private key file "/k.pem": bad decrypt', "check connection.sslpassword"),
 ])
 def test_refusals_are_named_and_never_transient(message: str, expected: str) -> None:
     from sqlalchemy.engine import make_url
