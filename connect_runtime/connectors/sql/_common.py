@@ -76,7 +76,8 @@ def _secret(value: Any) -> str | None:
 
 def build_url(cfg: Mapping[str, Any]) -> URL:
     """The URL the connector connects to: ``connection.url`` with ``connection.user`` / ``connection.password``
-    and the ``connection.ssl*`` fields but ``connection.sslpassword`` (:func:`driver_keywords`) applied."""
+    and the ``connection.ssl*`` fields applied, but ``connection.sslpassword`` (:func:`create_engine` hands it to
+    the driver as a keyword: never in a URL)."""
     return _url_and_keywords(cfg)[0]
 
 
