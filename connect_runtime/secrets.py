@@ -21,8 +21,8 @@ The CLI, the Airflow provider and the UI use :func:`mask_config` / :func:`secret
 
 Secrets also hide inside values that are not secret as a whole:
 
-- the password in a URL's user-info (``postgresql://user:pw@host/db``, a SQLAlchemy URL, ``kafka://u:pw@h``),
-  in any field and in any text (:func:`mask_urls`; the percent-decoded form counts too, since drivers quote it
+- the password in a URL's user-info (``postgresql://user:pw@host/db``, a SQLAlchemy URL, ``kafka://u:pw@h``)
+  and a secret-named parameter of its query (``?sslpassword=...``), in any field and in any text (:func:`mask_urls`; the percent-decoded form counts too, since drivers quote it
   decoded);
 - the values under secret-looking keys of an options map (``storage.options``: ``{"secret": ...}``), given as a
   mapping or as a JSON object string, at any depth.
@@ -51,10 +51,19 @@ _URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^:@/\s?#\[\]
 """``scheme://user:password@``: the password part of a URL's user-info (a ``:`` with nothing after it is none)."""
 
 
+_QUERY_SECRET = re.compile(r"(?P<head>[?&][A-Za-z0-9_.\-]*(?:password|secret|token)[A-Za-z0-9_.\-]*=)"
+                           r"(?P<password>[^&#\s'\"]*)", re.I)
+"""``?sslpassword=...`` / ``&token=...``: a secret-named parameter in a URL's query (libpq's ``sslpassword``)."""
+
+
 def url_passwords(text: str) -> list[str]:
-    """The passwords in the user-info of every URL in ``text``, as written and percent-decoded."""
+    """The passwords in the user-info of every URL in ``text`` and in its secret-named query parameters
+    (``?sslpassword=``), as written and percent-decoded."""
     out: list[str] = []
-    for m in _URL_PASSWORD.finditer(text):
+    found = list(_URL_PASSWORD.finditer(text))
+    if "://" in text:
+        found += _QUERY_SECRET.finditer(text)
+    for m in found:
         pw = m.group("password")
         if pw:
             out.append(pw)
@@ -69,7 +78,8 @@ def mask_urls(text: str, hidden: str = HIDDEN) -> str:
     Airflow shows connection URIs)."""
     if "://" not in text:
         return text
-    return _URL_PASSWORD.sub(lambda m: m.group("head") + (hidden if m.group("password") else "") + "@", text)
+    text = _URL_PASSWORD.sub(lambda m: m.group("head") + (hidden if m.group("password") else "") + "@", text)
+    return _QUERY_SECRET.sub(lambda m: m.group("head") + (hidden if m.group("password") else ""), text)
 
 
 def _json_object(value: Any) -> Any:

@@ -38,10 +38,12 @@ different days run side by side. ``airflow dags test example_pyconnect_sql 2026-
 run, whose interval Airflow infers as the day that *ends* at that date (2026-01-01).
 
 Database: the Airflow connection ``pyconnect_example_sql`` (PostgreSQL: host, port, schema = the
-database, login, password), e.g. ``AIRFLOW_CONN_PYCONNECT_EXAMPLE_SQL='{"conn_type": "postgres",
-"host": "127.0.0.1", "port": 5432, "schema": "shop", "login": "app", "password": "..."}'``. The
-connectors get the password through their ``connection.password`` field (a ``PASSWORD`` field:
-masked in logs, rendered templates and XCom). Files: ``$PYCONNECT_EXAMPLE_DATA`` (default
+database, login, password; TLS as the Postgres provider's extras ``sslmode``, ``sslrootcert``, ``sslcert``,
+``sslkey``, ``sslpassword``), e.g. ``AIRFLOW_CONN_PYCONNECT_EXAMPLE_SQL='{"conn_type": "postgres",
+"host": "127.0.0.1", "port": 5432, "schema": "shop", "login": "app", "password": "...",
+"extra": {"sslmode": "verify-full", "sslrootcert": "/etc/ssl/pg-ca.pem"}}'``. The connectors get the
+password through their ``connection.password`` field (a ``PASSWORD`` field: masked in logs, rendered
+templates and XCom) and the TLS extras through ``connection.ssl*`` (``airflow_pyconnect.sql``). Files: ``$PYCONNECT_EXAMPLE_DATA`` (default
 ``$AIRFLOW_HOME/pyconnect-example``)``/sql_totals``. Spark: the ``spark_default`` connection, as in
 ``example_orders_pipeline``.
 """
@@ -60,20 +62,16 @@ from airflow.timetables.interval import CronDataIntervalTimetable
 from airflow_pyconnect.operators.sink import PyConnectSinkOperator
 from airflow_pyconnect.operators.source import PyConnectSourceOperator
 from airflow_pyconnect.spark import spark_submit_kwargs
+from airflow_pyconnect.sql import TLS_EXTRAS, sql_connection_config
 
 JOBS = Path(__file__).resolve().parent / "jobs"
 SQL_CONN_ID = "pyconnect_example_sql"
 ORDERS_PER_DAY = 60
 CUSTOMERS = 7
 
-SQL_CONNECTION = {
-    "connection.url": "postgresql://{{ conn.pyconnect_example_sql.host }}:{{ conn.pyconnect_example_sql.port }}"
-                      "/{{ conn.pyconnect_example_sql.schema }}",
-    "connection.user": "{{ conn.pyconnect_example_sql.login or '' }}",
-    "connection.password": "{{ conn.pyconnect_example_sql.password or '' }}",
-}
-"""Connector fields from the Airflow connection, rendered when a task runs (the password only into the
-``PASSWORD`` field)."""
+SQL_CONNECTION = sql_connection_config(SQL_CONN_ID)
+"""Connector fields from the Airflow connection, rendered when a task runs: URL, user, the password only into the
+``PASSWORD`` field, the TLS extras (``sslmode``, ``sslrootcert``, ...) into ``connection.ssl*``."""
 
 _default_data = os.environ.get("PYCONNECT_EXAMPLE_DATA") or str(
     Path(os.environ.get("AIRFLOW_HOME") or "~/airflow").expanduser() / "pyconnect-example")
@@ -105,6 +103,7 @@ def example_pyconnect_sql() -> None:
         from airflow.sdk import BaseHook
 
         c = BaseHook.get_connection(SQL_CONN_ID)
+        tls = {k: str(c.extra_dejson[k]) for k in TLS_EXTRAS if c.extra_dejson.get(k)}  # as PostgresHook does
         url = sa.URL.create("postgresql+psycopg", username=c.login or None, password=c.password or None,
                             host=c.host, port=c.port, database=c.schema)
         day = int(data_interval_start.strftime("%Y%m%d"))
@@ -112,7 +111,7 @@ def example_pyconnect_sql() -> None:
                  "amount": f"{(i * 37) % 1000 / 10 + 0.05:.2f}",
                  "created_at": data_interval_start + timedelta(minutes=i * 24)}
                 for i in range(ORDERS_PER_DAY)]
-        engine = sa.create_engine(url)
+        engine = sa.create_engine(url, connect_args=tls)  # libpq keywords: the key password stays out of the URL
         try:
             with engine.begin() as conn:
                 # days of a backfill seed at the same time: concurrent CREATE TABLE IF NOT EXISTS of one

@@ -149,4 +149,15 @@ def stop_group(proc: subprocess.Popen[bytes], grace: float, settle: float = 0.0)
     proc.wait(timeout=30)
 
 
-__all__ = ["REPO", "AirflowEnv", "conn_env", "shared_airflow_env", "stop_group"]
+def metadata_rows(home: Path, sql: str, *args: object) -> list[tuple[object, ...]]:
+    """Rows of a query on the metadata database (SQLite, read-only) of the Airflow home ``home``."""
+    import sqlite3
+
+    db = sqlite3.connect(f"file:{home / 'airflow.db'}?mode=ro", uri=True, timeout=10)
+    try:
+        return db.execute(sql, args).fetchall()
+    finally:
+        db.close()
+
+
+__all__ = ["REPO", "AirflowEnv", "conn_env", "metadata_rows", "shared_airflow_env", "stop_group"]

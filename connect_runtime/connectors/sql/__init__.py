@@ -7,7 +7,8 @@ Where things are: ``_common`` (connections, URLs, the JSON value forms), ``_sour
 ``_task`` (SqlSinkTask's loop), ``_buffer`` (records into rows), ``_writer`` (statements, COPY, the slow path),
 ``_tables`` (auto.create / auto.evolve), ``_typed`` (column types from a Connect schema, Struct values into
 rows), ``_coerce`` (value coercion, type mapping), ``_fence`` (the offsets
-table: claims, generation check, read/alter offsets), ``_errors`` (transient or data failures, messages).
+table: claims, generation check, read/alter offsets), ``_errors`` (transient or data failures, messages),
+``_tls`` (the ``connection.ssl*`` fields, refusals told apart from a database that is down).
 
 Connection (both): ``connection.url`` (a SQLAlchemy URL; ``postgresql://`` means psycopg 3),
 ``connection.user`` / ``connection.password`` (``PASSWORD`` fields, masked everywhere; prefer them to
@@ -15,6 +16,10 @@ credentials inside the URL), ``connection.attempts`` (default 3) times (``connec
 ``connection.backoff.ms``, default 10000: Kafka Connect JDBC's names and defaults, shared by its source and
 sink as here) bound the wait for an unreachable database; the error names the URL with its password hidden
 (also a password inside the URL), so host and port. PostgreSQL sessions run with ``timezone=UTC``.
+TLS (PostgreSQL): libpq's ``sslmode`` / ``sslrootcert`` / ``sslcert`` / ``sslkey`` in the URL's query or in the
+fields ``connection.sslmode`` ... ``connection.sslkey`` (the fields win), the key's password in
+``connection.sslpassword`` (``PASSWORD``); a refusal no retry fixes (an untrusted or expired certificate, a wrong
+password, ``pg_hba.conf``) fails at the first attempt, naming server, cause and setting (``_tls``).
 
 SqlSource
 ---------

@@ -20,6 +20,7 @@ from uuid import UUID
 from connect_runtime.api.config import ConfigDef, Importance, Password, Range, Type, non_empty_string
 from connect_runtime.api.errors import ConfigError, ConnectError
 from connect_runtime.api.jsoncodec import JSON_FORMS
+from connect_runtime.connectors.sql._tls import SECRET_QUERY, apply_tls, refusal, server, tls_fields
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL, Connection, Engine
@@ -30,8 +31,9 @@ VERSION = "0.1.0"
 
 
 def connection_fields(config: ConfigDef) -> ConfigDef:
-    """The connection fields of both connectors (Kafka Connect JDBC names)."""
-    return (
+    """The connection fields of both connectors (Kafka Connect JDBC names; the ``connection.ssl*`` fields are
+    libpq's names, :mod:`connect_runtime.connectors.sql._tls`)."""
+    return tls_fields(
         config
         .define("connection.url", Type.STRING, validator=_sqlalchemy_url, importance=Importance.HIGH,
                 doc="SQLAlchemy URL, e.g. postgresql+psycopg://host:5432/db or sqlite:///path/file.db. Put the "
@@ -73,6 +75,13 @@ def _secret(value: Any) -> str | None:
 
 
 def build_url(cfg: Mapping[str, Any]) -> URL:
+    """The URL the connector connects to: ``connection.url`` with ``connection.user`` / ``connection.password``
+    and the ``connection.ssl*`` fields applied, but ``connection.sslpassword`` (:func:`create_engine` hands it to
+    the driver as a keyword: never in a URL)."""
+    return _url_and_keywords(cfg)[0]
+
+
+def _url_and_keywords(cfg: Mapping[str, Any]) -> tuple[URL, dict[str, Any]]:
     from sqlalchemy.engine import make_url
 
     url = make_url(str(cfg["connection.url"]))
@@ -83,18 +92,23 @@ def build_url(cfg: Mapping[str, Any]) -> URL:
         url = url.set(username=user)
     if password:
         url = url.set(password=password)
-    return url
+    return apply_tls(url, cfg)
 
 
 def safe_url(url: URL) -> str:
-    """The URL with its password hidden (for messages and logs)."""
+    """The URL with its password hidden (for messages and logs), and a key password in its query too."""
+    if url.query.get(SECRET_QUERY):
+        url = url.update_query_dict({SECRET_QUERY: "***"})
     return url.render_as_string(hide_password=True)
 
 
 def scrub(message: str, url: URL) -> str:
-    """A driver message with the password removed wherever it appears."""
-    if url.password:
-        message = message.replace(str(url.password), "***")
+    """A driver message with the password (and a key password in the URL's query) removed wherever it appears."""
+    secrets = [url.password, url.query.get(SECRET_QUERY)]
+    for secret in secrets:
+        for value in secret if isinstance(secret, tuple) else (secret,):
+            if value:
+                message = message.replace(str(value), "***")
     return message
 
 
@@ -112,13 +126,13 @@ def create_engine(cfg: Mapping[str, Any], *, serializable_sqlite: bool = False) 
     import sqlalchemy as sa
     from sqlalchemy.pool import NullPool
 
-    url = build_url(cfg)
+    url, keywords = _url_and_keywords(cfg)
     timeout_ms = int(cfg.get("connection.timeout.ms") or 10000)
     kwargs: dict[str, Any] = {"poolclass": NullPool}
     backend = url.get_backend_name()
     if backend == "postgresql":
         kwargs["connect_args"] = {"connect_timeout": max(1, math.ceil(timeout_ms / 1000)),
-                                  "options": "-c timezone=UTC"}
+                                  "options": "-c timezone=UTC", **keywords}
     elif backend == "sqlite":
         kwargs["connect_args"] = {"timeout": timeout_ms / 1000}
     try:
@@ -143,14 +157,21 @@ class DatabaseUnavailable(ConnectError):
     """The database could not be reached within ``connection.attempts`` (a server down or restarting)."""
 
 
+class DatabaseRefused(ConnectError):
+    """The server refused the connection for a reason no retry fixes (TLS verification, authentication,
+    ``pg_hba.conf``, an unknown role or database): raised at the first attempt, never taken for transient."""
+
+
 def connect(engine: Engine, cfg: Mapping[str, Any], what: str, attempts: int | None = None) -> Connection:
     """A connection, bounded by ``connection.attempts`` times (timeout + backoff; ``attempts`` overrides it);
     the error (:class:`DatabaseUnavailable`) names the database (password hidden) and what the connection was
-    for."""
+    for. A refusal no retry fixes (:func:`~connect_runtime.connectors.sql._tls.refusal`) is
+    :class:`DatabaseRefused` at once, naming the server, the cause and the setting to look at."""
     from sqlalchemy.exc import DBAPIError
 
     attempts = attempts or int(cfg.get("connection.attempts") or 3)
     backoff = int(cfg.get("connection.backoff.ms") or 0) / 1000
+    timeout_s = max(1.0, int(cfg.get("connection.timeout.ms") or 10000) / 1000)
     t0 = time.monotonic()
     last: BaseException | None = None
     for attempt in range(1, attempts + 1):
@@ -158,6 +179,11 @@ def connect(engine: Engine, cfg: Mapping[str, Any], what: str, attempts: int | N
             return engine.connect()
         except DBAPIError as exc:
             last = exc
+            why = refusal(scrub(str(getattr(exc, "orig", exc)), engine.url), engine.url, timeout_s)
+            if why is not None:
+                raise DatabaseRefused(
+                    f"cannot connect to the {server(engine.url)} for {what}: "
+                    f"{scrub(why, engine.url)}; not retried (a retry would fail the same way)") from None
             if attempt < attempts:  # the last one is the error raised
                 log.warning("SQL connector: connecting to %s for %s failed (attempt %d of %d): %s",
                             safe_url(engine.url), what, attempt, attempts, scrub(str(exc.orig), engine.url))
@@ -308,6 +334,7 @@ def parse_instant(name: str, text: str) -> datetime:
 
 __all__ = [
     "VERSION",
+    "DatabaseRefused",
     "DatabaseUnavailable",
     "build_url",
     "cause",

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from connect_runtime.api.errors import ConnectError, DataError
 from connect_runtime.api.records import SinkRecord
-from connect_runtime.connectors.sql._common import DatabaseUnavailable, cause
+from connect_runtime.connectors.sql._common import DatabaseRefused, DatabaseUnavailable, cause
+from connect_runtime.connectors.sql._tls import refusal
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
@@ -26,14 +27,20 @@ def db_error(connector: str, what: str, url: URL, exc: BaseException) -> Connect
 def transient(exc: BaseException | None) -> bool:
     """The database is gone, restarting or busy (worth a retry), as opposed to "this row does not fit": a
     connection the driver invalidated, an operational or interface error of psycopg (admin shutdown, connection
-    refused or reset), SQLite's "database is locked". Follows the exception's chain."""
+    refused or reset), SQLite's "database is locked". Follows the exception's chain. Never a refusal no retry
+    fixes (:class:`DatabaseRefused`, or a driver error that :func:`~connect_runtime.connectors.sql._tls.refusal`
+    recognises: a TLS verification or authentication failure, ``pg_hba.conf``)."""
     from sqlalchemy import exc as sa_exc
 
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
+        if isinstance(exc, DatabaseRefused):
+            return False
         if isinstance(exc, DatabaseUnavailable):
             return True
+        if _refused(exc):
+            return False
         if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
             return True
         if isinstance(exc, sa_exc.DisconnectionError):
@@ -53,6 +60,16 @@ def transient(exc: BaseException | None) -> bool:
             pass
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+def _refused(exc: BaseException) -> bool:
+    from sqlalchemy.engine import make_url
+
+    orig = getattr(exc, "orig", None) or exc
+    if not type(orig).__module__.startswith("psycopg"):
+        return False
+    # no URL to hand: the cause alone decides (the certificate probe needs a host, so it does not run)
+    return refusal(str(orig), make_url("postgresql://"), 0.1) is not None
 
 
 def data_errors() -> tuple[type[BaseException], ...]:
