@@ -37,24 +37,29 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
+def _server_certificate(code: int | None, detail: str) -> str:
+    if code == _EXPIRED:
+        return f"the server's certificate has expired ({detail})"
+    if code == _NOT_YET_VALID:
+        return f"the server's certificate is not valid yet ({detail})"
+    if code in _UNTRUSTED:
+        return f"the server's certificate is not signed by a CA this client trusts ({detail})"
+    if code == _HOSTNAME_MISMATCH:
+        return f"the server's certificate does not name the host connected to ({detail})"
+    return f"the server's certificate was refused ({detail})"
+
+
 def tls_failure(exc: BaseException) -> str | None:
     """What the TLS failure in ``exc`` (or in what it was raised from) means, or ``None`` when there is none.
 
     The text starts with what happened ("the server's certificate has expired") and ends with OpenSSL's own words
     in parentheses; it holds nothing secret (certificate checks carry no credentials)."""
-    for e in _chain(exc):
-        if isinstance(e, ssl.SSLCertVerificationError):
-            detail = e.verify_message or str(e)
-            code = e.verify_code
-            if code == _EXPIRED:
-                return f"the server's certificate has expired ({detail})"
-            if code == _NOT_YET_VALID:
-                return f"the server's certificate is not valid yet ({detail})"
-            if code in _UNTRUSTED:
-                return f"the server's certificate is not signed by a CA this client trusts ({detail})"
-            if code == _HOSTNAME_MISMATCH:
-                return f"the server's certificate does not name the host connected to ({detail})"
-            return f"the server's certificate was refused ({detail})"
+    refused = [e for e in _chain(exc) if isinstance(e, ssl.SSLCertVerificationError)]
+    if refused:
+        # aiohttp's ClientConnectorCertificateError is one too, without OpenSSL's code: the one it wraps has it
+        best = min(refused, key=lambda r: getattr(r, "verify_code", None) is None)
+        return _server_certificate(getattr(best, "verify_code", None),
+                                   getattr(best, "verify_message", None) or str(best))
     for e in _chain(exc):
         reason = str(getattr(e, "reason", "") or "") if isinstance(e, ssl.SSLError) else ""
         if "ALERT" in reason and ("CERTIFICATE" in reason or "UNKNOWN_CA" in reason or "ACCESS_DENIED" in reason):

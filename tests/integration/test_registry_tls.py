@@ -8,7 +8,8 @@ test CA, checking ``Authorization: Basic`` before it forwards, as a load balance
   ``schema.registry.ssl.certificate.location`` / ``key.location`` and refuses a converter without one.
 - A foreign CA, the registry's certificate expired, a wrong password, no client certificate under mTLS: the run
   fails with one error naming the registry's URL and the cause, never the password (nor in the logs), at the first
-  record (no retry loop: confluent-kafka retries transport errors for seconds), and nothing is committed; a sink
+  record after one attempt (the proxy counts them; confluent-kafka retries transport errors for seconds), and
+  nothing is committed; a sink
   under ``errors.tolerance=all`` dead-letters nothing for it; the rerun with the right settings delivers every
   record once."""
 
@@ -137,12 +138,22 @@ CASES: dict[str, tuple[str, Any]] = {
 }
 
 
-def _fails_fast(run: Any, conv: dict[str, str], cause: str, caplog: pytest.LogCaptureFixture) -> str:
+def _attempts(tls: Registries) -> int:
+    """What reached the proxies: TLS handshakes that failed, requests refused for their credentials."""
+    return sum(p.handshake_failures + p.refused for p in (tls.good, tls.expired, tls.mtls))
+
+
+def _fails_fast(run: Any, tls: Registries, conv: dict[str, str], cause: str, caplog: pytest.LogCaptureFixture) -> str:
     caplog.clear()
+    before = _attempts(tls)
     started = time.monotonic()
     with pytest.raises(Exception) as info:
         run()
     took = time.monotonic() - started
+    deadline = time.monotonic() + 10  # the proxy counts a failed handshake in its own thread, just after the client
+    while _attempts(tls) == before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _attempts(tls) - before == 1, "the refused request was tried again (confluent-kafka's retry loop)"
     text = str(info.value)
     print(f"failed in {took:.2f} s: {text}")
     assert conv["schema.registry.url"] in text and cause in text, text
@@ -159,7 +170,7 @@ def test_a_refused_registry_fails_a_source_run_at_once(tls: Registries, sqlite_u
     caplog.set_level(logging.DEBUG)
     topic = f"refused-{case.replace(' ', '-')}"
     bad = make(tls)
-    _fails_fast(lambda: run_source(source(topic, bad), sqlite_url), bad, cause, caplog)
+    _fails_fast(lambda: run_source(source(topic, bad), sqlite_url), tls, bad, cause, caplog)
     assert topic_values(sqlite_url, topic) == []  # nothing committed: no record, no offset (the rerun starts at 1)
     assert run_source(source(topic, settings(tls.good, tls.ca)), sqlite_url).records == 5
     assert len(topic_values(sqlite_url, topic)) == 5
@@ -177,7 +188,7 @@ def test_a_refused_registry_fails_a_tolerant_sink_run_dead_lettering_nothing(
     COLLECTED.pop(f"sink-{topic}", None)
     tolerant = {"errors.tolerance": "all", "errors.deadletterqueue.topic.name": f"dlq-{topic}"}
     bad = make(tls)
-    _fails_fast(lambda: run_sink(sink(topic, bad, **tolerant), sqlite_url), bad, cause, caplog)
+    _fails_fast(lambda: run_sink(sink(topic, bad, **tolerant), sqlite_url), tls, bad, cause, caplog)
     assert topic_values(sqlite_url, f"dlq-{topic}") == [] and not COLLECTED.get(f"sink-{topic}")
     again = run_sink(sink(topic, settings(tls.good, tls.ca), **tolerant), sqlite_url)
     assert again.records == 5 and again.dead_lettered == 0  # the group committed nothing: all five, once
