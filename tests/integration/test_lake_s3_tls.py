@@ -6,16 +6,21 @@ Records land once over HTTPS and read back through the lake's reader. Then, per 
 certificate expired, a wrong secret, an unknown access key): the run fails at its start with one error naming the
 endpoint and the cause, never the secret (nor in the logs), at the first request (botocore's retry loop, about
 15 s of backoff for a TLS failure, is not entered: its log says so), and nothing is committed: no object in the bucket, the group's offsets
-untouched, and the rerun with the right settings delivers every record once."""
+untouched, and the rerun with the right settings delivers every record once. Spark's S3A reads the same lake over
+HTTPS with the CA in a JVM trust store (``spark-submit --master local[1]``, about a minute: the recipe of
+docs/lake.md)."""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +28,7 @@ import pytest
 from connect_runtime.backends import ProducerRecord, open_backend
 from connect_runtime.connectors.lake import committed_files
 from connect_runtime.runtime.sink import run_sink
+from tests.support import REPO, cache_home, find_java, unavailable
 from tests.support.moto_server import moto_server, moto_user
 from tests.support.tls import Issued, TestCA
 
@@ -87,7 +93,7 @@ def fill(url: str, n: int) -> None:
         backend.create_topics({TOPIC: 1})
         producer = backend.producer()
         try:
-            producer.send([ProducerRecord(TOPIC, 0, None, json.dumps({"i": i}).encode()) for i in range(n)])
+            producer.send([ProducerRecord(TOPIC, 0, None, json.dumps({"id": i}).encode()) for i in range(n)])
             producer.flush(60)
         finally:
             producer.close()
@@ -108,7 +114,7 @@ def read_ids(bucket: str, opts: dict[str, Any]) -> list[int]:
     out: list[int] = []
     for url in committed_files(root, TOPIC, 0, storage_options=opts):
         with fsspec.open(url, "rb", **opts) as fh:
-            out.extend(pq.read_table(fh, columns=["i"]).column("i").to_pylist())
+            out.extend(pq.read_table(fh, columns=["id"]).column("id").to_pylist())
     return out
 
 
@@ -157,3 +163,39 @@ def test_a_refused_connection_fails_fast_naming_the_endpoint(s3: S3Tls, bucket: 
     assert read_ids(bucket, options(s3)) == list(range(50))
 
 
+
+
+@pytest.mark.spark
+def test_spark_reads_the_lake_over_https_through_s3a_with_a_trust_store(s3: S3Tls, tls: Tls, bucket: str,
+                                                                       sqlite_url: str, tmp_path: Path) -> None:
+    """Spark's own S3A (hadoop-aws, the AWS SDK v2) over HTTPS: the JVM trusts the test CA through a PKCS#12 trust
+    store (``keytool -importcert``) given as ``-Djavax.net.ssl.trustStore``, as docs/lake.md says; the read of the
+    run's range (``read_lake(..., url_scheme="s3a")`` in ``spark-submit --master local[1]``) equals what was
+    written."""
+    from airflow_pyconnect.spark import spark_env
+
+    keytool = find_java("keytool")
+    jars = sorted(str(j) for j in (cache_home("PYCONNECT_HADOOP_AWS_HOME", "hadoop-aws-3.5.0") / "jars").glob("*.jar"))
+    if keytool is None or not any(Path(j).name.startswith("hadoop-aws-") for j in jars):
+        unavailable("no keytool or no hadoop-aws jars", "CI fetches them with `bash scripts/fetch_hadoop_aws.sh`")
+    store = tmp_path / "trust.p12"
+    subprocess.run([keytool, "-importcert", "-noprompt", "-alias", "lake-ca", "-file", s3.ca, "-keystore", str(store),
+                    "-storetype", "PKCS12", "-storepass", "changeit"], check=True, capture_output=True, timeout=120)
+    fill(sqlite_url, 60)
+    run_sink(config(bucket, options(s3)), sqlite_url)
+    trust = f"-Djavax.net.ssl.trustStore={store} -Djavax.net.ssl.trustStorePassword=changeit " \
+            "-Djavax.net.ssl.trustStoreType=PKCS12"
+    conf = {"spark.driver.extraJavaOptions": trust, "spark.executor.extraJavaOptions": trust,
+            "spark.hadoop.fs.s3a.endpoint": s3.endpoint, "spark.hadoop.fs.s3a.connection.ssl.enabled": "true",
+            "spark.hadoop.fs.s3a.path.style.access": "true", "spark.hadoop.fs.s3a.endpoint.region": "eu-west-1",
+            "spark.hadoop.fs.s3a.access.key": s3.key, "spark.hadoop.fs.s3a.secret.key": s3.secret,
+            "spark.ui.enabled": "false", "spark.driver.memory": "512m"}
+    out = tmp_path / "out.json"
+    command = ["spark-submit", "--master", "local[1]", "--jars", ",".join(jars),
+               *(a for k, v in conf.items() for a in ("--conf", f"{k}={v}")), str(REPO / "tests/support/spark_cluster_job.py"),
+               "--lake", f"s3://{bucket}/lake", "--ranges", json.dumps({TOPIC: {"0": [0, 60]}}),
+               "--storage-options", json.dumps(options(s3)), "--url-scheme", "s3a", "--out", str(out)]
+    proc = subprocess.run(command, env={**os.environ, **spark_env(), "PYTHONPATH": str(REPO)}, capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert json.loads(out.read_text())["ids"] == list(range(60))
