@@ -288,13 +288,14 @@ class ConfigDef:
         return {k.name for k in self._keys.values() if k.type is Type.PASSWORD}
 
 
-_SECRET_NAME = re.compile(r"(password|secret|sasl\.jaas\.config|ssl\.key|token|credential)", re.I)
+_SECRET_NAME = re.compile(r"(password|secret|sasl\.jaas\.config|ssl\.key|token|credential|user\.info)", re.I)
 
 
 def mask(props: Mapping[str, Any], config_def: ConfigDef | None = None) -> dict[str, Any]:
     """A copy of a raw config safe to log, print or return: every PASSWORD field of ``config_def``,
     every :class:`Password` value, and every field whose name looks secret (``*password*``,
-    ``*secret*``, ``sasl.jaas.config``, ``ssl.key*``, ``*token*``) becomes ``[hidden]``."""
+    ``*secret*``, ``sasl.jaas.config``, ``ssl.key*``, ``*token*``, ``*credential*``, ``*user.info``: a Schema
+    Registry's ``basic.auth.user.info``, the rule of :mod:`connect_runtime.secrets` too) becomes ``[hidden]``."""
     secret = config_def.password_fields() if config_def is not None else set()
     out: dict[str, Any] = {}
     for name, value in props.items():

@@ -27,14 +27,20 @@ Config names are Kafka Connect's / Confluent's (a converter sees them with its `
   or with 408 / 429 / 5xx up to 3 times with backoff, so a registry that does not answer fails a call in bounded time.
 - ``schema.registry.ssl.ca.location``, ``schema.registry.ssl.certificate.location``,
   ``schema.registry.ssl.key.location``, ``schema.registry.ssl.key.password`` (PASSWORD): PEM files for TLS, as
-  confluent-kafka takes them (Java's JKS trust stores have no equivalent here).
+  confluent-kafka takes them (Java's JKS trust stores have no equivalent here). The registry's certificate is
+  checked against that CA (the system's CAs when unset) and must name the URL's host, as Confluent's client does.
+  A certificate failure is not retried (confluent-kafka retries every transport error, for seconds): the first
+  request fails with a :class:`ConfigError` naming the registry and what was wrong with which certificate; so
+  does a registry that refuses the credentials (HTTP 401 / 403), which Confluent's serializers also turn into a
+  configuration error (``InvalidConfigurationException``), not a bad record.
 
 :func:`registry_settings` parses a converter's config into a :class:`RegistrySettings`, which builds the client
 (:meth:`~RegistrySettings.client`), the serializer and deserializer configs
 (:meth:`~RegistrySettings.serializer_conf`, :meth:`~RegistrySettings.deserializer_conf`), names the subject a
 record's schema goes under (:meth:`~RegistrySettings.subject`) and turns a registry failure into the runtime's error
-(:meth:`~RegistrySettings.failure`: :class:`RetriableError` for a registry that cannot be reached or answers 5xx /
-408 / 429, :class:`DataError` otherwise), secrets hidden.
+(:meth:`~RegistrySettings.failure`: :class:`ConfigError` for a certificate or the credentials refused,
+:class:`RetriableError` for a registry that cannot be reached or answers 5xx / 408 / 429, :class:`DataError`
+otherwise; the registry's URL named, secrets hidden).
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from connect_runtime.api.config import HIDDEN, ConfigDef, Importance, Password, Range, Type, ValidString
 from connect_runtime.api.errors import ConfigError, ConnectError, DataError, RetriableError
+from connect_runtime.api.tls import tls_failure
 
 _STRATEGY_PACKAGE = "io.confluent.kafka.serializers.subject."
 SubjectStrategy = Callable[[SerializationContext | None, str | None], str | None]
@@ -219,9 +226,11 @@ class RegistrySettings:
                     found = _MOCKS[scope] = SchemaRegistryClient.new_client({"url": self.urls[0]})
                 return found
         try:
-            return SchemaRegistryClient(self.client_conf())
+            client = SchemaRegistryClient(self.client_conf())
         except (ValueError, TypeError, OSError) as exc:
             raise ConfigError(f"cannot build the Schema Registry client: {self.scrub(str(exc))}") from None
+        _fail_fast_on_tls(client)
+        return client
 
     def serializer_conf(self, is_key: bool) -> dict[str, Any]:
         """The config of confluent-kafka's ``AvroSerializer`` / ``JSONSerializer`` / ``ProtobufSerializer``."""
@@ -241,22 +250,77 @@ class RegistrySettings:
         password) replaced by ``[hidden]``."""
         return _scrub(text, self.secrets)
 
+    @property
+    def where(self) -> str:
+        """The registry's URLs as shown in messages (a URL's password hidden)."""
+        return ", ".join(map(_mask_url, self.urls))
+
     def failure(self, what: str, exc: BaseException) -> ConnectError:
         """The runtime's error for a registry call that failed: ``what`` says what was being done (the converter,
-        topic, key/value, subject). A registry that could not be reached, or answered 5xx / 408 / 429, gives a
-        :class:`RetriableError`; any other answer a :class:`DataError`. Secrets are scrubbed; the caller chains
-        nothing (``from None``) so no unscrubbed text travels with it."""
-        if isinstance(exc, SchemaRegistryError):
+        topic, key/value, subject); the message names the registry's URL and the cause.
+
+        - A TLS handshake that failed for a certificate (the registry's not trusted, expired or for another host;
+          this client's refused or missing under mutual TLS) or credentials the registry refused (HTTP 401 / 403)
+          give a :class:`ConfigError`: the connection's settings are wrong, not the record, so no
+          ``errors.tolerance`` skips it and no retry mends it.
+        - A registry that could not be reached otherwise, or answered 5xx / 408 / 429, gives a
+          :class:`RetriableError`; any other answer a :class:`DataError`.
+
+        Secrets are scrubbed; the caller chains nothing (``from None``) so no unscrubbed text travels with it."""
+        error: type[ConnectError]
+        tls = tls_failure(exc)
+        if tls is not None:
+            text, error = (f"{what}: the TLS handshake with the Schema Registry at {self.where} failed: {tls}; "
+                           f"{_TLS_HINT}"), ConfigError
+        elif isinstance(exc, SchemaRegistryError) and exc.http_status_code in (401, 403):
             status = exc.http_status_code
-            text = f"{what}: the Schema Registry answered {exc.error_message} (HTTP {status}, code {exc.error_code})"
-            retriable = status >= 500 or status in (408, 429)
+            text, error = (f"{what}: the Schema Registry at {self.where} refused the credentials (HTTP {status} "
+                           f"{exc.error_message}): {_AUTH_HINT[status]}"), ConfigError
+        elif isinstance(exc, SchemaRegistryError):
+            status = exc.http_status_code
+            text = (f"{what}: the Schema Registry at {self.where} answered {exc.error_message} (HTTP {status}, code "
+                    f"{exc.error_code})")
+            error = RetriableError if status >= 500 or status in (408, 429) else DataError
         elif isinstance(exc, (httpx.HTTPError, OSError)):
-            text = f"{what}: the Schema Registry at {', '.join(map(_mask_url, self.urls))} could not be reached " \
-                   f"({type(exc).__name__}: {exc})"
-            retriable = True
+            text, error = (f"{what}: the Schema Registry at {self.where} could not be reached "
+                           f"({type(exc).__name__}: {exc})"), RetriableError
         else:
-            text, retriable = f"{what}: {type(exc).__name__}: {exc}", False
-        return (RetriableError if retriable else DataError)(self.scrub(text))
+            text, error = f"{what}: {type(exc).__name__}: {exc}", DataError
+        return error(self.scrub(text))
+
+
+_TLS_HINT = ("check schema.registry.ssl.ca.location (the CA that signed the registry's certificate; the system's CAs "
+             "when unset) and, for mutual TLS, schema.registry.ssl.certificate.location / key.location")
+_AUTH_HINT = {401: "check basic.auth.user.info (with basic.auth.credentials.source=USER_INFO) or the user-info of "
+                   "schema.registry.url",
+              403: "the user is known but may not do this: check its permissions on the registry"}
+
+
+class _TlsRefused(Exception):
+    """A TLS handshake that no retry mends (see :func:`~connect_runtime.api.tls.tls_failure`), raised out of
+    confluent-kafka's retry loop, which retries every transport error (3 times, with up to 7 s of backoff)."""
+
+
+def _fail_fast_on_tls(client: SchemaRegistryClient) -> None:
+    """Make ``client`` raise a certificate failure at once instead of retrying it: its httpx session's ``request``
+    re-raises such a failure as :class:`_TlsRefused` (not an ``httpx.TransportError``, the only thing the retry
+    loop retries), chained to the original. The session is confluent-kafka's private attribute
+    (``_rest_client.session``, confluent-kafka 2.16): without it the client keeps its retries, slower, still correct."""
+    session: Any = getattr(getattr(client, "_rest_client", None), "session", None)
+    request = getattr(session, "request", None)
+    if session is None or request is None:
+        return
+
+    def request_failing_fast(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return request(*args, **kwargs)
+        except httpx.TransportError as exc:
+            text = tls_failure(exc)
+            if text is not None:
+                raise _TlsRefused(text) from exc
+            raise
+
+    session.request = request_failing_fast
 
 
 def registry_settings(values: Mapping[str, Any]) -> RegistrySettings:

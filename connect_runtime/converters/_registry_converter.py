@@ -17,7 +17,8 @@ object a Connect value (:meth:`~RegistryConverter._value`). This base class hold
   converters ask the registry the same), when the registry has it there;
 - errors: a value that cannot be written or bytes that cannot be read give one :class:`DataError` naming the
   converter, topic, key or value, subject, field and what was expected; a registry that cannot be reached a
-  :class:`RetriableError`; no secret in either (:meth:`RegistrySettings.scrub`).
+  :class:`RetriableError`; a certificate or credentials the registry refused a :class:`ConfigError` naming it
+  (:meth:`RegistrySettings.failure`); no secret in any (:meth:`RegistrySettings.scrub`).
 
 ``None`` is ``None`` both ways (a tombstone), also for an optional schema (Confluent's JSON Schema converter
 writes a framed JSON ``null`` for a null of an optional schema; a tombstone is what Kafka Connect's sinks and
@@ -42,6 +43,7 @@ from connect_runtime.api.config import ConfigDef, Importance, Range, Type
 from connect_runtime.api.data import Schema, SchemaAndValue, Struct
 from connect_runtime.api.errors import ConnectError, DataError
 from connect_runtime.api.records import Headers
+from connect_runtime.api.tls import tls_failure
 from connect_runtime.api.transforms import Converter
 from connect_runtime.converters._registry import REGISTRY_CONFIG, RegistrySettings, registry_settings
 
@@ -184,7 +186,7 @@ class RegistryConverter(Converter):
     def _failure(self, what: str, exc: BaseException) -> ConnectError:
         assert self.settings is not None
         if isinstance(exc, (SerializationError, ValueError, TypeError, KeyError, IndexError, EOFError)) and not \
-                isinstance(exc, SchemaRegistryError):
+                isinstance(exc, SchemaRegistryError) and tls_failure(exc) is None:
             detail = str(exc) or type(exc).__name__
             if isinstance(exc, (IndexError, EOFError)) or "unpack" in detail or "magic byte" in detail:
                 detail = f"not in the Schema Registry wire format (magic byte, schema id): {detail}"

@@ -27,7 +27,6 @@ from connect_runtime.connectors.lake.store import (
     encode_file,
     file_name,
     recover,
-    scrub,
 )
 
 log = logging.getLogger(__name__)
@@ -63,8 +62,7 @@ def io_errors(lake: Lake, doing: str) -> Iterator[None]:
     except (ConnectError, DataError):
         raise
     except Exception as exc:  # fsspec backends raise their own (botocore, aiohttp): all named, none leaked
-        raise ConnectError(f"ParquetSink {lake.cfg.name!r}: {doing} {lake.where} failed: {type(exc).__name__}: "
-                           f"{scrub(str(exc), lake.cfg)}; nothing of the commit point in progress is published "
+        raise ConnectError(f"{lake.failure(doing, exc)}; nothing of the commit point in progress is published "
                            "and its records come again") from None
 
 

@@ -17,6 +17,12 @@ atomic publication and recovery, over any fsspec filesystem.
   if the name exists: never a replace) and the temporary name removed. Other filesystems (``memory://``) check
   the name and move. Temporary names a killed run left are removed by the next ``open()``.
 - :func:`recover` finds the committed position: the end of the last complete group.
+- **TLS and credentials.** On S3 (s3fs) the endpoint and its CA come from ``storage.options``
+  (``client_kwargs: {endpoint_url: https://..., verify: <CA file>}``). A certificate the client refuses (not
+  signed by a CA it trusts, expired, for another host) is not retried: botocore retries every connection error
+  with backoff (about 15 s for a TLS failure), and no retry mends a certificate. :meth:`Lake.failure` turns a
+  storage failure into one error naming the lake, the endpoint and the cause (the certificate, or the credentials
+  refused), never a credential.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import pyarrow.parquet as pq
 
 from connect_runtime.api.errors import ConnectError
 from connect_runtime.api.records import TopicPartition
+from connect_runtime.api.tls import tls_failure
 from connect_runtime.connectors._fs import fsync_dir
 from connect_runtime.connectors.lake._config import LakeConfig
 
@@ -110,10 +117,38 @@ class Lake:
         protocols = {self.fs.protocol} if isinstance(self.fs.protocol, str) else set(self.fs.protocol)
         self.local = bool(protocols & {"file", "local"})
         self.object_store = bool(protocols & _OBJECT_STORES)
+        if protocols & {"s3", "s3a"}:
+            _fail_fast_on_tls(self.fs)
 
     @property
     def where(self) -> str:
         return re.sub(r"//[^/@]*@", "//", self.cfg.path)
+
+    @property
+    def endpoint(self) -> str | None:
+        """The server ``storage.options`` name (s3fs's ``client_kwargs.endpoint_url`` or ``endpoint_url``), without
+        user-info; ``None`` when they name none (AWS's own endpoints, a local filesystem)."""
+        opts = self.cfg.storage_options
+        client = opts.get("client_kwargs")
+        url = (client.get("endpoint_url") if isinstance(client, dict) else None) or opts.get("endpoint_url")
+        return re.sub(r"//[^/@]*@", "//", url) if isinstance(url, str) and url else None
+
+    def failure(self, doing: str, exc: BaseException) -> ConnectError:
+        """One error for a storage failure while ``doing`` (``"reading the offsets in"``) the lake: its URL, the
+        endpoint, and the cause: the certificate refused (:func:`~connect_runtime.api.tls.tls_failure`), the
+        credentials or permissions refused (``PermissionError``), else the filesystem's own words; credentials
+        scrubbed."""
+        at = f" at {self.endpoint}" if self.endpoint else ""
+        tls = tls_failure(exc)
+        if tls is not None:
+            cause = (f"the TLS handshake with the server{at} failed: {tls}; check storage.options client_kwargs.verify "
+                     "(the CA file that signed the server's certificate; the system's CAs when unset)")
+        elif isinstance(exc, PermissionError):
+            cause = (f"the server{at} refused access ({type(exc).__name__}: {exc}): check the credentials in "
+                     "storage.options (key, secret) and what they may do")
+        else:
+            cause = f"{type(exc).__name__}: {exc}" + (f" (server{at})" if at else "")
+        return ConnectError(f"ParquetSink {self.cfg.name!r}: {doing} {self.where} failed: {scrub(cause, self.cfg)}")
 
     def topic_dir(self, topic: str) -> str:
         return f"{self.root}/{self.cfg.topics_dir}/{topic}"
@@ -250,22 +285,51 @@ def recover(lake: Lake, tp: TopicPartition) -> Recovered:
     return out
 
 
+_VISIBLE = {"endpoint_url", "region_name", "verify", "signature_version", "addressing_style"}
+"""``storage.options`` keys (at any depth) whose values are no secret and name what failed: kept in messages (an
+endpoint URL's user-info is still hidden)."""
+
+
 def scrub(text: str, cfg: LakeConfig) -> str:
-    """``text`` without the string values of ``storage.options`` (credentials)."""
-    for v in _strings(cfg.storage_options):
+    """``text`` without the string values of ``storage.options`` (credentials), but the endpoint, region and CA
+    file (:data:`_VISIBLE`)."""
+    for v in sorted(set(_strings(cfg.storage_options)), key=len, reverse=True):
         if len(v) >= 4:
             text = text.replace(v, "[hidden]")
     return text
 
 
-def _strings(value: Any) -> list[str]:
+def _strings(value: Any, key: str = "") -> list[str]:
     if isinstance(value, str):
+        if key in _VISIBLE:
+            found = re.search(r"//[^/@:]*:([^/@]+)@", value)  # the password of the URL's user-info
+            return [found.group(1)] if found else []
         return [value]
     if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
+        return [s for k, v in value.items() for s in _strings(v, str(k))]
     if isinstance(value, (list, tuple)):
         return [s for v in value for s in _strings(v)]
     return []
+
+
+def _raise_certificate_failure(caught_exception: BaseException | None = None, **_: Any) -> None:
+    """botocore's ``needs-retry`` hook: a certificate failure ends the request at once (it is raised again here,
+    before botocore's retry handler sleeps and retries it); anything else is left to the retry handler."""
+    if caught_exception is not None and tls_failure(caught_exception) is not None:
+        raise caught_exception
+
+
+def _fail_fast_on_tls(fs: Any) -> None:
+    """Register :func:`_raise_certificate_failure` on the s3fs filesystem's botocore client, first (before botocore's
+    retry handler; the client is created here, without a request; once per client). Without that client (s3fs
+    changed) the retries stay: slower, still correct."""
+    try:
+        fs.connect()
+        events = fs.s3.meta.events
+    except Exception as exc:  # not s3fs as known: the failure, if any, comes again at the first request
+        log.debug("no fail-fast hook on %s: %s", type(fs).__name__, type(exc).__name__)
+        return
+    events.register_first("needs-retry.s3", _raise_certificate_failure, unique_id="pyconnect-lake-tls-fail-fast")
 
 
 __all__ = ["PAD", "FileExists", "Footer", "Lake", "Recovered", "encode_file", "file_name", "recover", "scrub"]

@@ -29,6 +29,10 @@ runtime, not the connector, applies ``errors.tolerance`` (stage ``TASK_POLL``, a
   record in :attr:`SourceBatch.skipped`, a sink record in :attr:`SinkBatch.dead` with its error
   (the sink run loop writes it with :meth:`SinkPipeline.dead_letter` when
   :attr:`SinkPipeline.dead_letter_topic` is set, and only counts it otherwise).
+- A :class:`~connect_runtime.api.errors.ConfigError` raised for a record (a Schema Registry converter whose
+  TLS handshake or credentials the registry refused) fails the run under either tolerance: the setting is wrong,
+  not the record, and every record after it would fail the same way (Kafka Connect tolerates any exception of a
+  converter stage, and would dead-letter every record; here nothing is skipped or committed for it).
 - ``errors.log.enable=true`` logs every failure (with the record's key and value only when
   ``errors.log.include.messages=true``), whatever the tolerance.
 

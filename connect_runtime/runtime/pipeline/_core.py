@@ -242,7 +242,7 @@ class Pipeline:
         if self.log_errors:
             extra = f" (key={key!r}, value={value!r})" if self.log_messages else ""
             log.error("%s%s; errors.tolerance=%s", err, extra, "all" if self.tolerate_all else "none")
-        if not self.tolerate_all:
+        if not self.tolerate_all or isinstance(exc, ConfigError):  # a wrong setting is no bad record: never skipped
             raise err from exc
         return err
 

@@ -82,6 +82,10 @@ def test_mask_hides_passwords_and_secret_looking_fields() -> None:
         assert out[k] == HIDDEN, k
     assert out["none.password"] is None
     assert cfg["secret"] == "x"  # the input is not changed
+    registry = mask({"basic.auth.user.info": "svc:pw", "value.converter.basic.auth.user.info": "svc:pw",
+                     "schema.registry.url": "https://r"})  # the hook masks connection settings so
+    assert registry == {"basic.auth.user.info": HIDDEN, "value.converter.basic.auth.user.info": HIDDEN,
+                        "schema.registry.url": "https://r"}
 
 
 def test_merge_keeps_both() -> None:

@@ -7,6 +7,7 @@ removed, fencing by generation, offsets get/alter/reset, partitioners, bad input
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import Iterator
 from typing import Any
 
@@ -213,3 +214,25 @@ def test_storage_options_are_secret_in_config_and_errors() -> None:
     with pytest.raises(ConnectError) as info:
         LakeConfig.parse(config("memory://x", storage_options='{"key": "AKIA-very-secret"'))
     assert "AKIA" not in str(info.value) and "storage.options" in str(info.value)
+
+
+def test_storage_errors_name_the_endpoint_and_the_cause_but_no_credential() -> None:
+    opts = {"key": "AKIA-very-secret", "secret": "s3cret-value",
+            "client_kwargs": {"endpoint_url": "https://svc:url-pa55@s3.internal:9000", "region_name": "eu-west-1",
+                              "verify": "/etc/pki/lake-ca.pem"}}
+    lake = Lake(LakeConfig.parse(config("memory://x", storage_options=json.dumps(opts))))
+    assert lake.endpoint == "https://s3.internal:9000"
+    expired = ssl.SSLCertVerificationError(1, "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed")
+    expired.verify_code, expired.verify_message = 10, "certificate has expired"
+    try:
+        raise OSError("SSL validation failed for https://svc:url-pa55@s3.internal:9000/x") from expired
+    except OSError as exc:
+        text = str(lake.failure("reading the offsets in", exc))
+    assert "the TLS handshake with the server at https://s3.internal:9000 failed: the server's certificate has " \
+           "expired" in text and "client_kwargs.verify" in text
+    denied = str(lake.failure("publishing to", PermissionError("Access Denied for AKIA-very-secret")))
+    assert "refused access (PermissionError: Access Denied for [hidden])" in denied
+    other = str(lake.failure("listing", OSError("s3.internal:9000 eu-west-1 /etc/pki/lake-ca.pem url-pa55")))
+    assert "s3.internal:9000 eu-west-1 /etc/pki/lake-ca.pem [hidden]" in other  # what failed stays readable
+    for secret in ("AKIA-very-secret", "s3cret-value", "url-pa55"):
+        assert secret not in text + denied + other

@@ -412,7 +412,7 @@ def test_bytes_that_are_not_confluent_avro_name_topic_and_key() -> None:
     with pytest.raises(DataError, match=r"AvroConverter cannot read the key of a record from topic 'in': "
                                         r"not in the Schema Registry wire format"):
         conv.to_connect_data("in", b"{json}")
-    with pytest.raises(DataError, match=r"the key .* topic 'in': the Schema Registry answered Schema Not Found "
+    with pytest.raises(DataError, match=r"the key .* topic 'in': the Schema Registry at mock://\S+ answered Schema Not Found "
                                         r"\(HTTP 404"):
         conv.to_connect_data("in", b"\x00\x00\x00\x10\x92\x02")
     data = conv.from_connect_data("in", V2, Struct(V2).put("id", 1).put("note", "long enough"))

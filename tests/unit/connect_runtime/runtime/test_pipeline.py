@@ -14,6 +14,7 @@ from connect_runtime.api.errors import ConfigError, DataError
 from connect_runtime.api.records import ConnectRecord, SinkRecord, SourceRecord
 from connect_runtime.api.transforms import Predicate, Transformation
 from connect_runtime.backends.base import ConsumedRecord, ProducerRecord
+from connect_runtime.converters import StringConverter
 from connect_runtime.runtime.pipeline import (
     TRANSFORMATION,
     VALUE_CONVERTER,
@@ -85,6 +86,21 @@ class NeedsSetting(Transformation[ConnectRecord]):
 
     def apply(self, record: ConnectRecord) -> ConnectRecord | None:
         return record
+
+
+class RefusedConverter(StringConverter):
+    """A converter whose server refuses it for the value ``"refused"`` (as a registry converter raises a ConfigError
+    for a certificate or a password the registry refused), a DataError for ``"bad"``."""
+
+    def from_connect(self, topic: str, value: Any, headers: Any = None) -> bytes | None:
+        if value in ("refused", "bad"):
+            raise (ConfigError if value == "refused" else DataError)(f"{value}: the server said no")
+        return super().from_connect(topic, value, headers)
+
+    def to_connect(self, topic: str, data: bytes | None, headers: Any = None) -> Any:
+        if data in (b"refused", b"bad"):
+            raise (ConfigError if data == b"refused" else DataError)(f"{data!r}: the server said no")
+        return super().to_connect(topic, data, headers)
 
 
 HERE = __name__
@@ -364,6 +380,21 @@ def test_errors_are_logged_with_messages_only_when_asked(caplog: pytest.LogCaptu
 SINK_BATCH = [consumed(b'{"a":0}', 10), consumed(b"{nope", 11, key=b'"k"', headers=[("h", b"1")]),
               consumed(b'"text"', 12), consumed(b'{"a":3}', 13)]
 INSERT = {"transforms": "ins", "transforms.ins.type": "InsertField$Value", "transforms.ins.offset.field": "o"}
+
+
+def test_a_config_error_for_a_record_is_never_tolerated() -> None:
+    """errors.tolerance=all skips a bad record (DataError) but not a ConfigError: the setting is wrong, not the
+    record (a registry that refused the converter's certificate or password)."""
+    conv = {"value.converter": f"{HERE}.RefusedConverter", "errors.tolerance": "all"}
+    batch = SourcePipeline.from_config(conv).process([src("ok"), src("bad", 1)])
+    assert len(batch.skipped) == 1 and len(batch.out) == 1
+    with pytest.raises(RecordError, match="ConfigError: refused: the server said no") as info:
+        SourcePipeline.from_config(conv).process([src("ok"), src("refused", 1), src("bad", 2)])
+    assert isinstance(info.value.__cause__, ConfigError) and "source offset {'line': 1}" in str(info.value)
+    sink = SinkPipeline.from_config(conv)
+    assert len(sink.process([consumed(b"ok"), consumed(b"bad", 1)]).dead) == 1
+    with pytest.raises(RecordError, match=r"partition 1 offset 1.*ConfigError"):
+        sink.process([consumed(b"ok"), consumed(b"refused", 1)])
 
 
 def test_sink_tolerance_none_names_topic_partition_offset() -> None:
