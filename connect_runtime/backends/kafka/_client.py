@@ -14,6 +14,12 @@ from typing import Any
 import confluent_kafka as ck
 
 from connect_runtime.api.errors import BackendError, BackendUnavailableError, ConfigError
+from connect_runtime.backends.kafka._auth import (
+    CALLABLE_SETTINGS,
+    refusal_cause,
+    resolve_callable,
+    token_recorder,
+)
 from connect_runtime.backends.kafka._logs import _QUIET, _librdkafka_log
 
 log = logging.getLogger(__name__)
@@ -154,10 +160,17 @@ class _Clients:
         self.default_offsets_topic = str(own["offset.storage.topic"] or DEFAULT_OFFSETS_TOPIC)
         if errors:
             raise ConfigError(errors=errors)
-        self._common = common
-        self._overrides = overrides
         self._secrets = [str(v) for k, v in list(common.items()) + [
             (k, v) for o in overrides.values() for k, v in o.items()] if _is_secret(k) and str(v)]
+        for prefix, conf in [("", common), *overrides.items()]:  # in the worker, never in a config or a plan
+            for name in CALLABLE_SETTINGS:
+                if name in conf:
+                    conf[name] = token_recorder(resolve_callable(prefix + name, conf[name]), self._secrets)
+        self._common = common
+        self._overrides = overrides
+        self.refused: str | None = None
+        """Why a broker refused one of these clients (authentication, TLS), once one did: a setting to fix,
+        which no retry within the bounds would change."""
 
     def redact(self, text: str) -> str:
         """``text`` with every secret setting value replaced by ``***``."""
@@ -188,6 +201,9 @@ class _Clients:
         return conf
 
     def error_cb(self, err: ck.KafkaError) -> None:
+        cause = refusal_cause(err)
+        if cause is not None and self.refused is None:
+            self.refused = self.redact(cause)
         text = self.redact(err.str())
         _QUIET.emit(log, logging.WARNING, text, f"kafka client ({self.bootstrap}): {err.name()}: {text}")
 
@@ -202,9 +218,20 @@ class _Clients:
                 f"invalid Kafka {what} settings for {self.bootstrap}: {message}", errors={field: message}
             ) from exc
 
+    def refusal(self, doing: str) -> BackendUnavailableError | None:
+        """The error to raise when a broker refused these clients (see :attr:`refused`), else None."""
+        if self.refused is None:
+            return None
+        return BackendUnavailableError(f"Kafka cluster at {self.bootstrap} could not be used ({doing}): "
+                                       f"{self.refused}")
+
     def translate(self, exc: BaseException, doing: str) -> BackendError:
-        """A BackendError (BackendUnavailableError when the cluster did not answer) for a client error."""
+        """A BackendError (BackendUnavailableError when the cluster did not answer, or refused these clients:
+        the refusal's cause then) for a client error."""
         err = _kafka_error(exc)
+        refused = self.refusal(doing)
+        if refused is not None and (err is None or err.code() in _UNREACHABLE_CODES):
+            return refused
         message = f"Kafka {doing} at {self.bootstrap} failed: {self.redact(_describe(exc))}"
         if err is not None and err.code() in _UNREACHABLE_CODES:
             return BackendUnavailableError(
@@ -214,6 +241,9 @@ class _Clients:
 
     def unavailable(self, exc: BaseException, doing: str) -> BackendError:
         err = _kafka_error(exc)
+        refused = self.refusal(doing)
+        if refused is not None and (err is None or err.code() in _UNREACHABLE_CODES):
+            return refused
         if err is None or err.code() in _UNREACHABLE_CODES:
             return BackendUnavailableError(
                 f"Kafka cluster at {self.bootstrap} could not be reached for {doing} within "
