@@ -61,7 +61,7 @@ def connection(broker: SecuredKafka, way: str, endpoint: TokenEndpoint) -> tuple
 
 def _source(name: str, topic: str) -> dict[str, Any]:
     return {"name": name, "connector.class": "connect_runtime.connectors.datagen.DataGenSource", "topic": topic,
-            "max.records": RECORDS, "batch.size": 100, "tasks.max": 2, "topic.creation.default.partitions": 2,
+            "max.records": RECORDS, "batch.size": 100, "tasks.max": 1, "topic.creation.default.partitions": 2,
             "poll.idle.timeout.ms": 200}
 
 
@@ -98,15 +98,20 @@ REFUSALS = {
     "wrong password": "authentication failed",
     "untrusted CA": "the broker's certificate is not trusted",
     "expired client certificate": "the broker refused this client's certificate",
+    "wrong OAuth client secret": "authentication failed",
 }
 
 
 @pytest.mark.parametrize("case", list(REFUSALS))
 def test_a_refused_client_fails_at_once_naming_the_server_and_the_cause(
-        kafka_secure: SecuredKafka, case: str, caplog: pytest.LogCaptureFixture) -> None:
+        kafka_secure: SecuredKafka, token_endpoint: TokenEndpoint, case: str, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
-    if case == "wrong password":
-        settings: dict[str, Any] = kafka_secure.sasl_settings("admin", "SCRAM-SHA-512", password="pw-" + uuid.uuid4().hex)
+    if case == "wrong OAuth client secret":
+        settings: dict[str, Any] = {**kafka_secure.oauth_settings(), **token_endpoint.settings(),
+                                    "sasl.oauthbearer.client.secret": f"not-it-{uuid.uuid4().hex}"}
+        secret = settings["sasl.oauthbearer.client.secret"]
+    elif case == "wrong password":
+        settings = kafka_secure.sasl_settings("admin", "SCRAM-SHA-512", password="pw-" + uuid.uuid4().hex)
         secret = settings["sasl.password"]
     elif case == "untrusted CA":
         settings = {**kafka_secure.sasl_settings("admin"), "ssl.ca.pem": kafka_secure.foreign_ca.pem}
@@ -124,6 +129,20 @@ def test_a_refused_client_fails_at_once_naming_the_server_and_the_cause(
     message = str(failed.value)
     assert bootstrap in message and REFUSALS[case] in message, message
     assert secret not in message and secret not in caplog.text
+
+
+def test_an_oauth_cb_that_raises_is_named_in_the_error(kafka_secure: SecuredKafka) -> None:
+    """confluent-kafka waits 10 s for a first token when it makes the client, then says only "OAuth token not
+    set": the error names the callable and what it raised (a token service down may come back: not a
+    ConfigError)."""
+    settings: dict[str, Any] = {**kafka_secure.oauth_settings(), "sasl.oauthbearer.config": "principal=admin",
+                                "oauth_cb": "tests.support.kafka_secure.failing_oauth_token"}
+    url = f"kafka://{settings.pop('bootstrap.servers')}"
+    with pytest.raises(BackendUnavailableError) as failed, open_backend(url, settings) as backend:
+        backend.list_topics()
+    message = str(failed.value)
+    assert "no OAUTHBEARER token" in message and "failing_oauth_token raised RuntimeError: the token service is " \
+        "down" in message and url.removeprefix("kafka://") in message, message
 
 
 def test_oauth_cb_that_does_not_resolve_is_one_config_error(kafka_secure: SecuredKafka) -> None:

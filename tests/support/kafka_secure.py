@@ -83,17 +83,22 @@ def unsecured_jwt(principal: str, lifetime_s: float = 3600.0, **claims: Any) -> 
     return f"{part({'alg': 'none'})}.{part(body)}.", expiry
 
 
-def oauth_token(config: str) -> tuple[str, float]:
+def oauth_token(config: str | None) -> tuple[str, float]:
     """An ``oauth_cb`` (confluent-kafka's convention: called with ``sasl.oauthbearer.config``, returns ``(token,
-    expiry in epoch seconds)``): an unsecured token for the ``principal=<name>`` the config names, ``admin`` if
-    none. Named by its dotted path ``tests.support.kafka_secure.oauth_token`` in a connection's extra. With
+    expiry in epoch seconds)``; None when the setting is not given): an unsecured token for the ``principal=<name>``
+    the config names, ``admin`` if none. Named by its dotted path ``tests.support.kafka_secure.oauth_token`` in a connection's extra. With
     ``$PYCONNECT_TEST_OAUTH_EXPIRY`` set (epoch seconds), tokens expire then and carry the claim ``jti`` from
     ``$PYCONNECT_TEST_OAUTH_JTI``, so that a test that runs this in another process knows the token to look for."""
-    fields = dict(part.split("=", 1) for part in config.split() if "=" in part)
+    fields = dict(part.split("=", 1) for part in (config or "").split() if "=" in part)
     expiry = os.environ.get("PYCONNECT_TEST_OAUTH_EXPIRY")
     if expiry is None:
         return unsecured_jwt(fields.get("principal", ADMIN))
     return fixed_jwt(fields.get("principal", ADMIN), float(expiry), os.environ.get("PYCONNECT_TEST_OAUTH_JTI", ""))
+
+
+def failing_oauth_token(config: str | None) -> tuple[str, float]:
+    """An ``oauth_cb`` whose token service is down: it raises."""
+    raise RuntimeError(f"the token service is down (asked with {config!r})")
 
 
 def fixed_jwt(principal: str, expiry: float, jti: str) -> tuple[str, float]:

@@ -54,11 +54,26 @@ def resolve_callable(name: str, value: Any) -> Callable[..., Any]:
     return target  # type: ignore[no-any-return]
 
 
-def token_recorder(oauth_cb: Callable[..., Any], secrets: list[str]) -> Callable[[str], Any]:
-    """``oauth_cb`` with each token it returns appended to ``secrets`` (so no message shows it)."""
+def token_recorder(oauth_cb: Callable[..., Any], secrets: list[str],
+                   failures: list[tuple[str, bool]]) -> Callable[[str], Any]:
+    """``oauth_cb`` with each token it returns appended to ``secrets`` (so no message shows it), and what went
+    wrong appended to ``failures`` (confluent-kafka only says "OAuth token not set" after waiting for a token):
+    ``(why, False)`` when it raised (its token source may come back), ``(why, True)`` when it returned something
+    else than ``(token, expiry, ...)`` (a defect of the callable: a configuration error)."""
+    name = getattr(oauth_cb, "__qualname__", type(oauth_cb).__name__)
+
     def call(config: str) -> Any:
-        result = oauth_cb(config)
-        if isinstance(result, tuple) and result and isinstance(result[0], str) and result[0] not in secrets:
+        try:
+            result = oauth_cb(config)
+        except Exception as exc:  # the client only learns that no token came: keep why for its error
+            failures.append((f"oauth_cb {name} raised {type(exc).__name__}: {exc}", False))
+            raise
+        if not (isinstance(result, tuple) and len(result) >= 2 and isinstance(result[0], str)
+                and isinstance(result[1], (int, float))):
+            why = f"oauth_cb {name} returned a {type(result).__name__}, expected (token, expiry epoch seconds)"
+            failures.append((why, True))
+            raise TypeError(why)
+        if result[0] not in secrets:
             secrets.append(result[0])
         return result
 

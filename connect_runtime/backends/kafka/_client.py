@@ -160,12 +160,14 @@ class _Clients:
         self.default_offsets_topic = str(own["offset.storage.topic"] or DEFAULT_OFFSETS_TOPIC)
         if errors:
             raise ConfigError(errors=errors)
+        self._token_failures: list[tuple[str, bool]] = []
         self._secrets = [str(v) for k, v in list(common.items()) + [
             (k, v) for o in overrides.values() for k, v in o.items()] if _is_secret(k) and str(v)]
         for prefix, conf in [("", common), *overrides.items()]:  # in the worker, never in a config or a plan
             for name in CALLABLE_SETTINGS:
                 if name in conf:
-                    conf[name] = token_recorder(resolve_callable(prefix + name, conf[name]), self._secrets)
+                    conf[name] = token_recorder(resolve_callable(prefix + name, conf[name]), self._secrets,
+                                                self._token_failures)
         self._common = common
         self._overrides = overrides
         self.refused: str | None = None
@@ -214,6 +216,13 @@ class _Clients:
             message = self.redact(_describe(exc))
             m = re.search(r'property:?\s*"?([A-Za-z0-9_.\-]+)"?', message)
             field = m.group(1) if m else "settings"
+            if self._token_failures:  # no token: the callable says why, the client only that none came
+                why, defect = self._token_failures[-1]
+                message = self.redact(f"{why} ({message})")
+                if not defect:
+                    raise BackendUnavailableError(f"Kafka cluster at {self.bootstrap}: no OAUTHBEARER token for a new "
+                                                  f"{what}: {message}") from exc
+                field = "oauth_cb"
             raise ConfigError(
                 f"invalid Kafka {what} settings for {self.bootstrap}: {message}", errors={field: message}
             ) from exc

@@ -38,11 +38,25 @@ def test_the_backend_resolves_oauth_cb_when_opened_and_hides_its_tokens() -> Non
         open_backend("kafka://127.0.0.1:9", {"producer.override.oauth_cb": "json.decoder.NaN"})
     assert list(failed.value.errors) == ["producer.override.oauth_cb"], failed.value.errors
     secrets: list[str] = []
-    call = token_recorder(lambda config: (f"tok-{config}", 1e10), secrets)
-    assert call("a") == ("tok-a", 1e10) and secrets == ["tok-a"]
-    with open_backend("kafka://127.0.0.1:9", {"oauth_cb": "json.dumps"}) as backend:
+    failures: list[tuple[str, bool]] = []
+    call = token_recorder(lambda config: (f"tok-{config}", 1e10), secrets, failures)
+    assert call("a") == ("tok-a", 1e10) and secrets == ["tok-a"] and failures == []
+
+    def down(config: str) -> tuple[str, float]:
+        raise RuntimeError("token service down")
+
+    with pytest.raises(RuntimeError):
+        token_recorder(down, secrets, failures)("a")
+    with pytest.raises(TypeError):
+        token_recorder(lambda config: "just-a-token", secrets, failures)("a")
+    assert failures == [("oauth_cb test_the_backend_resolves_oauth_cb_when_opened_and_hides_its_tokens.<locals>.down "
+                         "raised RuntimeError: token service down", False),
+                        ("oauth_cb test_the_backend_resolves_oauth_cb_when_opened_and_hides_its_tokens.<locals>."
+                         "<lambda> returned a str, expected (token, expiry epoch seconds)", True)]
+    with open_backend("kafka://127.0.0.1:9", {"oauth_cb": "tests.support.kafka_secure.oauth_token"}) as backend:
         conf = backend.client_config("producer")
-        assert callable(conf["oauth_cb"]) and conf["oauth_cb"]("x") == '"x"'
+        token, _expiry = conf["oauth_cb"]("principal=bob")
+        assert backend.redact(f"got {token}") == "got ***"
 
 
 @pytest.mark.parametrize(("code", "text", "cause"), [
