@@ -6,7 +6,9 @@ authentication set in a ``pyconnect`` connection the way docs/kafka.md ("Authent
   ``ssl.key.password``), ``security_protocol`` SSL;
 - ``pyconnect_oauth``: OAUTHBEARER through ``oauth_cb``, the dotted path of a token callable, imported in the task;
 - ``pyconnect_oidc``: OAUTHBEARER through librdkafka's OIDC method, the OAuth client's id and secret in
-  login/password, the token endpoint a tiny server of this test on loopback.
+  login/password, the token endpoint a tiny server of this test on loopback;
+- ``pyconnect_refused``: a wrong password: its source task fails at once with one error naming the bootstrap
+  server and the cause (its sink does not run).
 
 Each connection carries an exactly-once source run and a sink run up to its ranges (DAG
 ``pyconnect_test_secure_kafka``): every record once in the sink's files and in the topic read ``read_committed``.
@@ -75,8 +77,12 @@ def test_every_authentication_through_the_connection(af: AirflowEnv, kafka_secur
                                      "sasl.oauthbearer.token.endpoint.url": endpoint.url, "ssl.ca.location": ca},
                                     endpoint.client_id, endpoint.client_secret),
         }
-        env = {**{f"AIRFLOW_CONN_{c.upper()}": v for c, v in conns.items()},
-               "PYCONNECT_TEST_CONNS": ",".join(conns), "PYCONNECT_TEST_SUFFIX": suffix,
+        wrong = f"wrong-{uuid.uuid4().hex}"
+        refused = {"pyconnect_refused": _conn(kafka_secure.listener("SASL").bootstrap,
+                                              {"sasl_mechanism": "SCRAM-SHA-256", "ssl.ca.location": ca},
+                                              "admin", wrong)}
+        env = {**{f"AIRFLOW_CONN_{c.upper()}": v for c, v in {**conns, **refused}.items()},
+               "PYCONNECT_TEST_CONNS": ",".join([*conns, *refused]), "PYCONNECT_TEST_SUFFIX": suffix,
                "PYCONNECT_TEST_OUT": str(out), "PYCONNECT_TEST_OAUTH_EXPIRY": str(expiry),
                "PYCONNECT_TEST_OAUTH_JTI": jti}
         run = af.airflow("dags", "test", DAG_ID, extra_env=env, check=False, timeout=420)
@@ -86,13 +92,19 @@ def test_every_authentication_through_the_connection(af: AirflowEnv, kafka_secur
 
     states = dict(af.query("SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = "
                                  "(SELECT max(run_id) FROM dag_run WHERE dag_id = ?)", DAG_ID, DAG_ID))
-    assert states == {f"{kind}_{c}": "success" for c in conns for kind in ("src", "sink")}, (states, text[-6000:])
+    assert states == {**{f"{kind}_{c}": "success" for c in conns for kind in ("src", "sink")},
+                      "src_pyconnect_refused": "failed", "sink_pyconnect_refused": "upstream_failed"}, (states,
+                                                                                                       text[-6000:])
+    # the refused connection: one error naming the bootstrap server and the cause, never the password
+    assert f"Kafka cluster at {kafka_secure.listener('SASL').bootstrap} could not be used" in text, text[-6000:]
+    assert "authentication failed" in text and "SCRAM-SHA-256" in text, text[-6000:]
     for conn in conns:
         topic = f"secure-{conn}-{suffix}"
         assert sunk_ids(out / conn, topic) == list(range(RECORDS)), f"{conn}: records lost or sunk twice"
         assert committed_ids(kafka_secure, topic, 2) == list(range(RECORDS)), f"{conn}: records lost or twice"
 
-    secrets = {"the SCRAM password": kafka_secure.passwords["admin"], "the key password": str(cert.key_password),
+    secrets = {"the SCRAM password": kafka_secure.passwords["admin"], "the wrong password": wrong,
+               "the key password": str(cert.key_password),
                "the OAuth client secret": endpoint.client_secret, "the oauth_cb token": token,
                **{f"a line of the private key ({i})": line for i, line in enumerate(cert.key_pem.splitlines())
                   if not line.startswith("-----")},
