@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -170,9 +171,7 @@ class _Clients:
                                                 self._token_failures)
         self._common = common
         self._overrides = overrides
-        self.refused: str | None = None
-        """Why a broker refused one of these clients (authentication, TLS), once one did: a setting to fix,
-        which no retry within the bounds would change."""
+        self._refused: tuple[float, str] | None = None  # (monotonic time, cause) of the latest refusal
 
     def redact(self, text: str) -> str:
         """``text`` with every secret setting value replaced by ``***``."""
@@ -204,8 +203,8 @@ class _Clients:
 
     def error_cb(self, err: ck.KafkaError) -> None:
         cause = refusal_cause(err)
-        if cause is not None and self.refused is None:
-            self.refused = self.redact(cause)
+        if cause is not None:
+            self._refused = (time.monotonic(), self.redact(cause))
         text = self.redact(err.str())
         _QUIET.emit(log, logging.WARNING, text, f"kafka client ({self.bootstrap}): {err.name()}: {text}")
 
@@ -227,12 +226,22 @@ class _Clients:
                 f"invalid Kafka {what} settings for {self.bootstrap}: {message}", errors={field: message}
             ) from exc
 
-    def refusal(self, doing: str) -> BackendUnavailableError | None:
-        """The error to raise when a broker refused these clients (see :attr:`refused`), else None."""
-        if self.refused is None:
+    def refused(self, since: float | None = None) -> str | None:
+        """Why a broker refused one of these clients (authentication, TLS: a setting to fix, which no retry within
+        the bounds would change), if one did at or after ``since`` (monotonic; default: within the last
+        ``connect.timeout.ms``, so that an OAuth token refused once and refreshed since does not name a later
+        outage)."""
+        if self._refused is None:
             return None
-        return BackendUnavailableError(f"Kafka cluster at {self.bootstrap} could not be used ({doing}): "
-                                       f"{self.refused}")
+        at, cause = self._refused
+        return cause if at >= (time.monotonic() - self.connect_timeout if since is None else since) else None
+
+    def refusal(self, doing: str, since: float | None = None) -> BackendUnavailableError | None:
+        """The error to raise when a broker refused these clients (see :meth:`refused`), else None."""
+        cause = self.refused(since)
+        if cause is None:
+            return None
+        return BackendUnavailableError(f"Kafka cluster at {self.bootstrap} could not be used ({doing}): {cause}")
 
     def translate(self, exc: BaseException, doing: str) -> BackendError:
         """A BackendError (BackendUnavailableError when the cluster did not answer, or refused these clients:

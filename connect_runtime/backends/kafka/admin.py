@@ -53,7 +53,8 @@ class _KafkaAdmin:
         client (authentication, TLS) fails the call at once, naming the cause, rather than after the whole
         bound as an unreachable cluster."""
         client = self.client
-        deadline = time.monotonic() + self.clients.connect_timeout
+        started = time.monotonic()
+        deadline = started + self.clients.connect_timeout
         while True:
             step = max(0.05, min(1.0, deadline - time.monotonic()))
             try:
@@ -61,7 +62,10 @@ class _KafkaAdmin:
                                                                                                  timeout=step)
             except ck.KafkaException as exc:
                 client.poll(0)  # serves the error callback, which records a refusal
-                if self.clients.refused is not None or time.monotonic() >= deadline or not _transient(exc):
+                refused = self.clients.refusal("reading cluster metadata", since=started)
+                if refused is not None:
+                    raise refused from exc
+                if time.monotonic() >= deadline or not _transient(exc):
                     raise self.clients.unavailable(exc, "reading cluster metadata") from exc
 
     def list_topics(self) -> dict[str, int]:

@@ -83,3 +83,26 @@ def test_a_refusal_names_its_cause(code: int, text: str, cause: str) -> None:
 ])
 def test_a_broker_down_is_no_refusal(code: int, text: str) -> None:
     assert refusal_cause(ck.KafkaError(code, text)) is None
+
+
+def test_a_refusal_is_remembered_for_one_bound_only() -> None:
+    """A refusal names the failures of the next ``connect.timeout.ms`` (and of an operation that saw it), not a
+    later outage: an OAuth token refused once and refreshed since must not turn a broker restart into an
+    "authentication failed"."""
+    import time
+
+    from connect_runtime.backends.kafka._client import _Clients
+
+    clients = _Clients("h:1", {"connect.timeout.ms": 1000, "sasl.password": "pw-secret-123"})
+    assert clients.refused() is None
+    started = time.monotonic()
+    clients.error_cb(ck.KafkaError(ck.KafkaError._AUTHENTICATION, "SASL authentication error: bad pw-secret-123"))
+    cause = clients.refused(since=started)
+    assert cause is not None and cause.startswith("authentication failed") and "pw-secret-123" not in cause
+    assert clients.refused(since=time.monotonic() + 1) is None
+    err = clients.translate(ck.KafkaException(ck.KafkaError(ck.KafkaError._TRANSPORT, "down")), "reading")
+    assert "could not be used (reading): authentication failed" in str(err)
+    clients._refused = (time.monotonic() - 5, "authentication failed (old)")  # older than the bound
+    assert clients.refused() is None
+    err = clients.translate(ck.KafkaException(ck.KafkaError(ck.KafkaError._TRANSPORT, "down")), "reading")
+    assert "could not be reached" in str(err)
