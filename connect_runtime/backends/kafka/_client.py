@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -14,6 +15,12 @@ from typing import Any
 import confluent_kafka as ck
 
 from connect_runtime.api.errors import BackendError, BackendUnavailableError, ConfigError
+from connect_runtime.backends.kafka._auth import (
+    CALLABLE_SETTINGS,
+    refusal_cause,
+    resolve_callable,
+    token_recorder,
+)
 from connect_runtime.backends.kafka._logs import _QUIET, _librdkafka_log
 
 log = logging.getLogger(__name__)
@@ -154,10 +161,17 @@ class _Clients:
         self.default_offsets_topic = str(own["offset.storage.topic"] or DEFAULT_OFFSETS_TOPIC)
         if errors:
             raise ConfigError(errors=errors)
-        self._common = common
-        self._overrides = overrides
+        self._token_failures: list[tuple[str, bool]] = []
         self._secrets = [str(v) for k, v in list(common.items()) + [
             (k, v) for o in overrides.values() for k, v in o.items()] if _is_secret(k) and str(v)]
+        for prefix, conf in [("", common), *overrides.items()]:  # in the worker, never in a config or a plan
+            for name in CALLABLE_SETTINGS:
+                if name in conf:
+                    conf[name] = token_recorder(resolve_callable(prefix + name, conf[name]), self._secrets,
+                                                self._token_failures)
+        self._common = common
+        self._overrides = overrides
+        self._refused: tuple[float, str] | None = None  # (monotonic time, cause) of the latest refusal
 
     def redact(self, text: str) -> str:
         """``text`` with every secret setting value replaced by ``***``."""
@@ -188,6 +202,9 @@ class _Clients:
         return conf
 
     def error_cb(self, err: ck.KafkaError) -> None:
+        cause = refusal_cause(err)
+        if cause is not None:
+            self._refused = (time.monotonic(), self.redact(cause))
         text = self.redact(err.str())
         _QUIET.emit(log, logging.WARNING, text, f"kafka client ({self.bootstrap}): {err.name()}: {text}")
 
@@ -198,13 +215,41 @@ class _Clients:
             message = self.redact(_describe(exc))
             m = re.search(r'property:?\s*"?([A-Za-z0-9_.\-]+)"?', message)
             field = m.group(1) if m else "settings"
+            if self._token_failures:  # no token: the callable says why, the client only that none came
+                why, defect = self._token_failures[-1]
+                message = self.redact(f"{why} ({message})")
+                if not defect:
+                    raise BackendUnavailableError(f"Kafka cluster at {self.bootstrap}: no OAUTHBEARER token for a new "
+                                                  f"{what}: {message}") from exc
+                field = "oauth_cb"
             raise ConfigError(
                 f"invalid Kafka {what} settings for {self.bootstrap}: {message}", errors={field: message}
             ) from exc
 
+    def refused(self, since: float | None = None) -> str | None:
+        """Why a broker refused one of these clients (authentication, TLS: a setting to fix, which no retry within
+        the bounds would change), if one did at or after ``since`` (monotonic; default: within the last
+        ``connect.timeout.ms``, so that an OAuth token refused once and refreshed since does not name a later
+        outage)."""
+        if self._refused is None:
+            return None
+        at, cause = self._refused
+        return cause if at >= (time.monotonic() - self.connect_timeout if since is None else since) else None
+
+    def refusal(self, doing: str, since: float | None = None) -> BackendUnavailableError | None:
+        """The error to raise when a broker refused these clients (see :meth:`refused`), else None."""
+        cause = self.refused(since)
+        if cause is None:
+            return None
+        return BackendUnavailableError(f"Kafka cluster at {self.bootstrap} could not be used ({doing}): {cause}")
+
     def translate(self, exc: BaseException, doing: str) -> BackendError:
-        """A BackendError (BackendUnavailableError when the cluster did not answer) for a client error."""
+        """A BackendError (BackendUnavailableError when the cluster did not answer, or refused these clients:
+        the refusal's cause then) for a client error."""
         err = _kafka_error(exc)
+        refused = self.refusal(doing)
+        if refused is not None and (err is None or err.code() in _UNREACHABLE_CODES):
+            return refused
         message = f"Kafka {doing} at {self.bootstrap} failed: {self.redact(_describe(exc))}"
         if err is not None and err.code() in _UNREACHABLE_CODES:
             return BackendUnavailableError(
@@ -214,6 +259,9 @@ class _Clients:
 
     def unavailable(self, exc: BaseException, doing: str) -> BackendError:
         err = _kafka_error(exc)
+        refused = self.refusal(doing)
+        if refused is not None and (err is None or err.code() in _UNREACHABLE_CODES):
+            return refused
         if err is None or err.code() in _UNREACHABLE_CODES:
             return BackendUnavailableError(
                 f"Kafka cluster at {self.bootstrap} could not be reached for {doing} within "
