@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from connect_runtime.api.errors import (
+    AuthorizationError,
     BackendUnavailableError,
     ConfigError,
     ProducerFencedError,
@@ -298,7 +299,7 @@ class SinkCommitFence:
             try:
                 fence.begin_transaction()
                 fence.commit_transaction([], self.timeout_s, extra={SINK_COMMITS_STORE: [(key, value)]})
-            except (ProducerFencedError, ConfigError):
+            except (ProducerFencedError, ConfigError, AuthorizationError):
                 raise
             except Exception as exc:
                 # its transaction is in an unknown or fatal state (a broker restart under it): the next try

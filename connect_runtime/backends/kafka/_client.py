@@ -13,7 +13,8 @@ from typing import Any
 
 import confluent_kafka as ck
 
-from connect_runtime.api.errors import BackendError, BackendUnavailableError, ConfigError
+from connect_runtime.api.errors import AuthorizationError, BackendError, BackendUnavailableError, ConfigError
+from connect_runtime.backends.kafka._access import Need, denied
 from connect_runtime.backends.kafka._logs import _QUIET, _librdkafka_log
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,10 @@ _UNREACHABLE_CODES = frozenset(
 )
 # consumer errors that pass on their own (librdkafka reconnects and refetches)
 _TRANSIENT_CONSUMER_CODES = _UNREACHABLE_CODES | {ck.KafkaError._PARTITION_EOF}
+# what a consumer without a group of its own (a reader: assigned partitions, explicit offsets, never a commit) leaves
+# aside: confluent-kafka requires a group.id, with which librdkafka looks up the group's coordinator (FindCoordinator,
+# Describe on the group); a principal without any group ACL is refused that lookup, which a reader never needs
+_GROUPLESS_CONSUMER_CODES = _TRANSIENT_CONSUMER_CODES | {ck.KafkaError.GROUP_AUTHORIZATION_FAILED}
 
 _EOF = ck.KafkaError._PARTITION_EOF
 _NOT_AVAILABLE = ck.TIMESTAMP_NOT_AVAILABLE
@@ -95,6 +100,8 @@ def _consume(consumer: Any, max_messages: int, timeout: float) -> list[Any]:
 
 
 def _nogroup() -> str:
+    """The group.id of a reader (a consumer that never commits nor reads group offsets): a random one, which needs
+    no ACL (see :data:`_GROUPLESS_CONSUMER_CODES`)."""
     return f"pyconnect-nogroup-{uuid.uuid4().hex}"
 
 
@@ -187,6 +194,14 @@ class _Clients:
         conf["bootstrap.servers"] = self.bootstrap
         return conf
 
+    def groupless_error_cb(self, err: ck.KafkaError) -> None:
+        """:meth:`error_cb` of a reader: its group's coordinator refused to a principal without group ACLs is no
+        warning (:data:`_GROUPLESS_CONSUMER_CODES`)."""
+        if err.code() == ck.KafkaError.GROUP_AUTHORIZATION_FAILED:
+            log.debug("kafka reader (%s): %s (a reader needs no group)", self.bootstrap, err.str())
+            return
+        self.error_cb(err)
+
     def error_cb(self, err: ck.KafkaError) -> None:
         text = self.redact(err.str())
         _QUIET.emit(log, logging.WARNING, text, f"kafka client ({self.bootstrap}): {err.name()}: {text}")
@@ -202,8 +217,18 @@ class _Clients:
                 f"invalid Kafka {what} settings for {self.bootstrap}: {message}", errors={field: message}
             ) from exc
 
-    def translate(self, exc: BaseException, doing: str) -> BackendError:
-        """A BackendError (BackendUnavailableError when the cluster did not answer) for a client error."""
+    def denied(self, exc: BaseException | ck.KafkaError, doing: str, *needs: Need) -> AuthorizationError | None:
+        """``exc`` as one :class:`AuthorizationError` when it is a refused permission (see :mod:`._access`), naming
+        the one of ``needs`` of the refused resource type; ``None`` otherwise."""
+        return denied(exc, bootstrap=self.bootstrap, settings=self._common, doing=doing, needs=needs,
+                      redact=self.redact)
+
+    def translate(self, exc: BaseException, doing: str, *needs: Need) -> BackendError:
+        """A BackendError (BackendUnavailableError when the cluster did not answer, AuthorizationError when it
+        refused a permission: ``needs`` say what the call needs) for a client error."""
+        refused = self.denied(exc, doing, *needs)
+        if refused is not None:
+            return refused
         err = _kafka_error(exc)
         message = f"Kafka {doing} at {self.bootstrap} failed: {self.redact(_describe(exc))}"
         if err is not None and err.code() in _UNREACHABLE_CODES:
@@ -212,11 +237,14 @@ class _Clients:
                 f"(connect.timeout.ms={int(self.connect_timeout * 1000)}): {self.redact(_describe(exc))}")
         return BackendError(message)
 
-    def unavailable(self, exc: BaseException, doing: str) -> BackendError:
+    def unavailable(self, exc: BaseException, doing: str, *needs: Need) -> BackendError:
+        refused = self.denied(exc, doing, *needs)
+        if refused is not None:
+            return refused
         err = _kafka_error(exc)
         if err is None or err.code() in _UNREACHABLE_CODES:
             return BackendUnavailableError(
                 f"Kafka cluster at {self.bootstrap} could not be reached for {doing} within "
                 f"{self.connect_timeout:g} s (connect.timeout.ms): {self.redact(_describe(exc))}")
-        return self.translate(exc, doing)
+        return self.translate(exc, doing, *needs)
 

@@ -14,6 +14,7 @@ from connect_runtime.api.errors import BackendError
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends import kafka_bootstrap_servers
 from connect_runtime.backends.base import Backend, Capabilities
+from connect_runtime.backends.kafka._access import Need
 from connect_runtime.backends.kafka._client import _Clients
 from connect_runtime.backends.kafka.admin import _KafkaAdmin
 from connect_runtime.backends.kafka.columnar import Columns, read_range_batches
@@ -67,12 +68,13 @@ class KafkaBackend(Backend):
     def make_client(self, factory: Callable[[dict[str, Any]], Any], conf: dict[str, Any], what: str) -> Any:
         return self.clients.make_client(factory, conf, what)
 
-    def translate(self, exc: BaseException, doing: str) -> BackendError:
-        """A BackendError (BackendUnavailableError when the cluster did not answer) for a client error."""
-        return self.clients.translate(exc, doing)
+    def translate(self, exc: BaseException, doing: str, *needs: Need) -> BackendError:
+        """A BackendError (BackendUnavailableError when the cluster did not answer, AuthorizationError naming the
+        one of ``needs`` it refused) for a client error."""
+        return self.clients.translate(exc, doing, *needs)
 
-    def _unavailable(self, exc: BaseException, doing: str) -> BackendError:
-        return self.clients.unavailable(exc, doing)
+    def _unavailable(self, exc: BaseException, doing: str, *needs: Need) -> BackendError:
+        return self.clients.unavailable(exc, doing, *needs)
 
     # -- admin -------------------------------------------------------------------------------------
     @property

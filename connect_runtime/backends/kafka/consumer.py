@@ -22,7 +22,9 @@ import confluent_kafka as ck
 from connect_runtime.api.errors import BackendError, BackendUnavailableError
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends.base import ConsumedRecord, Consumer
+from connect_runtime.backends.kafka._access import Need
 from connect_runtime.backends.kafka._client import (
+    _GROUPLESS_CONSUMER_CODES,
     _NOT_AVAILABLE,
     _TRANSIENT_CONSUMER_CODES,
     _consume,
@@ -70,6 +72,9 @@ class KafkaConsumer(Consumer):
         self.effective_config = {k: "***" if _is_secret(k) else v for k, v in conf.items()
                                  if k not in ("logger", "error_cb")}
         """The librdkafka properties this consumer was created with (secrets masked)."""
+        self._passing = _TRANSIENT_CONSUMER_CODES if group_id else _GROUPLESS_CONSUMER_CODES
+        if not group_id:
+            conf["error_cb"] = backend.clients.groupless_error_cb
         self._c: Any = backend.make_client(ck.Consumer, conf, "consumer")
         self._consume = self._c.consume
         self._ends: _EndReader | None = None
@@ -107,12 +112,15 @@ class KafkaConsumer(Consumer):
         try:
             got = self._c.committed([ck.TopicPartition(t, p) for t, p in partitions], timeout=timeout)
         except ck.KafkaException as exc:
-            raise self.backend._unavailable(exc, f"reading committed offsets of group {self.group_id!r}") from exc
+            raise self.backend._unavailable(exc, f"reading committed offsets of group {self.group_id!r}",
+                                            Need("Describe", "Group", self.group_id),
+                                            Need("Describe", "Topic", partitions[0][0])) from exc
         out: dict[TopicPartition, int | None] = {}
         for tp in got:
             if tp.error is not None:
                 raise self.backend.translate(ck.KafkaException(tp.error),
-                                             f"reading the committed offset of {tp.topic}[{tp.partition}]")
+                                             f"reading the committed offset of {tp.topic}[{tp.partition}]",
+                                             Need("Describe", "Group", self.group_id), Need("Describe", "Topic", tp.topic))
             out[TopicPartition(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
         return out
 
@@ -178,7 +186,7 @@ class KafkaConsumer(Consumer):
         try:
             msgs = _consume(self._c, max(1, max_records), timeout)
         except ck.KafkaException as exc:
-            raise self.backend.translate(exc, f"{self._what()} poll") from exc
+            raise self.backend.translate(exc, f"{self._what()} poll", *self._read_needs()) from exc
         if not msgs:
             return []
         if any(map(_msg_error, msgs)):  # rare: error events among the messages
@@ -187,12 +195,21 @@ class KafkaConsumer(Consumer):
                 err = m.error()
                 if err is None:
                     kept.append(m)
-                elif err.code() in _TRANSIENT_CONSUMER_CODES:
+                elif err.code() in self._passing:
                     log.debug("%s: %s", self._what(), err.str())
                 else:
-                    raise self.backend.translate(ck.KafkaException(err), f"{self._what()} poll")
+                    raise self.backend.translate(ck.KafkaException(err), f"{self._what()} poll",
+                                                 *self._read_needs(m.topic()))
             msgs = kept
         return _consumed_records(msgs)
+
+    def _read_needs(self, topic: str | None = None) -> list[Need]:
+        """What polling needs: Read on the topic (the refused one when the error names it) and on the group."""
+        topic = topic or next(iter(self._assigned), ("<an assigned topic>", 0))[0]
+        needs = [Need("Read", "Topic", topic)]
+        if self.group_id:
+            needs.append(Need("Read", "Group", self.group_id))
+        return needs
 
     def commit(self, offsets: Mapping[TopicPartition, int], timeout: float) -> None:
         if not offsets:
@@ -254,12 +271,15 @@ class _GroupCommitter:
         result = outcome[0]
         if isinstance(result, BaseException):
             if isinstance(result, ck.KafkaException):
-                raise self.backend._unavailable(result, f"committing offsets of group {self._group_id!r}") from result
+                raise self.backend._unavailable(result, f"committing offsets of group {self._group_id!r}",
+                                                Need("Read", "Group", self._group_id),
+                                                Need("Read", "Topic", tps[0].topic)) from result
             raise result
         for tp in result or []:
             if tp.error is not None:
                 raise self.backend.translate(ck.KafkaException(tp.error),
-                                             f"committing the offset of {tp.topic}[{tp.partition}]")
+                                             f"committing the offset of {tp.topic}[{tp.partition}]",
+                                             Need("Read", "Group", self._group_id), Need("Read", "Topic", tp.topic))
 
     def close(self) -> None:
         client, self._client = self._client, None

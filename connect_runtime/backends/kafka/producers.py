@@ -20,8 +20,9 @@ import confluent_kafka as ck
 
 from connect_runtime.api.errors import BackendUnavailableError
 from connect_runtime.backends.base import OffsetEntry, Producer, ProducerRecord, Written
-from connect_runtime.backends.kafka._client import _describe, _unwrap
-from connect_runtime.backends.kafka.delivery import _POLL_EVERY, _DeliveryTracker, _SparseSender
+from connect_runtime.backends.kafka._access import Need
+from connect_runtime.backends.kafka._client import _describe, _kafka_error, _unwrap
+from connect_runtime.backends.kafka.delivery import _POLL_EVERY, PURGED, _DeliveryTracker, _SparseSender
 from connect_runtime.backends.kafka.offsets import murmur2_partition
 
 if TYPE_CHECKING:
@@ -43,6 +44,18 @@ class _KafkaProducerBase:
         self.what = what
         self.tracker = _DeliveryTracker(track_metadata)
         self._offset_errors: list[ck.KafkaError] = []
+        self._offset_error_topic: str | None = None
+        # the client's fatal error, when it had one (e.g. its producer id refused: CLUSTER_AUTHORIZATION_FAILED)
+        self.fatal_error: ck.KafkaError | None = None
+        conf.setdefault("error_cb", self.backend._error_cb)
+        reported = conf["error_cb"]
+
+        def error_cb(err: ck.KafkaError) -> None:
+            if err.fatal() and self.fatal_error is None:
+                self.fatal_error = err
+            reported(err)
+
+        conf["error_cb"] = error_cb
         # sparse: delivery reports only for the first and last record per partition of each send (see
         # _SparseSender); needs the partition of every record before it is queued, so only with the
         # default "consistent" partitioner, which this producer then applies itself
@@ -143,6 +156,8 @@ class _KafkaProducerBase:
         def report(err: ck.KafkaError | None, msg: Any) -> None:
             if err is not None:
                 errors.append(err)
+                if err.code() not in PURGED:
+                    self._offset_error_topic = msg.topic()
 
         for key, value in entries:
             args = (topic, value, key, murmur2_partition(key, partitions))
@@ -163,12 +178,31 @@ class _KafkaProducerBase:
             raise BackendUnavailableError(
                 f"{self.what}: flushing (producing records): {left} records were not acknowledged by the Kafka "
                 f"cluster at {self.backend.bootstrap} within {timeout:g} s")
-        err = self.tracker.error or (self._offset_errors[0] if self._offset_errors else None)
+        errors = [e for e in (self.tracker.error, *self._offset_errors) if e is not None]
+        err = next((e for e in errors if e.code() not in PURGED), errors[0] if errors else None)
         if err is not None:
             raise self._failure(ck.KafkaException(err), "writing records")
 
+    def _needs(self, exc: BaseException) -> list[Need]:
+        """What this producer needs, for naming a refused permission: Write on the topic of the record that failed
+        (when a delivery report named it), IdempotentWrite on the cluster (or Write on any topic, KIP-679: the
+        producer id of an idempotent producer)."""
+        topic = self.tracker.error_topic or self._offset_error_topic or "<the topic written>"
+        return [Need("Write", "Topic", topic),
+                Need("IdempotentWrite", "Cluster", also="or Write on any topic: Kafka 3.0+ grants an idempotent "
+                                                        "producer's id with either (KIP-679)")]
+
+    def _cause(self, exc: BaseException) -> BaseException:
+        """The client's fatal error behind a bare ``_FATAL`` or purge (the refused producer id), else ``exc``."""
+        err = _kafka_error(exc)
+        if self.fatal_error is not None and (err is None or err.code() in PURGED or err.code() in (
+                ck.KafkaError._FATAL, ck.KafkaError._STATE)):
+            return ck.KafkaException(self.fatal_error)
+        return exc
+
     def _failure(self, exc: BaseException, doing: str) -> Exception:
-        failure = self.backend.translate(exc, f"{self.what} {doing}")
+        exc = self._cause(exc)
+        failure = self.backend.translate(exc, f"{self.what} {doing}", *self._needs(exc))
         self._unreachable |= isinstance(failure, BackendUnavailableError)
         return failure
 
@@ -227,3 +261,4 @@ class KafkaPlainProducer(_KafkaProducerBase, Producer):
         finally:
             self.tracker.reset()
             self._offset_errors.clear()
+            self._offset_error_topic = None

@@ -26,7 +26,14 @@ from connect_runtime.backends.base import (
     TransactionalProducer,
     Written,
 )
+from connect_runtime.backends.kafka._access import (
+    Need,
+    auth_error_code,
+    transactional_id_need,
+    unwritable_topics,
+)
 from connect_runtime.backends.kafka._client import _FENCED_CODES, _UNREACHABLE_CODES, _describe, _kafka_error
+from connect_runtime.backends.kafka.delivery import PURGED
 from connect_runtime.backends.kafka.offsets import murmur2_partition
 from connect_runtime.backends.kafka.producers import _KafkaProducerBase
 
@@ -180,6 +187,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
         # this transaction's batches (kept by reference until it ends: the hanging-transaction defence may send
         # them again)
         self._txn_batches: list[Sequence[ProducerRecord]] = []
+        self._txn_offset_topics: set[str] = set()
         self._hanging = _HangingTransactions(self)
 
     def _error_cb(self, err: ck.KafkaError) -> None:
@@ -217,7 +225,48 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                     self._fenced = self._fencing_seen = True
         return self._fenced
 
+    def send_offsets(self, topic: str, partitions: int, entries: Sequence[OffsetEntry]) -> None:
+        self._txn_offset_topics.add(topic)
+        super().send_offsets(topic, partitions, entries)
+
+    def _cause(self, exc: BaseException) -> BaseException:
+        """The error that doomed the transaction, behind a record purged for it or a bare ``_STATE``: librdkafka
+        answers ``begin_transaction`` in an abortable state with that error (and refuses it, changing nothing,
+        in any other state)."""
+        exc = super()._cause(exc)
+        err = _kafka_error(exc)
+        if err is not None and (err.code() in PURGED or err.code() == ck.KafkaError._STATE):
+            try:
+                self._p.begin_transaction()
+            except ck.KafkaException as probed:
+                if auth_error_code(probed) is not None:
+                    return probed
+        return exc
+
+    def _needs(self, exc: BaseException) -> list[Need]:
+        needs = super()._needs(exc)
+        if auth_error_code(exc) == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED and not (
+                self.tracker.error_topic or self._offset_error_topic):
+            topics = {rec[0] for batch in self._txn_batches for rec in batch} | self._txn_offset_topics
+            refused = unwritable_topics(self.backend.admin, topics, self.backend.connect_timeout)
+            if refused:
+                needs[0] = Need("Write", "Topic", refused[0])
+        return [transactional_id_need(self.transactional_id), *needs]
+
+    def _refused(self, exc: BaseException, doing: str) -> Exception | None:
+        """``exc`` as an AuthorizationError when it (or the error behind it) is a refused permission."""
+        exc = self._cause(exc)
+        if auth_error_code(exc) is None:
+            return None
+        err = _kafka_error(exc)
+        if err is not None and err.fatal():  # a refused producer id or transactional id: nothing more goes through it
+            self._fenced = True
+        return self.backend.translate(exc, f"{self.what} {doing}", *self._needs(exc))
+
     def _failure(self, exc: BaseException, doing: str) -> Exception:
+        refused = self._refused(exc, doing)
+        if refused is not None:
+            return refused
         if self._is_fenced(exc):
             return self._fenced_error(exc)
         return super()._failure(exc, doing)
@@ -230,6 +279,9 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                 self._p.init_transactions(max(0.001, deadline - time.monotonic()))
                 return
             except ck.KafkaException as exc:
+                refused = self._refused(exc, "init_transactions")
+                if refused is not None:
+                    raise refused from exc
                 err = _kafka_error(exc)
                 if err is not None and err.retriable() and time.monotonic() < deadline:
                     time.sleep(0.05)
@@ -255,6 +307,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
             raise self._failure(exc, "begin_transaction") from exc
         self._in_txn = True
         self._txn_batches = []
+        self._txn_offset_topics = set()
         self._hanging.unsettled = False
 
     def send(self, records: Sequence[ProducerRecord]) -> None:
@@ -335,6 +388,9 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                 self._p.commit_transaction(max(0.001, deadline - time.monotonic()))
                 return
             except ck.KafkaException as exc:
+                refused = self._refused(exc, "commit_transaction")
+                if refused is not None:
+                    raise refused from exc
                 err = _kafka_error(exc)
                 if self._is_fenced(exc):
                     raise self._fenced_error(exc) from exc
