@@ -316,6 +316,15 @@ class Backend(abc.ABC):
     cluster_id: str | None
     """Prefix of transactional ids (``<cluster id>-<connector>-<task>``); ``None`` for no prefix."""
 
+    group_id_prefix: str = "connect-"
+    """Prefix of sink connectors' consumer groups (:meth:`sink_group`); Kafka Connect's ``connect-`` unless the
+    backend's settings say otherwise (Kafka: ``group.id.prefix``), so one prefixed ACL covers every sink's group."""
+
+    def sink_group(self, name: str) -> str:
+        """The consumer group of sink connector ``name``: ``<group id prefix><name>`` (``connect-<name>``, Kafka
+        Connect's, by default)."""
+        return f"{self.group_id_prefix}{name}"
+
     capabilities: Capabilities = Capabilities()
     """What this backend does by itself (see :class:`Capabilities`)."""
 

@@ -10,6 +10,9 @@ Settings (the ``settings`` mapping of :func:`connect_runtime.backends.open_backe
   that kind of client only. Values are never logged.
 - ``cluster.id`` (default ``connect-cluster``): prefix of transactional ids,
   ``<cluster id>-<connector>-<task>``.
+- ``group.id.prefix`` (default ``connect-``): prefix of sink connectors' consumer groups,
+  ``<prefix><connector>`` (Kafka Connect's ``connect-<connector>`` by default): with ``cluster.id`` it makes every
+  name an ACL needs predictable (docs/kafka.md, "Access control (ACLs)").
 - ``connect.timeout.ms`` (default 10000): bound on reaching the cluster (metadata, admin requests,
   producer init); an unreachable cluster raises :class:`BackendUnavailableError` naming the
   bootstrap servers within about this long.

@@ -132,6 +132,21 @@ def denied(exc: BaseException | ck.KafkaError, *, bootstrap: str, settings: Mapp
                               pattern_type=need.pattern, principal=who, command=command)
 
 
+def group_refusal(admin: Any, group: str, timeout: float) -> ck.KafkaError | None:
+    """The GROUP_AUTHORIZATION_FAILED error when the principal may not even describe consumer group ``group``, else
+    ``None``: librdkafka's group calls (``committed``) wait out their timeout when the coordinator lookup is refused,
+    the refusal reaching only the consumer's event queue; this asks the question directly (DescribeGroups)."""
+    try:
+        future = admin.describe_consumer_groups([group], request_timeout=timeout)[group]
+        future.result(timeout + 1)
+    except ck.KafkaException as exc:
+        if auth_error_code(exc) == ck.KafkaError.GROUP_AUTHORIZATION_FAILED:
+            return exc.args[0]  # type: ignore[no-any-return]
+    except Exception:  # a timeout, a client gone: the diagnosis is a courtesy, the error stands without it
+        return None
+    return None
+
+
 def unwritable_topics(admin: Any, topics: Iterable[str], timeout: float) -> list[str]:
     """Of ``topics``, those the principal may not write (asked with DescribeTopics' authorized operations, KIP-430;
     a topic it may not even describe counts): a transaction refused on one of several topics names the right one.
@@ -160,5 +175,5 @@ def unwritable_topics(admin: Any, topics: Iterable[str], timeout: float) -> list
     return refused
 
 
-__all__ = ["RESOURCE_TYPES", "Need", "acl_command", "auth_error_code", "denied", "principal", "transactional_id_need",
+__all__ = ["RESOURCE_TYPES", "Need", "acl_command", "auth_error_code", "denied", "group_refusal", "principal", "transactional_id_need",
            "unwritable_topics"]

@@ -30,6 +30,7 @@ _OWN_SETTINGS = {
     "offset.storage.partitions": 25,
     "offset.storage.replication.factor": -1,
     "offset.storage.read.timeout.ms": 30_000,
+    "group.id.prefix": "connect-",
 }
 _PREFIXES = ("producer.override.", "consumer.override.", "admin.override.")
 _TOPIC_CREATION = "topic.creation.default."
@@ -159,6 +160,7 @@ class _Clients:
         cid = own["cluster.id"]
         self.cluster_id: str | None = None if cid is None or str(cid) == "" else str(cid)
         self.default_offsets_topic = str(own["offset.storage.topic"] or DEFAULT_OFFSETS_TOPIC)
+        self.group_id_prefix = str(own["group.id.prefix"] if own["group.id.prefix"] is not None else "connect-")
         if errors:
             raise ConfigError(errors=errors)
         self._common = common

@@ -152,8 +152,9 @@ class _KafkaAdmin:
         entry = entries.get("cleanup.policy")
         return "delete" if entry is None or entry.value is None else str(entry.value)
 
-    def offsets_topic(self, name: str | None) -> tuple[str, int]:
-        """The offsets topic of store ``name`` and its partition count; created compacted if missing."""
+    def offsets_topic(self, name: str | None, use: str = "Read") -> tuple[str, int]:
+        """The offsets topic of store ``name`` and its partition count; created compacted if missing. ``use``: what
+        the caller does with it (``Read``, or ``Write`` for a producer), named when the topic may not be seen."""
         topic = name or self.clients.default_offsets_topic
         with self._lock:
             known = self._offset_topics.get(topic)
@@ -162,7 +163,7 @@ class _KafkaAdmin:
         setting = "offset.storage.topic" if name is None else "offsets.storage.topic"
         counts, created = self._create_topics({topic: self.clients.offsets_partitions}, self.list_topics(),
                                               exist_ok=True, config={"cleanup.policy": "compact"},
-                                              replication=self.clients.offsets_replication, use="Read")
+                                              replication=self.clients.offsets_replication, use=use)
         # created here with cleanup.policy=compact: no need to ask; otherwise it must be checked
         policy = "compact" if topic in created else self._topic_cleanup_policy(topic)
         if "compact" not in [p.strip() for p in policy.split(",")]:

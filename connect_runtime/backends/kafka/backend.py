@@ -36,6 +36,7 @@ class KafkaBackend(Backend):
         self.bootstrap = bootstrap
         self.clients = clients = _Clients(bootstrap, settings)
         self.cluster_id = clients.cluster_id
+        self.group_id_prefix = clients.group_id_prefix
         self.connect_timeout = clients.connect_timeout
         self.read_timeout = clients.read_timeout
         self.default_offsets_topic = clients.default_offsets_topic
@@ -88,9 +89,10 @@ class KafkaBackend(Backend):
                       config: Mapping[str, str] | None = None, replication: int | None = None) -> None:
         self._admin.create_topics(topics, exist_ok=exist_ok, config=config, replication=replication)
 
-    def offsets_topic(self, name: str | None) -> tuple[str, int]:
-        """The offsets topic of store ``name`` and its partition count; created compacted if missing."""
-        return self._admin.offsets_topic(name)
+    def offsets_topic(self, name: str | None, use: str = "Read") -> tuple[str, int]:
+        """The offsets topic of store ``name`` and its partition count; created compacted if missing (``use``: what the
+        caller does with it, ``Read`` or ``Write``, named in an authorization failure)."""
+        return self._admin.offsets_topic(name, use)
 
     # -- clients -----------------------------------------------------------------------------------
     def transactional_producer(

@@ -22,7 +22,7 @@ import confluent_kafka as ck
 from connect_runtime.api.errors import BackendError, BackendUnavailableError
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends.base import ConsumedRecord, Consumer
-from connect_runtime.backends.kafka._access import Need
+from connect_runtime.backends.kafka._access import Need, group_refusal
 from connect_runtime.backends.kafka._client import (
     _GROUPLESS_CONSUMER_CODES,
     _NOT_AVAILABLE,
@@ -95,6 +95,8 @@ class KafkaConsumer(Consumer):
         if topics:
             names = list(dict.fromkeys(topics))
             missing = [t for t in names if t not in available]
+            for topic in missing:  # a topic the principal may not see is left out of the metadata: ask for it by name
+                self._check_visible(topic)
             if missing:
                 log.warning("kafka consumer: topics %s do not exist at %s", missing, self.backend.bootstrap)
         elif pattern is not None:
@@ -104,6 +106,19 @@ class KafkaConsumer(Consumer):
             return []
         return [TopicPartition(t, p) for t in names if t in available for p in sorted(available[t].partitions)]
 
+    def _check_visible(self, topic: str) -> None:
+        """An :class:`AuthorizationError` (Read on ``topic``) when the metadata of ``topic`` asked by name says it is
+        refused to this principal; nothing when it is merely missing."""
+        try:
+            meta = self._c.list_topics(topic=topic, timeout=self.backend.connect_timeout).topics.get(topic)
+        except ck.KafkaException as exc:
+            raise self.backend._unavailable(exc, f"reading the metadata of topic {topic!r}",
+                                            Need("Read", "Topic", topic)) from exc
+        if meta is not None and meta.error is not None:
+            refused = self.backend.clients.denied(meta.error, f"reading topic {topic!r}", Need("Read", "Topic", topic))
+            if refused is not None:
+                raise refused
+
     def committed(self, partitions: Sequence[TopicPartition], timeout: float) -> dict[TopicPartition, int | None]:
         if not partitions:
             return {}
@@ -112,8 +127,12 @@ class KafkaConsumer(Consumer):
         try:
             got = self._c.committed([ck.TopicPartition(t, p) for t, p in partitions], timeout=timeout)
         except ck.KafkaException as exc:
-            raise self.backend._unavailable(exc, f"reading committed offsets of group {self.group_id!r}",
-                                            Need("Describe", "Group", self.group_id),
+            # a refused group shows only as a timeout here (librdkafka waits for a coordinator it may not look up)
+            refused = group_refusal(self.backend.admin, self.group_id, self.backend.connect_timeout)
+            cause = exc if refused is None else ck.KafkaException(refused)
+            raise self.backend._unavailable(cause, f"reading committed offsets of group {self.group_id!r}",
+                                            Need("Describe", "Group", self.group_id,
+                                                 also="Read implies it; a sink run needs Read"),
                                             Need("Describe", "Topic", partitions[0][0])) from exc
         out: dict[TopicPartition, int | None] = {}
         for tp in got:

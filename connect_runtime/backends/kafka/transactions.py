@@ -102,7 +102,7 @@ class _HangingTransactions:
         if offsets:
             plan.append((*owner._offsets_topic, offsets))
             if mirror:
-                plan.append((*owner.backend.offsets_topic(None), offsets))
+                plan.append((*owner.backend.offsets_topic(None, "Write"), offsets))
         stores = {(topic, murmur2_partition(key, n)) for topic, n, entries in plan for key, _ in entries}
         new = (set(firsts) | stores) - self.settled
         pending = self._pending_ahead({tp: firsts.get(tp) for tp in new}, deadline) if new else []
@@ -272,7 +272,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
         return super()._failure(exc, doing)
 
     def init_transactions(self, timeout: float) -> None:
-        self._offsets_topic = self.backend.offsets_topic(self.offset_store_name)
+        self._offsets_topic = self.backend.offsets_topic(self.offset_store_name, "Write")
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -348,12 +348,12 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                 topic, partitions = self._offsets_topic
                 self.send_offsets(topic, partitions, offsets)
                 if mirror:
-                    global_topic, global_partitions = self.backend.offsets_topic(None)
+                    global_topic, global_partitions = self.backend.offsets_topic(None, "Write")
                     self.send_offsets(global_topic, global_partitions, offsets)
             if more:
                 for store, entries in more.items():
                     if entries:
-                        extra_topic, extra_partitions = self.backend.offsets_topic(store)
+                        extra_topic, extra_partitions = self.backend.offsets_topic(store, "Write")
                         self.send_offsets(extra_topic, extra_partitions, entries)
                 self._flush(timeout)
             # librdkafka's commit flushes first, serving every delivery report (so the ranges are complete
