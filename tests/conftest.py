@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 pytest_plugins = [
-    "tests.support.kafka_broker", "tests.support.kafka_cluster", "tests.support.moto_server", "tests.support.postgres",
-    "tests.support.schema_registry", "tests.support.spark",
+    "tests.support.kafka_broker", "tests.support.kafka_cluster", "tests.support.kafka_secure", "tests.support.moto_server",
+    "tests.support.postgres", "tests.support.schema_registry", "tests.support.spark",
 ]
 
 # Every Spark JVM the tests start (spark-submit from Airflow tasks, the tests' SparkSession) is short-lived: the client
