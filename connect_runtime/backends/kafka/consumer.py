@@ -57,6 +57,16 @@ def _consumed_records(msgs: list[Any]) -> list[ConsumedRecord]:
                                        map(M.key, msgs), map(M.value, msgs), ts, map(M.headers, msgs))))
 
 
+_FIRST_COMMITTED_S = 2.0
+"""Bound on the first attempt of :meth:`KafkaConsumer.committed` before the group is asked about (a refused group
+makes librdkafka wait out the whole timeout)."""
+
+
+def _timed_out(exc: ck.KafkaException) -> bool:
+    err = exc.args[0] if exc.args and isinstance(exc.args[0], ck.KafkaError) else None
+    return err is not None and err.code() in (ck.KafkaError._TIMED_OUT, ck.KafkaError.REQUEST_TIMED_OUT)
+
+
 class KafkaConsumer(Consumer):
     """read_committed, explicit assignment, group offsets committed only by :meth:`commit`."""
 
@@ -124,11 +134,21 @@ class KafkaConsumer(Consumer):
             return {}
         if self.group_id is None:
             return {tp: None for tp in partitions}
+        asked = [ck.TopicPartition(t, p) for t, p in partitions]
+        deadline = time.monotonic() + timeout
         try:
-            got = self._c.committed([ck.TopicPartition(t, p) for t, p in partitions], timeout=timeout)
+            try:
+                # a refused group shows only as a timeout here (librdkafka waits for a coordinator it may not look
+                # up): a first short attempt, then, before waiting longer, the group is asked about directly
+                got = self._c.committed(asked, timeout=min(timeout, _FIRST_COMMITTED_S))
+            except ck.KafkaException as exc:
+                if timeout <= _FIRST_COMMITTED_S or not _timed_out(exc) or group_refusal(
+                        self.backend.admin, self.group_id, self.backend.connect_timeout) is not None:
+                    raise
+                got = self._c.committed(asked, timeout=max(0.001, deadline - time.monotonic()))
         except ck.KafkaException as exc:
-            # a refused group shows only as a timeout here (librdkafka waits for a coordinator it may not look up)
-            refused = group_refusal(self.backend.admin, self.group_id, self.backend.connect_timeout)
+            refused = group_refusal(self.backend.admin, self.group_id, self.backend.connect_timeout) \
+                if _timed_out(exc) else None
             cause = exc if refused is None else ck.KafkaException(refused)
             raise self.backend._unavailable(cause, f"reading committed offsets of group {self.group_id!r}",
                                             Need("Describe", "Group", self.group_id,
