@@ -78,9 +78,9 @@ class ConnectorNotFound(ConnectError, LookupError):
 
 
 def sink_group(name: str, backend: Backend | None = None) -> str:
-    """The consumer group of sink connector ``name`` in ``backend`` (``Backend.sink_group``: Kafka Connect's
-    ``connect-<name>`` unless the backend's ``group.id.prefix`` says otherwise)."""
-    return f"connect-{name}" if backend is None else backend.sink_group(name)
+    """The consumer group of sink connector ``name`` in ``backend``: ``<Backend.group_id_prefix><name>``, Kafka
+    Connect's ``connect-<name>`` unless the backend's ``group.id.prefix`` says otherwise."""
+    return f"{'connect-' if backend is None else backend.group_id_prefix}{name}"
 
 
 # -- connectors ------------------------------------------------------------------------------------

@@ -14,7 +14,8 @@ them. Topics are assumed to exist (created once by an administrator, or by a fir
 ``Create`` them: see docs/kafka.md); a topic the principal may not see looks missing, and the run then tries to
 create it and is refused, naming the operation it needs.
 
-``python -m connect_runtime.kafka_acls`` prints the section of docs/kafka.md (a test checks that the page holds it).
+``python -m connect_runtime.kafka_acls`` prints the per-role part of docs/kafka.md's section, names as shell
+variables (:data:`SHELL_NAMES`); ``tests/unit/connect_runtime/test_kafka_acls.py`` checks that the page holds it.
 """
 
 from __future__ import annotations
@@ -49,13 +50,6 @@ class Acl:
         for _ in range(3):  # a default may hold another placeholder ({group} -> connect-{connector})
             name = name.format_map(_Keep(names))
         return replace(self, name=name)
-
-    def command(self, principal: str = "User:<principal>", bootstrap: str = "<bootstrap>") -> str:
-        """The ``kafka-acls.sh`` command that grants it."""
-        resource = "--cluster" if self.resource_type == "Cluster" else f"{_OPTION[self.resource_type]} {self.name}"
-        pattern = " --resource-pattern-type prefixed" if self.pattern == "prefixed" else ""
-        return (f"kafka-acls.sh --bootstrap-server {bootstrap} --command-config admin.properties --add "
-                f"--allow-principal {principal} --operation {self.operation} {resource}{pattern}")
 
 
 class _Keep(dict[str, str]):
@@ -151,22 +145,41 @@ def role_acls(role: str, *, connector: str = "{connector}", topic: str = "{topic
     return [acl.filled(filled) for acl in ROLES[role].acls]
 
 
+SHELL_NAMES = {"cluster": "${CLUSTER}", "connector": "${CONNECTOR}", "topic": "${TOPIC}", "offsets": "${OFFSETS}",
+               "group": "${GROUP_PREFIX}${CONNECTOR}", "watcher_group": "${WATCHER_GROUP}"}
+"""The names as the shell variables the documented commands use."""
+
+
+def commands(acls: Sequence[Acl], principal: str = "${PRINCIPAL}", bootstrap: str = "${BOOTSTRAP}") -> list[str]:
+    """``kafka-acls.sh`` commands granting ``acls``: one per resource (its operations together)."""
+    grouped: dict[tuple[str, str, str], list[str]] = {}
+    for acl in acls:
+        grouped.setdefault((acl.resource_type, acl.name, acl.pattern), []).append(acl.operation)
+    out = []
+    for (kind, name, pattern), operations in grouped.items():
+        resource = "--cluster" if kind == "Cluster" else f'{_OPTION[kind]} "{name}"'
+        prefixed = " --resource-pattern-type prefixed" if pattern == "prefixed" else ""
+        ops = " ".join(f"--operation {op}" for op in operations)
+        out.append(f'kafka-acls.sh --bootstrap-server "{bootstrap}" --command-config admin.properties --add '
+                   f'--allow-principal "{principal}" {ops} {resource}{prefixed}')
+    return out
+
+
 def markdown(roles: Sequence[str] | None = None) -> str:
-    """The tables and commands of docs/kafka.md's "Access control (ACLs)" section, one sub-section per role."""
+    """The tables and commands of docs/kafka.md's "Access control (ACLs)" section, one sub-section per role, names
+    as the shell variables of :data:`SHELL_NAMES`."""
     out: list[str] = []
     for key in roles or list(ROLES):
         role = ROLES[key]
+        acls = [acl.filled(SHELL_NAMES) for acl in role.acls]
         out += [f"### {role.title}", "", role.doc, "",
                 "| Resource | Name | Pattern | Operation | Why |", "|---|---|---|---|---|"]
-        for acl in role.acls:
-            out.append(f"| {acl.resource_type} | `{acl.name}` | {acl.pattern} | {acl.operation} | {acl.why} |")
-        out += ["", "```sh"]
-        out += [acl.command() for acl in role.acls]
-        out += ["```", ""]
+        out += [f"| {a.resource_type} | `{a.name}` | {a.pattern} | {a.operation} | {a.why} |" for a in acls]
+        out += ["", "```sh", *commands(acls), "```", ""]
     return "\n".join(out)
 
 
-__all__ = ["DEFAULT_NAMES", "REGISTRY", "ROLES", "Acl", "Role", "markdown", "role_acls"]
+__all__ = ["DEFAULT_NAMES", "REGISTRY", "ROLES", "SHELL_NAMES", "Acl", "Role", "commands", "markdown", "role_acls"]
 
 if __name__ == "__main__":  # pragma: no cover - prints the docs section
     print(markdown())

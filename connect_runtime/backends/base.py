@@ -99,10 +99,8 @@ def canonical_offset_key(key: bytes) -> bytes:
 
 
 class ProducerRecord(NamedTuple):
-    """A converted record on its way to a topic. Plain tuples of the same shape are accepted too.
-
-    ``partition=None`` lets the backend choose, by :func:`default_partition`.
-    """
+    """A converted record on its way to a topic (plain tuples of the same shape too); ``partition=None`` lets the
+    backend choose, by :func:`default_partition`."""
 
     topic: str
     partition: int | None
@@ -315,15 +313,8 @@ class Backend(abc.ABC):
     url: str
     cluster_id: str | None
     """Prefix of transactional ids (``<cluster id>-<connector>-<task>``); ``None`` for no prefix."""
-
     group_id_prefix: str = "connect-"
-    """Prefix of sink connectors' consumer groups (:meth:`sink_group`); Kafka Connect's ``connect-`` unless the
-    backend's settings say otherwise (Kafka: ``group.id.prefix``), so one prefixed ACL covers every sink's group."""
-
-    def sink_group(self, name: str) -> str:
-        """The consumer group of sink connector ``name``: ``<group id prefix><name>`` (``connect-<name>``, Kafka
-        Connect's, by default)."""
-        return f"{self.group_id_prefix}{name}"
+    """Sink groups are ``<prefix><connector>`` (Kafka Connect's ``connect-<connector>``; Kafka: ``group.id.prefix``)."""
 
     capabilities: Capabilities = Capabilities()
     """What this backend does by itself (see :class:`Capabilities`)."""

@@ -206,7 +206,7 @@ class SourceScenario(Scenario):
     def config(self) -> dict[str, Any]:
         return {"name": self.connector, "connector.class": "connect_runtime.connectors.files.DirectorySource",
                 "directory": str(self.dir), "topic": self.topic, "format": "text", "file.final.ms": "0",
-                "value.converter": "connect_runtime.converters.StringConverter"}
+                "value.converter": "connect_runtime.converters.StringConverter", "poll.idle.timeout.ms": "100"}
 
     def run(self, settings: dict[str, str]) -> None:
         from connect_runtime.runtime.source.run import run_source
@@ -359,7 +359,7 @@ SCENARIOS: dict[str, tuple[str, Callable[[SecuredKafka, Path, str], Scenario]]] 
 SAMPLED: dict[str, set[tuple[str, str, str]]] = {
     "at_least_once_source": {("Topic", "{topic}", "Write"), ("Topic", "{offsets}", "Write"),
                              ("Topic", RANGES_STORE, "Write")},
-    "fan_out_sink": {("TransactionalId", "{cluster}-{connector}-sink-commits", "Write"), ("Group", "{group}", "Read")},
+    "fan_out_sink": {("TransactionalId", "{cluster}-{connector}-sink-commits", "Write")},
     "offsets_admin": {("Topic", "{offsets}", "Write"), ("Topic", "{offsets}", "Read"),
                       ("TransactionalId", "{cluster}-pyconnect-connectors-", "Write")},
 }

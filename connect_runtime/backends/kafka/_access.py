@@ -103,7 +103,7 @@ def acl_command(bootstrap: str, need: Need, who: str | None) -> str:
     """The ``kafka-acls.sh`` command that grants ``need`` to ``who``."""
     resource = "--cluster" if need.resource_type == "Cluster" else f"{_OPTION[need.resource_type]} {need.name}"
     pattern = " --resource-pattern-type prefixed" if need.pattern == "prefixed" else ""
-    return (f"kafka-acls.sh --bootstrap-server {bootstrap} --command-config <admin client properties> --add "
+    return (f"kafka-acls.sh --bootstrap-server {bootstrap} --command-config admin.properties --add "
             f"--allow-principal {who or '<principal>'} --operation {need.operation} {resource}{pattern}")
 
 
@@ -130,6 +130,22 @@ def denied(exc: BaseException | ck.KafkaError, *, bootstrap: str, settings: Mapp
                f"(every ACL of each role: docs/kafka.md, \"Access control (ACLs)\")")
     return AuthorizationError(message, operation=need.operation, resource_type=kind, resource_name=need.name,
                               pattern_type=need.pattern, principal=who, command=command)
+
+
+def abortable_cause(producer: Any, exc: BaseException) -> BaseException:
+    """The error that doomed a transaction, behind a record purged for it: librdkafka answers ``begin_transaction``
+    in an abortable state with that error (and refuses it in a transaction, or on a producer without transactions,
+    changing nothing); ``exc`` itself when that is no authorization failure."""
+    err = exc.args[0] if isinstance(exc, ck.KafkaException) and exc.args else None
+    if isinstance(err, ck.KafkaError) and err.code() in (ck.KafkaError._PURGE_QUEUE, ck.KafkaError._PURGE_INFLIGHT):
+        try:
+            producer.begin_transaction()
+        except ck.KafkaException as probed:
+            if auth_error_code(probed) is not None:
+                return probed
+        except Exception:  # the diagnosis is a courtesy: the error stands without it
+            return exc
+    return exc
 
 
 def group_refusal(admin: Any, group: str, timeout: float) -> ck.KafkaError | None:
@@ -175,5 +191,5 @@ def unwritable_topics(admin: Any, topics: Iterable[str], timeout: float) -> list
     return refused
 
 
-__all__ = ["RESOURCE_TYPES", "Need", "acl_command", "auth_error_code", "denied", "group_refusal", "principal", "transactional_id_need",
+__all__ = ["RESOURCE_TYPES", "Need", "abortable_cause", "acl_command", "auth_error_code", "denied", "group_refusal", "principal", "transactional_id_need",
            "unwritable_topics"]

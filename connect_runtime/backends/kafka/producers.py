@@ -20,7 +20,13 @@ import confluent_kafka as ck
 
 from connect_runtime.api.errors import BackendUnavailableError
 from connect_runtime.backends.base import OffsetEntry, Producer, ProducerRecord, Written
-from connect_runtime.backends.kafka._access import Need
+from connect_runtime.backends.kafka._access import (
+    Need,
+    abortable_cause,
+    auth_error_code,
+    transactional_id_need,
+    unwritable_topics,
+)
 from connect_runtime.backends.kafka._client import _describe, _kafka_error, _unwrap
 from connect_runtime.backends.kafka.delivery import _POLL_EVERY, PURGED, _DeliveryTracker, _SparseSender
 from connect_runtime.backends.kafka.offsets import murmur2_partition
@@ -45,6 +51,11 @@ class _KafkaProducerBase:
         self.tracker = _DeliveryTracker(track_metadata)
         self._offset_errors: list[ck.KafkaError] = []
         self._offset_error_topic: str | None = None
+        self.offset_topics_sent: set[str] = set()
+        """Topics offset records were sent to (a transactional producer: in this transaction)."""
+        # a transactional producer: this transaction's batches (kept by reference until it ends: the hanging-
+        # transaction defence may send them again; a refused topic is looked for among them)
+        self._txn_batches: list[Sequence[ProducerRecord]] = []
         # the client's fatal error, when it had one (e.g. its producer id refused: CLUSTER_AUTHORIZATION_FAILED)
         self.fatal_error: ck.KafkaError | None = None
         conf.setdefault("error_cb", self.backend._error_cb)
@@ -152,6 +163,7 @@ class _KafkaProducerBase:
     def send_offsets(self, topic: str, partitions: int, entries: Sequence[OffsetEntry]) -> None:
         """Queue offset records (murmur2-partitioned like Kafka Connect, not tracked in ``Written``)."""
         errors = self._offset_errors
+        self.offset_topics_sent.add(topic)
 
         def report(err: ck.KafkaError | None, msg: Any) -> None:
             if err is not None:
@@ -184,21 +196,30 @@ class _KafkaProducerBase:
             raise self._failure(ck.KafkaException(err), "writing records")
 
     def _needs(self, exc: BaseException) -> list[Need]:
-        """What this producer needs, for naming a refused permission: Write on the topic of the record that failed
-        (when a delivery report named it), IdempotentWrite on the cluster (or Write on any topic, KIP-679: the
-        producer id of an idempotent producer)."""
-        topic = self.tracker.error_topic or self._offset_error_topic or "<the topic written>"
-        return [Need("Write", "Topic", topic),
-                Need("IdempotentWrite", "Cluster", also="or Write on any topic: Kafka 3.0+ grants an idempotent "
-                                                        "producer's id with either (KIP-679)")]
+        """What this producer needs, for naming a refused permission: Write on the topic refused (a delivery report
+        names it; else the broker is asked which topic sent to the principal may not write), IdempotentWrite on the
+        cluster (or Write on any topic, KIP-679: the producer id of an idempotent producer)."""
+        topic = self.tracker.error_topic or self._offset_error_topic
+        if topic is None and auth_error_code(exc) == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            topic = next(iter(unwritable_topics(self.backend.admin, self._topics_sent(),
+                                                self.backend.connect_timeout)), None)
+        needs = [Need("Write", "Topic", topic or "<the topic written>"),
+                 Need("IdempotentWrite", "Cluster", also="or Write on any topic: Kafka 3.0+ grants an idempotent "
+                                                         "producer's id with either (KIP-679)")]
+        tid = getattr(self, "transactional_id", None)  # a transactional producer's: Write on its prefix
+        return needs if tid is None else [transactional_id_need(tid), *needs]
+
+    def _topics_sent(self) -> set[str]:
+        return {rec[0] for batch in self._txn_batches for rec in batch} | self.offset_topics_sent
 
     def _cause(self, exc: BaseException) -> BaseException:
-        """The client's fatal error behind a bare ``_FATAL`` or purge (the refused producer id), else ``exc``."""
+        """The error behind a bare ``_FATAL``, ``_STATE`` or purge: the client's fatal error (a refused producer
+        id), or the one that doomed the transaction (:func:`abortable_cause`); else ``exc``."""
         err = _kafka_error(exc)
         if self.fatal_error is not None and (err is None or err.code() in PURGED or err.code() in (
                 ck.KafkaError._FATAL, ck.KafkaError._STATE)):
             return ck.KafkaException(self.fatal_error)
-        return exc
+        return abortable_cause(self._p, exc)
 
     def _failure(self, exc: BaseException, doing: str) -> Exception:
         exc = self._cause(exc)

@@ -26,14 +26,8 @@ from connect_runtime.backends.base import (
     TransactionalProducer,
     Written,
 )
-from connect_runtime.backends.kafka._access import (
-    Need,
-    auth_error_code,
-    transactional_id_need,
-    unwritable_topics,
-)
+from connect_runtime.backends.kafka._access import auth_error_code
 from connect_runtime.backends.kafka._client import _FENCED_CODES, _UNREACHABLE_CODES, _describe, _kafka_error
-from connect_runtime.backends.kafka.delivery import PURGED
 from connect_runtime.backends.kafka.offsets import murmur2_partition
 from connect_runtime.backends.kafka.producers import _KafkaProducerBase
 
@@ -184,10 +178,6 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                          f"transactional producer {transactional_id!r} for {backend.bootstrap}", sparse_reports=True)
         self._offsets_topic: tuple[str, int] | None = None
         self._in_txn = False
-        # this transaction's batches (kept by reference until it ends: the hanging-transaction defence may send
-        # them again)
-        self._txn_batches: list[Sequence[ProducerRecord]] = []
-        self._txn_offset_topics: set[str] = set()
         self._hanging = _HangingTransactions(self)
 
     def _error_cb(self, err: ck.KafkaError) -> None:
@@ -205,6 +195,8 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
             f"transactional.id{why}")
 
     def _is_fenced(self, exc: BaseException) -> bool:
+        if auth_error_code(self._cause(exc)) is not None:
+            return False  # a refused permission, fatal or not, is no fencing (:meth:`_refused`)
         err = _kafka_error(exc)
         if err is not None and (err.code() in _FENCED_CODES or err.fatal()):
             self._fencing_seen |= err.code() in _FENCED_CODES
@@ -224,34 +216,6 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                 if failed is not None and failed.code() in _FENCED_CODES:
                     self._fenced = self._fencing_seen = True
         return self._fenced
-
-    def send_offsets(self, topic: str, partitions: int, entries: Sequence[OffsetEntry]) -> None:
-        self._txn_offset_topics.add(topic)
-        super().send_offsets(topic, partitions, entries)
-
-    def _cause(self, exc: BaseException) -> BaseException:
-        """The error that doomed the transaction, behind a record purged for it or a bare ``_STATE``: librdkafka
-        answers ``begin_transaction`` in an abortable state with that error (and refuses it, changing nothing,
-        in any other state)."""
-        exc = super()._cause(exc)
-        err = _kafka_error(exc)
-        if err is not None and (err.code() in PURGED or err.code() == ck.KafkaError._STATE):
-            try:
-                self._p.begin_transaction()
-            except ck.KafkaException as probed:
-                if auth_error_code(probed) is not None:
-                    return probed
-        return exc
-
-    def _needs(self, exc: BaseException) -> list[Need]:
-        needs = super()._needs(exc)
-        if auth_error_code(exc) == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED and not (
-                self.tracker.error_topic or self._offset_error_topic):
-            topics = {rec[0] for batch in self._txn_batches for rec in batch} | self._txn_offset_topics
-            refused = unwritable_topics(self.backend.admin, topics, self.backend.connect_timeout)
-            if refused:
-                needs[0] = Need("Write", "Topic", refused[0])
-        return [transactional_id_need(self.transactional_id), *needs]
 
     def _refused(self, exc: BaseException, doing: str) -> Exception | None:
         """``exc`` as an AuthorizationError when it (or the error behind it) is a refused permission."""
@@ -279,9 +243,6 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                 self._p.init_transactions(max(0.001, deadline - time.monotonic()))
                 return
             except ck.KafkaException as exc:
-                refused = self._refused(exc, "init_transactions")
-                if refused is not None:
-                    raise refused from exc
                 err = _kafka_error(exc)
                 if err is not None and err.retriable() and time.monotonic() < deadline:
                     time.sleep(0.05)
@@ -293,7 +254,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                     raise BackendUnavailableError(
                         f"{self.what}: init_transactions did not complete within {timeout:g} s; the Kafka "
                         f"cluster at {self.backend.bootstrap} did not answer: {_describe(exc)}") from exc
-                raise self.backend.translate(exc, f"{self.what} init_transactions") from exc
+                raise self._failure(exc, "init_transactions") from exc
 
     def begin_transaction(self) -> None:
         if self._fenced:
@@ -307,7 +268,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
             raise self._failure(exc, "begin_transaction") from exc
         self._in_txn = True
         self._txn_batches = []
-        self._txn_offset_topics = set()
+        self.offset_topics_sent.clear()
         self._hanging.unsettled = False
 
     def send(self, records: Sequence[ProducerRecord]) -> None:
@@ -388,9 +349,6 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                 self._p.commit_transaction(max(0.001, deadline - time.monotonic()))
                 return
             except ck.KafkaException as exc:
-                refused = self._refused(exc, "commit_transaction")
-                if refused is not None:
-                    raise refused from exc
                 err = _kafka_error(exc)
                 if self._is_fenced(exc):
                     raise self._fenced_error(exc) from exc
@@ -401,15 +359,15 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                         and time.monotonic() < deadline:
                     time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
                     continue
-                if err is not None and (err.code() in _UNREACHABLE_CODES or err.retriable()
-                                        or err.txn_requires_abort()):
+                if err is not None and auth_error_code(exc) is None and (
+                        err.code() in _UNREACHABLE_CODES or err.retriable() or err.txn_requires_abort()):
                     self._unreachable = True
                     raise BackendUnavailableError(
                         f"{self.what}: commit_transaction did not complete within {timeout:g} s (the ride-out "
                         f"bound: errors.retry.timeout, at least offset.flush.timeout.ms); the Kafka cluster at "
                         f"{self.backend.bootstrap} did not take the transaction: "
                         f"{self.backend.redact(_describe(exc))}") from exc
-                raise self.backend.translate(exc, f"{self.what} commit_transaction") from exc
+                raise self._failure(exc, "commit_transaction") from exc
 
     def _abort_after_failure(self, timeout: float) -> None:
         if self._fenced or not self._in_txn:
