@@ -7,10 +7,19 @@ The connection says where records and offsets live:
   servers; a bare absolute path (``/var/pyconnect.db``) means the SQLite file.
 - **login** / **password**: SASL credentials (Kafka only): become ``sasl.username`` /
   ``sasl.password``; ``sasl.mechanism`` defaults to ``PLAIN`` and ``security.protocol`` to
-  ``SASL_SSL`` unless the extra says otherwise.
+  ``SASL_SSL`` unless the extra says otherwise. With ``sasl.mechanism`` ``OAUTHBEARER`` they are the
+  OAuth client's id and secret instead (``sasl.oauthbearer.client.id`` / ``.client.secret``, for
+  ``sasl.oauthbearer.method`` ``oidc``).
 - **extra**: a JSON object of backend client settings: any librdkafka property
   (``security.protocol``, ``ssl.ca.location``, ``sasl.jaas.config``, ``producer.override.*`` ...) for
-  Kafka, or ``busy.timeout.ms`` / ``synchronous`` / ``default.partitions`` for SQLite.
+  Kafka, or ``busy.timeout.ms`` / ``synchronous`` / ``default.partitions`` for SQLite. Kafka
+  authentication: SCRAM/PLAIN through login/password; mTLS with ``ssl.certificate.pem`` /
+  ``ssl.key.pem`` / ``ssl.ca.pem`` (the PEM text) or ``ssl.certificate.location`` /
+  ``ssl.key.location`` / ``ssl.ca.location`` (paths on the worker), ``ssl.key.password`` for an
+  encrypted key; OAUTHBEARER with ``sasl.oauthbearer.method=oidc`` and its token endpoint, or with
+  ``oauth_cb``: the dotted path of a token callable (confluent-kafka's convention: called with
+  ``sasl.oauthbearer.config``, returns ``(token, expiry epoch seconds)``), imported by the backend
+  in the worker process only (docs/kafka.md, "Authentication and TLS").
 
 When the connection ``pyconnect_default`` is not defined, the hook uses the embedded backend at
 ``$AIRFLOW_HOME/pyconnect/pyconnect.db`` and says so once per process, **but only where every task
@@ -26,7 +35,8 @@ The **port** field is read: with a single bare host (``broker1``) it completes t
 
 Secrets (the password, and every extra setting whose name looks secret: ``*password*``,
 ``sasl.jaas.config``, ``ssl.key*``, ``*secret*``, ``*token*``) are registered with Airflow's secret
-masker as soon as the connection is read, and :meth:`PyConnectHook.describe` returns them masked.
+masker as soon as the connection is read (a multi-line value such as ``ssl.key.pem`` line by line too),
+and :meth:`PyConnectHook.describe` returns them masked.
 
 Nothing here imports ``connect_runtime``'s backends (or ``confluent_kafka``) at module level.
 """
@@ -132,6 +142,10 @@ def register_secrets(*values: Any) -> None:
     for value in values:
         if value not in (None, ""):
             mask_secret(value if isinstance(value, (str, dict, list)) else str(value))
+        if isinstance(value, str) and "\n" in value.strip():  # a PEM key: any one line of it is secret too
+            for line in value.splitlines():
+                if len(line.strip()) >= 16 and not line.startswith("-----"):
+                    mask_secret(line.strip())
 
 
 def open_backend_at(url: str, settings: dict[str, Any] | None = None, *, read_only: bool = False) -> Backend:
@@ -218,8 +232,11 @@ class PyConnectHook(BaseHook):
         url = backend_url_from_host(conn.host or "", conn.port)
         if conn.login or conn.password:
             if url.lower().startswith("kafka:"):
-                settings.setdefault("sasl.username", conn.login or "")
-                settings.setdefault("sasl.password", conn.password or "")
+                oauth = str(settings.get("sasl.mechanism", "")).upper() == "OAUTHBEARER"
+                user, secret = (("sasl.oauthbearer.client.id", "sasl.oauthbearer.client.secret") if oauth
+                                else ("sasl.username", "sasl.password"))
+                settings.setdefault(user, conn.login or "")
+                settings.setdefault(secret, conn.password or "")
                 settings.setdefault("sasl.mechanism", "PLAIN")
                 settings.setdefault("security.protocol", "SASL_SSL")
             else:

@@ -89,6 +89,16 @@ class AirflowEnv:
         return subprocess.Popen([str(BIN / "airflow"), *args], env=self.env(extra_env), stdout=f,
                                 stderr=subprocess.STDOUT, cwd=self.home, start_new_session=new_session)
 
+    def query(self, sql: str, *args: object) -> list[tuple[object, ...]]:
+        """Rows of ``sql`` on this home's metadata database (SQLite, opened read-only)."""
+        import sqlite3
+
+        db = sqlite3.connect(f"file:{self.home / 'airflow.db'}?mode=ro", uri=True, timeout=10)
+        try:
+            return db.execute(sql, args).fetchall()
+        finally:
+            db.close()
+
     def python(self, code: str, extra_env: Mapping[str, str] | None = None,
                timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """Run Python code in this environment (bounded), failing with its output if it fails."""

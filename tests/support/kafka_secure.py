@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import secrets
 import time
 from collections.abc import Iterator
@@ -44,13 +45,28 @@ from tests.support.kafka_broker import ApacheKafkaBroker, _java_and_libs
 from tests.support.ports import free_port
 from tests.support.tls import Issued, TestCA
 
-__all__ = ["ADMIN", "SCRAM_MECHANISMS", "USERS", "SecuredKafka", "kafka_secure", "unsecured_jwt"]
+__all__ = [
+    "ADMIN",
+    "OAUTH_CB",
+    "SCRAM_MECHANISMS",
+    "USERS",
+    "SecuredKafka",
+    "TokenEndpoint",
+    "committed_ids",
+    "fixed_jwt",
+    "kafka_secure",
+    "oauth_token",
+    "sunk_ids",
+    "unsecured_jwt",
+]
 
 ADMIN = "admin"
 USERS = (ADMIN, "alice")
 """SCRAM (both mechanisms) and PLAIN users that exist from the start."""
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 SCRAM_ITERATIONS = 8192
+OAUTH_CB = "tests.support.kafka_secure.oauth_token"
+""":func:`oauth_token`'s dotted path, as a connection's extra names it (``oauth_cb``)."""
 WAIT_S = 30.0
 """How long an ACL or a user may take to reach the broker's authorizer or credential cache."""
 
@@ -65,6 +81,90 @@ def unsecured_jwt(principal: str, lifetime_s: float = 3600.0, **claims: Any) -> 
     expiry = now + lifetime_s
     body = {"sub": principal, "iat": int(now), "exp": int(expiry), **claims}
     return f"{part({'alg': 'none'})}.{part(body)}.", expiry
+
+
+def oauth_token(config: str | None) -> tuple[str, float]:
+    """An ``oauth_cb`` (confluent-kafka's convention: called with ``sasl.oauthbearer.config``, returns ``(token,
+    expiry in epoch seconds)``; None when the setting is not given): an unsecured token for the ``principal=<name>``
+    the config names, ``admin`` if none. Named by its dotted path ``tests.support.kafka_secure.oauth_token`` in a connection's extra. With
+    ``$PYCONNECT_TEST_OAUTH_EXPIRY`` set (epoch seconds), tokens expire then and carry the claim ``jti`` from
+    ``$PYCONNECT_TEST_OAUTH_JTI``, so that a test that runs this in another process knows the token to look for."""
+    fields = dict(part.split("=", 1) for part in (config or "").split() if "=" in part)
+    expiry = os.environ.get("PYCONNECT_TEST_OAUTH_EXPIRY")
+    if expiry is None:
+        return unsecured_jwt(fields.get("principal", ADMIN))
+    return fixed_jwt(fields.get("principal", ADMIN), float(expiry), os.environ.get("PYCONNECT_TEST_OAUTH_JTI", ""))
+
+
+def failing_oauth_token(config: str | None) -> tuple[str, float]:
+    """An ``oauth_cb`` whose token service is down: it raises."""
+    raise RuntimeError(f"the token service is down (asked with {config!r})")
+
+
+def fixed_jwt(principal: str, expiry: float, jti: str) -> tuple[str, float]:
+    """An unsecured JWS for ``principal`` that expires at ``expiry`` (epoch seconds): the same text wherever and
+    whenever it is made."""
+    def part(value: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'none'})}.{part({'sub': principal, 'exp': int(expiry), 'jti': jti})}.", float(int(expiry))
+
+
+class TokenEndpoint:
+    """A tiny OAuth token endpoint on loopback (HTTP, in a thread) for librdkafka's
+    ``sasl.oauthbearer.method=oidc``: a ``client_credentials`` POST with the right client id and secret (HTTP
+    basic auth) gets an unsecured JWT for ``principal``; anything else gets 401. ``issued`` lists the tokens."""
+
+    def __init__(self, principal: str = ADMIN) -> None:
+        self.principal = principal
+        self.client_id = "pyconnect-client"
+        self.client_secret = f"client-secret-{secrets.token_hex(8)}"
+        self.issued: list[str] = []
+        self._server: Any = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_port}/token"
+
+    def settings(self) -> dict[str, str]:
+        """The librdkafka OIDC settings that get tokens here."""
+        return {"sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.client.id": self.client_id,
+                "sasl.oauthbearer.client.secret": self.client_secret, "sasl.oauthbearer.token.endpoint.url": self.url}
+
+    def __enter__(self) -> TokenEndpoint:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        endpoint = self
+        expected = "Basic " + base64.b64encode(f"{self.client_id}:{self.client_secret}".encode()).decode()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+                if self.headers.get("Authorization") != expected or "grant_type=client_credentials" not in body:
+                    self.send_response(401)
+                    self.end_headers()
+                    return
+                token, expiry = unsecured_jwt(endpoint.principal)
+                endpoint.issued.append(token)
+                out = json.dumps({"access_token": token, "token_type": "bearer",
+                                  "expires_in": int(expiry - time.time())}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._server.serve_forever, name="oauth-token-endpoint", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
 
 
 @dataclass(frozen=True)
@@ -302,6 +402,40 @@ super.users=User:{ADMIN};User:broker
         return AclBinding(ResourceType[resource_type.upper()], name, ResourcePatternType[pattern.upper()],
                           _principal(principal), host, AclOperation[operation.upper()],
                           AclPermissionType.ALLOW if allow else AclPermissionType.DENY)
+
+
+def committed_ids(broker: SecuredKafka, topic: str, partitions: int) -> list[int]:
+    """The ``id`` of every JSON record of ``topic`` a ``read_committed`` reader sees (as the admin), to each
+    partition's end, sorted (bounded: 600 polls of at most 0.5 s)."""
+    import confluent_kafka as ck
+
+    consumer = ck.Consumer({**broker.client_settings(), "group.id": secrets.token_hex(8), "log_level": 0,
+                            "isolation.level": "read_committed", "enable.partition.eof": True,
+                            "auto.offset.reset": "earliest"})
+    ids: list[int] = []
+    try:
+        consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
+        ended: set[int] = set()
+        for _ in range(600):
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                assert msg.error().code() == ck.KafkaError._PARTITION_EOF, msg.error()
+                ended.add(msg.partition())
+                if len(ended) == partitions:
+                    return sorted(ids)
+                continue
+            ids.append(json.loads(msg.value())["id"])
+        raise AssertionError(f"{topic}: not every partition reached its end within 600 polls: {sorted(ended)}")
+    finally:
+        consumer.close()
+
+
+def sunk_ids(directory: Path, topic: str) -> list[int]:
+    """The ``id`` of every record a FileSink (``format: jsonl``) wrote for ``topic`` under ``directory``, sorted."""
+    return sorted(json.loads(line)["id"] for path in (directory / topic).glob("partition=*/*.jsonl")
+                  for line in path.read_text().splitlines() if line.strip())
 
 
 def _principal(principal: str) -> str:

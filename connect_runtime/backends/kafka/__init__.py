@@ -7,7 +7,8 @@ Settings (the ``settings`` mapping of :func:`connect_runtime.backends.open_backe
 
 - any librdkafka property (``security.protocol``, ``sasl.*``, ``ssl.*`` files, ...) applies to every
   client; ``producer.override.<p>``, ``consumer.override.<p>`` and ``admin.override.<p>`` apply to
-  that kind of client only. Values are never logged.
+  that kind of client only. Values are never logged. ``oauth_cb`` (a callable, or its dotted path) is
+  confluent-kafka's OAUTHBEARER token callable, imported when the backend opens (``_auth``).
 - ``cluster.id`` (default ``connect-cluster``): prefix of transactional ids,
   ``<cluster id>-<connector>-<task>``.
 - ``group.id.prefix`` (default ``connect-``): prefix of sink connectors' consumer groups,
@@ -62,6 +63,7 @@ Where things are:
 ``_client``        settings parsing, each client's librdkafka config (secrets masked), client creation,
                    confluent-kafka errors translated to ``BackendError`` / ``BackendUnavailableError``
 ``_logs``          librdkafka's log lines and error callbacks, each event logged once per interval
+``_auth``          ``oauth_cb`` by dotted path; a broker refusing the client (SASL, TLS) told from one that is down
 ``admin``          the ``AdminClient``: metadata, topic creation, offsets topics (created compacted, checked)
 ``delivery``       delivery reports: per-partition ranges, and the sparse reports of a transactional send
 ``producers``      the producers' shared core (send loop, offset records, flush, bounded close) and

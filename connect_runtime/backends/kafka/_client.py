@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -15,6 +16,12 @@ import confluent_kafka as ck
 
 from connect_runtime.api.errors import AuthorizationError, BackendError, BackendUnavailableError, ConfigError
 from connect_runtime.backends.kafka._access import Need, denied
+from connect_runtime.backends.kafka._auth import (
+    CALLABLE_SETTINGS,
+    refusal_cause,
+    resolve_callable,
+    token_recorder,
+)
 from connect_runtime.backends.kafka._logs import _QUIET, _librdkafka_log
 
 log = logging.getLogger(__name__)
@@ -163,10 +170,17 @@ class _Clients:
         self.group_id_prefix = str(own["group.id.prefix"] if own["group.id.prefix"] is not None else "connect-")
         if errors:
             raise ConfigError(errors=errors)
-        self._common = common
-        self._overrides = overrides
+        self._token_failures: list[tuple[str, bool]] = []
         self._secrets = [str(v) for k, v in list(common.items()) + [
             (k, v) for o in overrides.values() for k, v in o.items()] if _is_secret(k) and str(v)]
+        for prefix, conf in [("", common), *overrides.items()]:  # in the worker, never in a config or a plan
+            for name in CALLABLE_SETTINGS:
+                if name in conf:
+                    conf[name] = token_recorder(resolve_callable(prefix + name, conf[name]), self._secrets,
+                                                self._token_failures)
+        self._common = common
+        self._overrides = overrides
+        self._refused: tuple[float, str] | None = None  # (monotonic time, cause) of the latest refusal
 
     def redact(self, text: str) -> str:
         """``text`` with every secret setting value replaced by ``***``."""
@@ -205,6 +219,9 @@ class _Clients:
         self.error_cb(err)
 
     def error_cb(self, err: ck.KafkaError) -> None:
+        cause = refusal_cause(err)
+        if cause is not None:
+            self._refused = (time.monotonic(), self.redact(cause))
         text = self.redact(err.str())
         _QUIET.emit(log, logging.WARNING, text, f"kafka client ({self.bootstrap}): {err.name()}: {text}")
 
@@ -215,6 +232,13 @@ class _Clients:
             message = self.redact(_describe(exc))
             m = re.search(r'property:?\s*"?([A-Za-z0-9_.\-]+)"?', message)
             field = m.group(1) if m else "settings"
+            if self._token_failures:  # no token: the callable says why, the client only that none came
+                why, defect = self._token_failures[-1]
+                message = self.redact(f"{why} ({message})")
+                if not defect:
+                    raise BackendUnavailableError(f"Kafka cluster at {self.bootstrap}: no OAUTHBEARER token for a new "
+                                                  f"{what}: {message}") from exc
+                field = "oauth_cb"
             raise ConfigError(
                 f"invalid Kafka {what} settings for {self.bootstrap}: {message}", errors={field: message}
             ) from exc
@@ -225,13 +249,34 @@ class _Clients:
         return denied(exc, bootstrap=self.bootstrap, settings=self._common, doing=doing, needs=needs,
                       redact=self.redact)
 
+    def refused(self, since: float | None = None) -> str | None:
+        """Why a broker refused one of these clients (authentication, TLS: a setting to fix, which no retry within
+        the bounds would change), if one did at or after ``since`` (monotonic; default: within the last
+        ``connect.timeout.ms``, so that an OAuth token refused once and refreshed since does not name a later
+        outage)."""
+        if self._refused is None:
+            return None
+        at, cause = self._refused
+        return cause if at >= (time.monotonic() - self.connect_timeout if since is None else since) else None
+
+    def refusal(self, doing: str, since: float | None = None) -> BackendUnavailableError | None:
+        """The error to raise when a broker refused these clients (see :meth:`refused`), else None."""
+        cause = self.refused(since)
+        if cause is None:
+            return None
+        return BackendUnavailableError(f"Kafka cluster at {self.bootstrap} could not be used ({doing}): {cause}")
+
     def translate(self, exc: BaseException, doing: str, *needs: Need) -> BackendError:
-        """A BackendError (BackendUnavailableError when the cluster did not answer, AuthorizationError when it
-        refused a permission: ``needs`` say what the call needs) for a client error."""
+        """A BackendError (BackendUnavailableError when the cluster did not answer, or refused these clients: the
+        refusal's cause then; AuthorizationError when it refused a permission: ``needs`` say what the call needs)
+        for a client error."""
         refused = self.denied(exc, doing, *needs)
         if refused is not None:
             return refused
         err = _kafka_error(exc)
+        refusal = self.refusal(doing)
+        if refusal is not None and (err is None or err.code() in _UNREACHABLE_CODES):
+            return refusal
         message = f"Kafka {doing} at {self.bootstrap} failed: {self.redact(_describe(exc))}"
         if err is not None and err.code() in _UNREACHABLE_CODES:
             return BackendUnavailableError(
@@ -244,6 +289,9 @@ class _Clients:
         if refused is not None:
             return refused
         err = _kafka_error(exc)
+        refusal = self.refusal(doing)
+        if refusal is not None and (err is None or err.code() in _UNREACHABLE_CODES):
+            return refusal
         if err is None or err.code() in _UNREACHABLE_CODES:
             return BackendUnavailableError(
                 f"Kafka cluster at {self.bootstrap} could not be reached for {doing} within "

@@ -17,9 +17,14 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, Resourc
 
 from connect_runtime.api.errors import BackendError, BackendUnavailableError, ConfigError
 from connect_runtime.backends.kafka._access import Need
-from connect_runtime.backends.kafka._client import _Clients, _kafka_error
+from connect_runtime.backends.kafka._client import _UNREACHABLE_CODES, _Clients, _kafka_error
 
 log = logging.getLogger(__name__)
+
+
+def _transient(exc: ck.KafkaException) -> bool:
+    err = _kafka_error(exc)
+    return err is not None and err.code() in _UNREACHABLE_CODES
 
 
 class _KafkaAdmin:
@@ -44,12 +49,25 @@ class _KafkaAdmin:
             return self._client
 
     def metadata(self, topic: str | None = None) -> Any:
-        try:
-            if topic is None:
-                return self.client.list_topics(timeout=self.clients.connect_timeout)
-            return self.client.list_topics(topic=topic, timeout=self.clients.connect_timeout)
-        except ck.KafkaException as exc:
-            raise self.clients.unavailable(exc, "reading cluster metadata") from exc
+        """The cluster's metadata (of ``topic`` only, if given), asked in steps of at most a second within
+        ``connect.timeout.ms``: between steps the client's error callback runs, and a broker that refuses this
+        client (authentication, TLS) fails the call at once, naming the cause, rather than after the whole
+        bound as an unreachable cluster."""
+        client = self.client
+        started = time.monotonic()
+        deadline = started + self.clients.connect_timeout
+        while True:
+            step = max(0.05, min(1.0, deadline - time.monotonic()))
+            try:
+                return client.list_topics(timeout=step) if topic is None else client.list_topics(topic=topic,
+                                                                                                 timeout=step)
+            except ck.KafkaException as exc:
+                client.poll(0)  # serves the error callback, which records a refusal
+                refused = self.clients.refusal("reading cluster metadata", since=started)
+                if refused is not None:
+                    raise refused from exc
+                if time.monotonic() >= deadline or not _transient(exc):
+                    raise self.clients.unavailable(exc, "reading cluster metadata") from exc
 
     def list_topics(self) -> dict[str, int]:
         md = self.metadata()

@@ -56,6 +56,36 @@ def test_kafka_connection_with_sasl_and_extra(monkeypatch: pytest.MonkeyPatch) -
     assert "pw-very-secret-1" not in text and "jaas-very-secret-2" not in text and url in text
 
 
+def test_kafka_connection_with_each_authentication_hides_its_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """mTLS with an encrypted key inline (each line of the PEM key masked on its own too), OIDC with the OAuth
+    client in login/password, oauth_cb as a dotted path (text; the backend imports it in the worker)."""
+    from airflow.sdk._shared.secrets_masker import redact
+
+    key = "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIHsMFcGCSqGSIb3DQEFDTBKMCkGCSqGSIb3DQEFDDAcBAh1\nAgIIADAMBggqhkiG9w0CCQUA\n" \
+          "-----END ENCRYPTED PRIVATE KEY-----\n"
+    _conn(monkeypatch, "pc_mtls", host="b1:9094", extra={"security_protocol": "SSL", "ssl.key.pem": key,
+                                                        "ssl.key.password": "key-pw-secret-3",
+                                                        "ssl.certificate.pem": "-----BEGIN CERTIFICATE-----\nAAA\n"})
+    _, settings = PyConnectHook("pc_mtls").backend_config()
+    assert settings["ssl.key.pem"] == key and settings["security.protocol"] == "SSL"
+    described = PyConnectHook("pc_mtls").describe()["settings"]
+    assert described["ssl.key.pem"] == described["ssl.key.password"] == "[hidden]"
+    assert described["ssl.certificate.pem"].startswith("-----BEGIN CERTIFICATE-----")
+    text = redact("a line of it: MIHsMFcGCSqGSIb3DQEFDTBKMCkGCSqGSIb3DQEFDDAcBAh1; and key-pw-secret-3")
+    assert "MIHsMFcGCSqGSIb3DQEFDTBKMCkGCSqGSIb3DQEFDDAcBAh1" not in text and "key-pw-secret-3" not in text
+
+    _conn(monkeypatch, "pc_oidc", host="b1:9095", login="client-7", password="client-secret-4",
+          extra={"sasl_mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc"})
+    _, settings = PyConnectHook("pc_oidc").backend_config()
+    assert settings == {"sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
+                        "sasl.oauthbearer.client.id": "client-7", "sasl.oauthbearer.client.secret": "client-secret-4",
+                        "security.protocol": "SASL_SSL"}
+    assert "client-secret-4" not in redact("secret client-secret-4")
+
+    _conn(monkeypatch, "pc_cb", host="b1:9095", extra={"sasl.mechanism": "OAUTHBEARER", "oauth_cb": "my.tokens.get"})
+    assert PyConnectHook("pc_cb").describe()["settings"]["oauth_cb"] == "my.tokens.get"
+
+
 def test_sqlite_connection_opens_and_tests(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     _conn(monkeypatch, "pc_sqlite", host=f"sqlite:///{tmp_path / 'h.db'}", extra={"busy.timeout.ms": 2000})
     hook = PyConnectHook("pc_sqlite")
