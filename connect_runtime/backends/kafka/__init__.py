@@ -63,6 +63,8 @@ Where things are:
 ``_client``        settings parsing, each client's librdkafka config (secrets masked), client creation,
                    confluent-kafka errors translated to ``BackendError`` / ``BackendUnavailableError``
 ``_logs``          librdkafka's log lines and error callbacks, each event logged once per interval
+``_access``        a refused permission (``*_AUTHORIZATION_FAILED``) as one ``AuthorizationError`` naming the
+                   operation, the resource, the principal and the ``kafka-acls.sh`` fix
 ``_auth``          ``oauth_cb`` by dotted path; a broker refusing the client (SASL, TLS) told from one that is down
 ``admin``          the ``AdminClient``: metadata, topic creation, offsets topics (created compacted, checked)
 ``delivery``       delivery reports: per-partition ranges, and the sparse reports of a transactional send
