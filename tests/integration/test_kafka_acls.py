@@ -19,6 +19,7 @@ that is not needed would leave the run green and fail its case).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import time
@@ -452,3 +453,25 @@ def _without(state: _RoleState, missing: Acl, case: str) -> None:
     scenario.run(principal.settings)
     state.rounds += 1
     scenario.check(state.rounds)
+
+
+def test_showing_offsets_needs_only_reads(secured: SecuredKafka, tmp_path: Path,
+                                          caplog: pytest.LogCaptureFixture) -> None:
+    """``pyconnect offsets get`` and the Connectors view's offsets (the admin API's ``get_offsets``) with only the
+    offsets admin's Read and DescribeConfigs ACLs: no Write anywhere, so no idempotent producer id either."""
+    from connect_runtime import admin
+
+    source = SourceScenario(secured, tmp_path, uuid.uuid4().hex[:10])
+    source.prepare()
+    source.run(_settings(secured.client_settings()))
+    viewer = _principal(secured)
+    viewer.grant([a for a in role_acls("offsets_admin", connector=source.connector)
+                  if a.resource_type == "Topic" and a.operation in ("Read", "DescribeConfigs")])
+    backend = open_backend(secured.url, viewer.settings)
+    try:
+        shown = admin.get_offsets(backend, source.connector)["offsets"]
+    finally:
+        backend.close()
+    assert [e["offset"] for e in shown] and all(e["offset"] for e in shown), shown
+    loud = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not loud, f"showing offsets logged errors: {loud}"

@@ -41,6 +41,21 @@ _PARTITION_COUNT_MAX_AGE = 300.0
 ``topic.metadata.refresh.interval.ms``) before asking the cluster again."""
 
 
+class _RefusedIdQuiet:
+    """librdkafka's log of one producer, its FATAL line for a refused producer id (``Cluster authorization failed``:
+    a principal without Write on any topic) at DEBUG: a producer made ahead of use (the offsets writer, made when a
+    store opens) that is never used must not shout; one that is used raises the AuthorizationError."""
+
+    def __init__(self, logger: Any) -> None:
+        self._logger = logger
+
+    def log(self, level: int, fmt: str, *args: Any, **kwargs: Any) -> None:
+        if args and "Cluster authorization failed" in str(args[-1]):
+            level = logging.DEBUG
+        if self._logger is not None:
+            self._logger.log(level, fmt, *args, **kwargs)
+
+
 class _KafkaProducerBase:
     """What both producers share: the confluent Producer, the send loop and delivery tracking."""
 
@@ -64,9 +79,13 @@ class _KafkaProducerBase:
         def error_cb(err: ck.KafkaError) -> None:
             if err.fatal() and self.fatal_error is None:
                 self.fatal_error = err
+            if err.code() == ck.KafkaError.CLUSTER_AUTHORIZATION_FAILED:  # raised by the first use, if any
+                log.debug("%s: %s", what, err.str())
+                return
             reported(err)
 
         conf["error_cb"] = error_cb
+        conf["logger"] = _RefusedIdQuiet(conf.get("logger"))
         # sparse: delivery reports only for the first and last record per partition of each send (see
         # _SparseSender); needs the partition of every record before it is queued, so only with the
         # default "consistent" partitioner, which this producer then applies itself
