@@ -1,20 +1,23 @@
 """Least privilege, proven (issue 34.2): each role's ACLs (:mod:`connect_runtime.kafka_acls`, the list docs/kafka.md
 shows) on a broker with the StandardAuthorizer and ``allow.everyone.if.no.acl.found=false``
-(:mod:`tests.support.kafka_secure`, SCRAM-SHA-512 over TLS).
+(:mod:`tests.support.kafka_secure`, SCRAM-SHA-512 over TLS; one broker for the module, unique names per role).
 
-For each role, a principal of its own is granted exactly the role's ACLs for this case's names (connector, topic,
-group) and runs the role: a first run completes. Then, for each ACL of the list (the parametrisation is the list
-itself, so the documentation and the test cannot drift):
+For each role, a principal of its own is granted exactly the role's ACLs for its names (connector, topic, group)
+and runs the role: the first run completes (the case ``<role>-all``: the list is enough). Then, for each ACL of the
+list (the parametrisation is the list itself, so the documentation and the test cannot drift), on the same
+principal and scenario:
 
 - taken away, the next run fails at once (before or at its first commit) with ONE
   :class:`~connect_runtime.api.errors.AuthorizationError` naming that ACL's resource type and name, its operation
-  and the principal;
-- what the first run committed is all still there, and nothing of the failed run is visible;
+  and the principal, and never the password;
+- what earlier runs committed is all still there, and nothing of the failed run is visible (an at-least-once
+  source may have written the records whose offsets it failed to commit: at least once);
 - granted back, the run goes on and every record is there exactly once (at least once for the at-least-once
   source, whose contract it is).
 
-The case ``all`` (nothing taken away) proves the list is enough; each other case proves its ACL is needed (an ACL
-that is not needed would leave the run green and fail its case).
+An ACL the role does not need would leave its run green and fail its case. Every removal runs for the exactly-once
+source, the sink and the watcher; a sample for the others (:data:`SAMPLED`), the rest with
+``PYCONNECT_ACL_MATRIX=full``.
 """
 
 from __future__ import annotations
@@ -332,8 +335,8 @@ class WatcherScenario(Scenario):
         from airflow_pyconnect.triggers.committed import _Watch
 
         conn_id = f"pc_{self.connector.replace('-', '_')}"
-        os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(
-            {"conn_type": "pyconnect", "host": self.kafka.url, "extra": settings})
+        env = f"AIRFLOW_CONN_{conn_id.upper()}"
+        os.environ[env] = json.dumps({"conn_type": "pyconnect", "host": self.kafka.url, "extra": settings})
         watch = _Watch(conn_id, [self.topic], f"airflow-watch-{self.topic}", "beginning")
         try:
             polled = watch.poll({})
@@ -342,6 +345,7 @@ class WatcherScenario(Scenario):
                 self.fired.append(polled.payload["ranges"][self.topic]["0"])
         finally:
             watch.close()
+            os.environ.pop(env, None)
 
     def committed(self) -> list[str]:
         return [f"line {i}" for lo, hi in self.fired for i in range(lo, hi)]
