@@ -102,20 +102,20 @@ def read_committed(backend: Backend, kind: str, connector: str, target: Any,
     source: ``[{"partition", "offset"}]`` of every committed source partition of ``connector``.
     """
     if kind == "sink":
-        from connect_runtime.admin import list_connectors
+        from connect_runtime.admin import list_connectors, sink_group
         from connect_runtime.api.records import TopicPartition
 
         for entry in list_connectors(backend):
             if entry.get("name") == connector and entry.get("kind") == "sink" and entry.get("owns_offsets"):
                 raise UnreachableTargetError(
                     f"sink connector {connector!r} ({entry.get('connector_class')}) keeps its offsets in its "
-                    f"destination: its consumer group connect-{connector} never commits, so a group-offsets "
+                    f"destination: its consumer group {sink_group(connector, backend)} never commits, so a group-offsets "
                     "target can never be reached. Wait on the source instead (connector_kind='source' with "
                     "the source run's XCom), or depend on the sink task itself")
         tps = [TopicPartition(t, int(p)) for t, parts in target.items() for p in parts]
         if not tps:
             return {}
-        consumer = backend.consumer(f"connect-{connector}")
+        consumer = backend.consumer(sink_group(connector, backend))
         try:
             committed = consumer.committed(tps, timeout)
         finally:

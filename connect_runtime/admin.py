@@ -77,9 +77,10 @@ class ConnectorNotFound(ConnectError, LookupError):
         self.name = name
 
 
-def sink_group(name: str) -> str:
-    """The consumer group of sink connector ``name`` (Kafka Connect's ``connect-<name>``)."""
-    return f"connect-{name}"
+def sink_group(name: str, backend: Backend | None = None) -> str:
+    """The consumer group of sink connector ``name`` in ``backend``: ``<Backend.group_id_prefix><name>``, Kafka
+    Connect's ``connect-<name>`` unless the backend's ``group.id.prefix`` says otherwise."""
+    return f"{'connect-' if backend is None else backend.group_id_prefix}{name}"
 
 
 # -- connectors ------------------------------------------------------------------------------------
@@ -223,7 +224,7 @@ def _sink_partitions(backend: Backend, name: str, topics: Sequence[str] | None) 
     if topics is None:
         rec = connector(backend, name)
         topics = rec.topics if rec is not None and rec.topics else sorted(backend.list_topics())
-    consumer = backend.consumer(sink_group(name))
+    consumer = backend.consumer(sink_group(name, backend))
     try:
         known = set(backend.list_topics())
         wanted = [t for t in topics if t in known]
@@ -237,7 +238,7 @@ def sink_offsets(backend: Backend, name: str, topics: Sequence[str] | None = Non
     parts = _sink_partitions(backend, name, topics)
     if not parts:
         return {}
-    consumer = backend.consumer(sink_group(name))
+    consumer = backend.consumer(sink_group(name, backend))
     try:
         committed = consumer.committed(parts, TIMEOUT)
     finally:
@@ -314,7 +315,7 @@ def sink_lag(backend: Backend, name: str, topics: Sequence[str] | None = None) -
     mirrored = None
     if rec is not None and rec.owns_offsets and rec.destination is not None:
         mirrored = {TopicPartition(str(t), int(p)): int(o) for t, p, o in rec.destination_offsets}
-    consumer = backend.consumer(sink_group(name))
+    consumer = backend.consumer(sink_group(name, backend))
     try:
         committed = consumer.committed(parts, TIMEOUT) if mirrored is None else {tp: mirrored.get(tp) for tp in parts}
         ends = consumer.end_offsets(parts, TIMEOUT)
@@ -433,7 +434,7 @@ def alter_offsets(backend: Backend, name: str, offsets: Sequence[Mapping[str, An
             finally:
                 glob.close()
     if sink:
-        consumer = backend.consumer(sink_group(name))
+        consumer = backend.consumer(sink_group(name, backend))
         try:
             begins = consumer.beginning_offsets([tp for tp, o in sink.items() if o is None], TIMEOUT) \
                 if any(o is None for o in sink.values()) else {}

@@ -9,7 +9,9 @@
     ├── ProducerFencedError         a newer instance of the same task started; this one must stop
     ├── ConnectorRunningError       refused while a run holds the connector (KIP-875 offset changes)
     ├── BackendError                the record/offset store failed (sqlite3 / confluent_kafka errors, chained)
-    │   └── BackendUnavailableError the store could not be reached within its bounded wait
+    │   ├── BackendUnavailableError the store could not be reached within its bounded wait
+    │   └── AuthorizationError      the store refused an operation for want of a permission (a Kafka ACL); never
+    │                               retried; names the operation, the resource, the principal and the fix
     ├── WaitTimeoutError            a bounded wait ran out; the message says what was waited for
     └── MissingExtraError           an optional dependency is not installed (also an ``ImportError``); the
                                     message names the extra to install: ``pip install 'airflow-pyconnect[kafka]'``
@@ -68,6 +70,26 @@ class BackendUnavailableError(BackendError):
     """The store could not be reached within its bounded wait (the message names where and how long)."""
 
 
+class AuthorizationError(BackendError):
+    """The store refused an operation for want of a permission (a Kafka ACL). Never retried (a permission does not
+    come back by waiting): the run fails at once and commits nothing more; what it committed stays.
+
+    ``operation`` (Kafka's name: ``Write``, ``Read``, ``DescribeConfigs``, ...), ``resource_type`` (``Topic``,
+    ``Group``, ``TransactionalId``, ``Cluster``), ``resource_name`` and ``pattern_type`` (``literal`` or
+    ``prefixed``) say what to grant, ``principal`` to whom (``None`` when the client cannot tell), ``command`` the
+    ``kafka-acls.sh`` command that grants it."""
+
+    def __init__(self, message: str, *, operation: str, resource_type: str, resource_name: str,
+                 pattern_type: str = "literal", principal: str | None = None, command: str = "") -> None:
+        super().__init__(message)
+        self.operation = operation
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.pattern_type = pattern_type
+        self.principal = principal
+        self.command = command
+
+
 class WaitTimeoutError(ConnectError):
     """A bounded wait ran out; the message says what was waited for and for how long."""
 
@@ -98,6 +120,7 @@ def missing_extra(exc: ImportError, what: str) -> ImportError:
 
 __all__ = [
     "EXTRAS",
+    "AuthorizationError",
     "BackendError",
     "BackendUnavailableError",
     "ConfigError",

@@ -99,10 +99,8 @@ def canonical_offset_key(key: bytes) -> bytes:
 
 
 class ProducerRecord(NamedTuple):
-    """A converted record on its way to a topic. Plain tuples of the same shape are accepted too.
-
-    ``partition=None`` lets the backend choose, by :func:`default_partition`.
-    """
+    """A converted record on its way to a topic (plain tuples of the same shape too); ``partition=None`` lets the
+    backend choose, by :func:`default_partition`."""
 
     topic: str
     partition: int | None
@@ -315,6 +313,8 @@ class Backend(abc.ABC):
     url: str
     cluster_id: str | None
     """Prefix of transactional ids (``<cluster id>-<connector>-<task>``); ``None`` for no prefix."""
+    group_id_prefix: str = "connect-"
+    """Sink groups are ``<prefix><connector>`` (Kafka Connect's ``connect-<connector>``; Kafka: ``group.id.prefix``)."""
 
     capabilities: Capabilities = Capabilities()
     """What this backend does by itself (see :class:`Capabilities`)."""

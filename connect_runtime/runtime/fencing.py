@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from connect_runtime.api.errors import (
+    AuthorizationError,
     BackendUnavailableError,
     ConfigError,
     ProducerFencedError,
@@ -72,20 +73,24 @@ def generation_guard(name: str, generation: int, scope: str = "") -> tuple[str, 
 
 def begin_generation(backend: Backend, name: str, *, kind: str, connector_class: str, scope: str = "",
                      offsets_store: str | None = None, floor: int = 0, secrets: Sequence[str] = (),
-                     task_ids: Callable[[int], str] | None = None, fence_timeout: float = 30.0) -> Generation:
+                     task_ids: Callable[[int], str] | None = None, fence_timeout: float = 30.0,
+                     transactional: bool = True) -> Generation:
     """Register a new generation before any offset is read, and fence every task of the previous one.
 
     ``task_ids(index)``: the transactional id of a task (a source run's producers); given, and the backend's
     commits cannot check the generation, every id the previous generation used (its task count is in the
-    registry) is initialised, as Kafka Connect fences the zombies of the previous generation. A failure of that
+    registry) is initialised, as Kafka Connect fences the zombies of the previous generation; not when the previous
+    generation held no transactional producer (an at-least-once source run: ``transactional=False``, recorded in
+    its entry), so an at-least-once connector's principal needs no transactional id at all. A failure of that
     fencing is recorded as the new generation's end, then raised."""
     generation = Generation.begin(backend, name, kind=kind, scope=scope, connector_class=connector_class,
-                                  offsets_store=offsets_store, floor=floor, secrets=secrets)
+                                  offsets_store=offsets_store, floor=floor, secrets=secrets,
+                                  transactional=transactional)
     previous = generation.previous
     # a sink's tasks have ids of their own only in a fan-out (their starts are in ``workers``); a sink run's
     # single commit fence is fenced by the newer run's own (SinkCommitFence.start)
     if (task_ids is not None and previous is not None and previous.tasks and previous.state != "stopped"
-            and (kind != "sink" or previous.workers)
+            and previous.transactional and (kind != "sink" or previous.workers)
             and not backend.capabilities.commits_check_generation):
         ids = [task_ids(i) for i in range(previous.tasks)]
         log.info("connector %s: fencing %d task(s) of generation %d (%s)", name, len(ids), previous.generation,
@@ -298,7 +303,7 @@ class SinkCommitFence:
             try:
                 fence.begin_transaction()
                 fence.commit_transaction([], self.timeout_s, extra={SINK_COMMITS_STORE: [(key, value)]})
-            except (ProducerFencedError, ConfigError):
+            except (ProducerFencedError, ConfigError, AuthorizationError):
                 raise
             except Exception as exc:
                 # its transaction is in an unknown or fatal state (a broker restart under it): the next try

@@ -105,6 +105,9 @@ class ConnectorRecord:
     """Fan-out: each start of one of the plan's tasks (its own Airflow task instance, maybe on another worker),
     oldest first: ``{"task", "host", "try_number", "started"}`` (:func:`task_worker`), the last
     :data:`ATTEMPTS_KEPT` kept."""
+    transactional: bool = True
+    """Whether this generation's tasks may hold transactional producers that a newer generation must fence (every
+    run but an at-least-once source run; ``True`` in entries written before it was kept)."""
     attempts: list[dict[str, Any]] = field(default_factory=list)
     """The last :data:`ATTEMPTS_KEPT` generations that ran, oldest first: ``{"generation", "state", "started",
     "finished", "error", "records", "context", "topics", "host", "workers"}``, ``state`` one of ``stopped``, ``failed``, ``fenced``, ``died``."""
@@ -129,6 +132,7 @@ class ConnectorRecord:
         out = asdict(self)
         out.pop("heartbeat")
         out.pop("attempts")  # the run history: :meth:`Registry.attempts`
+        out.pop("transactional")  # the fencing's business
         out["running"] = self.running
         if self.state == "running" and not self.running:
             out["state"] = "stopped (no heartbeat: the run died)"
@@ -224,9 +228,9 @@ class Registry:
 
     def begin(self, name: str, *, scope: str = "", kind: str, connector_class: str,
               offsets_store: str | None = None, owns_offsets: bool = False,
-              floor: int = 0) -> tuple[ConnectorRecord, ConnectorRecord | None]:
+              floor: int = 0, transactional: bool = True) -> tuple[ConnectorRecord, ConnectorRecord | None]:
         """Start a new generation, at least ``floor``: ``(new entry, the previous entry or None)``. Atomic on
-        SQLite."""
+        SQLite. ``transactional``: whether its tasks may hold transactional producers (see the field)."""
         previous: list[ConnectorRecord | None] = [None]
 
         def bump(current: bytes | None) -> bytes:
@@ -240,7 +244,7 @@ class Registry:
                 topics=[] if before is None else before.topics,
                 owns_offsets=owns_offsets or (before is not None and before.owns_offsets),
                 started=now, finished=None, heartbeat=now, owner=owner(), error=None, records=None, context=run_context(),
-                host=hostname(), attempts=[] if before is None else before.attempts)
+                host=hostname(), transactional=transactional, attempts=[] if before is None else before.attempts)
             left = None if before is None else _left_behind(before, rec.generation)
             if left is not None:
                 _record_attempt(rec, left)

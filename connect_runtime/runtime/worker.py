@@ -152,11 +152,14 @@ class Generation:
 
     @classmethod
     def begin(cls, backend: Backend, name: str, *, kind: str, connector_class: str, scope: str = "",
-              offsets_store: str | None = None, floor: int = 0, secrets: Sequence[str] = ()) -> Generation:
+              offsets_store: str | None = None, floor: int = 0, secrets: Sequence[str] = (),
+              transactional: bool = True) -> Generation:
         """``floor``: the lowest generation to take (a sink's destination records newer ones); ``secrets``: the
-        config's secret values, masked in the error text kept in the registry."""
+        config's secret values, masked in the error text kept in the registry; ``transactional``: whether its tasks
+        may hold transactional producers (``ConnectorRecord.transactional``)."""
         record, previous = Registry(backend).begin(name, scope=scope, kind=kind, connector_class=connector_class,
-                                                   offsets_store=offsets_store, floor=floor)
+                                                   offsets_store=offsets_store, floor=floor,
+                                                   transactional=transactional)
         if floor and record.generation == floor and (previous is None or previous.generation + 1 < floor):
             log.warning("%s connector %s: its destination records generation %d, newer than this offsets store knows "
                         "(%s): this run is generation %d (was the store replaced?)", kind, name, floor - 1,

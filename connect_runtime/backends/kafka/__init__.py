@@ -11,6 +11,9 @@ Settings (the ``settings`` mapping of :func:`connect_runtime.backends.open_backe
   confluent-kafka's OAUTHBEARER token callable, imported when the backend opens (``_auth``).
 - ``cluster.id`` (default ``connect-cluster``): prefix of transactional ids,
   ``<cluster id>-<connector>-<task>``.
+- ``group.id.prefix`` (default ``connect-``): prefix of sink connectors' consumer groups,
+  ``<prefix><connector>`` (Kafka Connect's ``connect-<connector>`` by default): with ``cluster.id`` it makes every
+  name an ACL needs predictable (docs/kafka.md, "Access control (ACLs)").
 - ``connect.timeout.ms`` (default 10000): bound on reaching the cluster (metadata, admin requests,
   producer init); an unreachable cluster raises :class:`BackendUnavailableError` naming the
   bootstrap servers within about this long.
@@ -60,6 +63,8 @@ Where things are:
 ``_client``        settings parsing, each client's librdkafka config (secrets masked), client creation,
                    confluent-kafka errors translated to ``BackendError`` / ``BackendUnavailableError``
 ``_logs``          librdkafka's log lines and error callbacks, each event logged once per interval
+``_access``        a refused permission (``*_AUTHORIZATION_FAILED``) as one ``AuthorizationError`` naming the
+                   operation, the resource, the principal and the ``kafka-acls.sh`` fix
 ``_auth``          ``oauth_cb`` by dotted path; a broker refusing the client (SASL, TLS) told from one that is down
 ``admin``          the ``AdminClient``: metadata, topic creation, offsets topics (created compacted, checked)
 ``delivery``       delivery reports: per-partition ranges, and the sparse reports of a transactional send

@@ -14,7 +14,8 @@ from typing import Any
 
 import confluent_kafka as ck
 
-from connect_runtime.api.errors import BackendError, BackendUnavailableError, ConfigError
+from connect_runtime.api.errors import AuthorizationError, BackendError, BackendUnavailableError, ConfigError
+from connect_runtime.backends.kafka._access import Need, denied
 from connect_runtime.backends.kafka._auth import (
     CALLABLE_SETTINGS,
     refusal_cause,
@@ -36,6 +37,7 @@ _OWN_SETTINGS = {
     "offset.storage.partitions": 25,
     "offset.storage.replication.factor": -1,
     "offset.storage.read.timeout.ms": 30_000,
+    "group.id.prefix": "connect-",
 }
 _PREFIXES = ("producer.override.", "consumer.override.", "admin.override.")
 _TOPIC_CREATION = "topic.creation.default."
@@ -51,6 +53,10 @@ _UNREACHABLE_CODES = frozenset(
 )
 # consumer errors that pass on their own (librdkafka reconnects and refetches)
 _TRANSIENT_CONSUMER_CODES = _UNREACHABLE_CODES | {ck.KafkaError._PARTITION_EOF}
+# what a consumer without a group of its own (a reader: assigned partitions, explicit offsets, never a commit) leaves
+# aside: confluent-kafka requires a group.id, with which librdkafka looks up the group's coordinator (FindCoordinator,
+# Describe on the group); a principal without any group ACL is refused that lookup, which a reader never needs
+_GROUPLESS_CONSUMER_CODES = _TRANSIENT_CONSUMER_CODES | {ck.KafkaError.GROUP_AUTHORIZATION_FAILED}
 
 _EOF = ck.KafkaError._PARTITION_EOF
 _NOT_AVAILABLE = ck.TIMESTAMP_NOT_AVAILABLE
@@ -102,6 +108,8 @@ def _consume(consumer: Any, max_messages: int, timeout: float) -> list[Any]:
 
 
 def _nogroup() -> str:
+    """The group.id of a reader (a consumer that never commits nor reads group offsets): a random one, which needs
+    no ACL (see :data:`_GROUPLESS_CONSUMER_CODES`)."""
     return f"pyconnect-nogroup-{uuid.uuid4().hex}"
 
 
@@ -159,6 +167,7 @@ class _Clients:
         cid = own["cluster.id"]
         self.cluster_id: str | None = None if cid is None or str(cid) == "" else str(cid)
         self.default_offsets_topic = str(own["offset.storage.topic"] or DEFAULT_OFFSETS_TOPIC)
+        self.group_id_prefix = str(own["group.id.prefix"] if own["group.id.prefix"] is not None else "connect-")
         if errors:
             raise ConfigError(errors=errors)
         self._token_failures: list[tuple[str, bool]] = []
@@ -201,6 +210,14 @@ class _Clients:
         conf["bootstrap.servers"] = self.bootstrap
         return conf
 
+    def groupless_error_cb(self, err: ck.KafkaError) -> None:
+        """:meth:`error_cb` of a reader: its group's coordinator refused to a principal without group ACLs is no
+        warning (:data:`_GROUPLESS_CONSUMER_CODES`)."""
+        if err.code() == ck.KafkaError.GROUP_AUTHORIZATION_FAILED:
+            log.debug("kafka reader (%s): %s (a reader needs no group)", self.bootstrap, err.str())
+            return
+        self.error_cb(err)
+
     def error_cb(self, err: ck.KafkaError) -> None:
         cause = refusal_cause(err)
         if cause is not None:
@@ -226,6 +243,12 @@ class _Clients:
                 f"invalid Kafka {what} settings for {self.bootstrap}: {message}", errors={field: message}
             ) from exc
 
+    def denied(self, exc: BaseException | ck.KafkaError, doing: str, *needs: Need) -> AuthorizationError | None:
+        """``exc`` as one :class:`AuthorizationError` when it is a refused permission (see :mod:`._access`), naming
+        the one of ``needs`` of the refused resource type; ``None`` otherwise."""
+        return denied(exc, bootstrap=self.bootstrap, settings=self._common, doing=doing, needs=needs,
+                      redact=self.redact)
+
     def refused(self, since: float | None = None) -> str | None:
         """Why a broker refused one of these clients (authentication, TLS: a setting to fix, which no retry within
         the bounds would change), if one did at or after ``since`` (monotonic; default: within the last
@@ -243,13 +266,17 @@ class _Clients:
             return None
         return BackendUnavailableError(f"Kafka cluster at {self.bootstrap} could not be used ({doing}): {cause}")
 
-    def translate(self, exc: BaseException, doing: str) -> BackendError:
-        """A BackendError (BackendUnavailableError when the cluster did not answer, or refused these clients:
-        the refusal's cause then) for a client error."""
-        err = _kafka_error(exc)
-        refused = self.refusal(doing)
-        if refused is not None and (err is None or err.code() in _UNREACHABLE_CODES):
+    def translate(self, exc: BaseException, doing: str, *needs: Need) -> BackendError:
+        """A BackendError (BackendUnavailableError when the cluster did not answer, or refused these clients: the
+        refusal's cause then; AuthorizationError when it refused a permission: ``needs`` say what the call needs)
+        for a client error."""
+        refused = self.denied(exc, doing, *needs)
+        if refused is not None:
             return refused
+        err = _kafka_error(exc)
+        refusal = self.refusal(doing)
+        if refusal is not None and (err is None or err.code() in _UNREACHABLE_CODES):
+            return refusal
         message = f"Kafka {doing} at {self.bootstrap} failed: {self.redact(_describe(exc))}"
         if err is not None and err.code() in _UNREACHABLE_CODES:
             return BackendUnavailableError(
@@ -257,14 +284,17 @@ class _Clients:
                 f"(connect.timeout.ms={int(self.connect_timeout * 1000)}): {self.redact(_describe(exc))}")
         return BackendError(message)
 
-    def unavailable(self, exc: BaseException, doing: str) -> BackendError:
-        err = _kafka_error(exc)
-        refused = self.refusal(doing)
-        if refused is not None and (err is None or err.code() in _UNREACHABLE_CODES):
+    def unavailable(self, exc: BaseException, doing: str, *needs: Need) -> BackendError:
+        refused = self.denied(exc, doing, *needs)
+        if refused is not None:
             return refused
+        err = _kafka_error(exc)
+        refusal = self.refusal(doing)
+        if refusal is not None and (err is None or err.code() in _UNREACHABLE_CODES):
+            return refusal
         if err is None or err.code() in _UNREACHABLE_CODES:
             return BackendUnavailableError(
                 f"Kafka cluster at {self.bootstrap} could not be reached for {doing} within "
                 f"{self.connect_timeout:g} s (connect.timeout.ms): {self.redact(_describe(exc))}")
-        return self.translate(exc, doing)
+        return self.translate(exc, doing, *needs)
 

@@ -16,6 +16,7 @@ import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType  # type: ignore[attr-defined]
 
 from connect_runtime.api.errors import BackendError, BackendUnavailableError, ConfigError
+from connect_runtime.backends.kafka._access import Need
 from connect_runtime.backends.kafka._client import _UNREACHABLE_CODES, _Clients, _kafka_error
 
 log = logging.getLogger(__name__)
@@ -78,11 +79,16 @@ class _KafkaAdmin:
             self._create_topics(topics, self.list_topics(), exist_ok=exist_ok, config=config, replication=replication)
 
     def _create_topics(self, topics: Mapping[str, int], existing: Mapping[str, int], *, exist_ok: bool = True,
-                       config: Mapping[str, str] | None = None, replication: int | None = None,
+                       config: Mapping[str, str] | None = None, replication: int | None = None, use: str = "Write",
                        ) -> tuple[dict[str, int], set[str]]:
         """:meth:`create_topics` given the topics that exist (``{name: partitions}``). Returns the partition
         count of every topic in ``topics`` as the metadata shows it afterwards, and the names this call
-        created (not those that existed, or that another client created meanwhile)."""
+        created (not those that existed, or that another client created meanwhile).
+
+        ``use``: what the caller does with the topics (a source's data and dead letter topics: ``Write``; an
+        offsets store: ``Read``). A topic the principal may not see (``Describe``, which ``use`` implies) is not in
+        ``existing``; creating it is then refused unless the principal may create it, and the authorization
+        error names ``use`` on the topic, Create being the other way out."""
         wanted = [t for t in topics if t not in existing]
         if not exist_ok:
             clash = sorted(t for t in topics if t in existing)
@@ -110,7 +116,11 @@ class _KafkaAdmin:
                 if err is not None and err.code() == ck.KafkaError.TOPIC_ALREADY_EXISTS and exist_ok:
                     created.discard(name)
                     continue
-                raise self.clients.unavailable(exc, f"creating topic {name!r}") from exc
+                raise self.clients.unavailable(
+                    exc, f"seeing or creating topic {name!r}",
+                    Need(use, "Topic", name, also=f"{use} implies Describe, without which the topic looks missing; "
+                                                   f"or Create on it, to let the run create it"),
+                    Need("Create", "Cluster")) from exc
             except TimeoutError as exc:
                 raise BackendUnavailableError(
                     f"Kafka cluster at {self.clients.bootstrap} did not create topic {name!r} within "
@@ -155,12 +165,14 @@ class _KafkaAdmin:
                         and time.monotonic() + 0.1 < deadline):
                     time.sleep(0.1)
                     continue
-                raise self.clients.unavailable(exc, f"describing topic {topic!r}") from exc
+                raise self.clients.unavailable(exc, f"describing topic {topic!r} (its cleanup.policy)",
+                                               Need("DescribeConfigs", "Topic", topic)) from exc
         entry = entries.get("cleanup.policy")
         return "delete" if entry is None or entry.value is None else str(entry.value)
 
-    def offsets_topic(self, name: str | None) -> tuple[str, int]:
-        """The offsets topic of store ``name`` and its partition count; created compacted if missing."""
+    def offsets_topic(self, name: str | None, use: str = "Read") -> tuple[str, int]:
+        """The offsets topic of store ``name`` and its partition count; created compacted if missing. ``use``: what
+        the caller does with it (``Read``, or ``Write`` for a producer), named when the topic may not be seen."""
         topic = name or self.clients.default_offsets_topic
         with self._lock:
             known = self._offset_topics.get(topic)
@@ -169,7 +181,7 @@ class _KafkaAdmin:
         setting = "offset.storage.topic" if name is None else "offsets.storage.topic"
         counts, created = self._create_topics({topic: self.clients.offsets_partitions}, self.list_topics(),
                                               exist_ok=True, config={"cleanup.policy": "compact"},
-                                              replication=self.clients.offsets_replication)
+                                              replication=self.clients.offsets_replication, use=use)
         # created here with cleanup.policy=compact: no need to ask; otherwise it must be checked
         policy = "compact" if topic in created else self._topic_cleanup_policy(topic)
         if "compact" not in [p.strip() for p in policy.split(",")]:

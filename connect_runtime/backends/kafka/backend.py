@@ -14,6 +14,7 @@ from connect_runtime.api.errors import BackendError
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends import kafka_bootstrap_servers
 from connect_runtime.backends.base import Backend, Capabilities
+from connect_runtime.backends.kafka._access import Need
 from connect_runtime.backends.kafka._client import _Clients
 from connect_runtime.backends.kafka.admin import _KafkaAdmin
 from connect_runtime.backends.kafka.columnar import Columns, read_range_batches
@@ -35,6 +36,7 @@ class KafkaBackend(Backend):
         self.bootstrap = bootstrap
         self.clients = clients = _Clients(bootstrap, settings)
         self.cluster_id = clients.cluster_id
+        self.group_id_prefix = clients.group_id_prefix
         self.connect_timeout = clients.connect_timeout
         self.read_timeout = clients.read_timeout
         self.default_offsets_topic = clients.default_offsets_topic
@@ -67,12 +69,13 @@ class KafkaBackend(Backend):
     def make_client(self, factory: Callable[[dict[str, Any]], Any], conf: dict[str, Any], what: str) -> Any:
         return self.clients.make_client(factory, conf, what)
 
-    def translate(self, exc: BaseException, doing: str) -> BackendError:
-        """A BackendError (BackendUnavailableError when the cluster did not answer) for a client error."""
-        return self.clients.translate(exc, doing)
+    def translate(self, exc: BaseException, doing: str, *needs: Need) -> BackendError:
+        """A BackendError (BackendUnavailableError when the cluster did not answer, AuthorizationError naming the
+        one of ``needs`` it refused) for a client error."""
+        return self.clients.translate(exc, doing, *needs)
 
-    def _unavailable(self, exc: BaseException, doing: str) -> BackendError:
-        return self.clients.unavailable(exc, doing)
+    def _unavailable(self, exc: BaseException, doing: str, *needs: Need) -> BackendError:
+        return self.clients.unavailable(exc, doing, *needs)
 
     # -- admin -------------------------------------------------------------------------------------
     @property
@@ -86,9 +89,10 @@ class KafkaBackend(Backend):
                       config: Mapping[str, str] | None = None, replication: int | None = None) -> None:
         self._admin.create_topics(topics, exist_ok=exist_ok, config=config, replication=replication)
 
-    def offsets_topic(self, name: str | None) -> tuple[str, int]:
-        """The offsets topic of store ``name`` and its partition count; created compacted if missing."""
-        return self._admin.offsets_topic(name)
+    def offsets_topic(self, name: str | None, use: str = "Read") -> tuple[str, int]:
+        """The offsets topic of store ``name`` and its partition count; created compacted if missing (``use``: what the
+        caller does with it, ``Read`` or ``Write``, named in an authorization failure)."""
+        return self._admin.offsets_topic(name, use)
 
     # -- clients -----------------------------------------------------------------------------------
     def transactional_producer(

@@ -10,7 +10,7 @@ import confluent_kafka as ck
 
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends.base import WireHeaders
-from connect_runtime.backends.kafka._client import _NOT_AVAILABLE, _TRANSIENT_CONSUMER_CODES, _consume
+from connect_runtime.backends.kafka._client import _GROUPLESS_CONSUMER_CODES, _NOT_AVAILABLE, _consume
 
 if TYPE_CHECKING:
     from connect_runtime.backends.kafka.backend import KafkaBackend
@@ -44,7 +44,7 @@ def read_range_batches(backend: KafkaBackend, partition: TopicPartition, start: 
             for m in msgs:
                 err = m.error()
                 if err is not None:
-                    if err.code() in _TRANSIENT_CONSUMER_CODES:
+                    if err.code() in _GROUPLESS_CONSUMER_CODES:
                         continue
                     raise backend.translate(ck.KafkaException(err), f"reading {tp.topic}[{tp.partition}]")
                 off = m.offset()

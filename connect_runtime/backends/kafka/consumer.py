@@ -22,7 +22,9 @@ import confluent_kafka as ck
 from connect_runtime.api.errors import BackendError, BackendUnavailableError
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends.base import ConsumedRecord, Consumer
+from connect_runtime.backends.kafka._access import Need, group_refusal
 from connect_runtime.backends.kafka._client import (
+    _GROUPLESS_CONSUMER_CODES,
     _NOT_AVAILABLE,
     _TRANSIENT_CONSUMER_CODES,
     _consume,
@@ -55,6 +57,16 @@ def _consumed_records(msgs: list[Any]) -> list[ConsumedRecord]:
                                        map(M.key, msgs), map(M.value, msgs), ts, map(M.headers, msgs))))
 
 
+_FIRST_COMMITTED_S = 2.0
+"""Bound on the first attempt of :meth:`KafkaConsumer.committed` before the group is asked about (a refused group
+makes librdkafka wait out the whole timeout)."""
+
+
+def _timed_out(exc: ck.KafkaException) -> bool:
+    err = exc.args[0] if exc.args and isinstance(exc.args[0], ck.KafkaError) else None
+    return err is not None and err.code() in (ck.KafkaError._TIMED_OUT, ck.KafkaError.REQUEST_TIMED_OUT)
+
+
 class KafkaConsumer(Consumer):
     """read_committed, explicit assignment, group offsets committed only by :meth:`commit`."""
 
@@ -70,6 +82,9 @@ class KafkaConsumer(Consumer):
         self.effective_config = {k: "***" if _is_secret(k) else v for k, v in conf.items()
                                  if k not in ("logger", "error_cb")}
         """The librdkafka properties this consumer was created with (secrets masked)."""
+        self._passing = _TRANSIENT_CONSUMER_CODES if group_id else _GROUPLESS_CONSUMER_CODES
+        if not group_id:
+            conf["error_cb"] = backend.clients.groupless_error_cb
         self._c: Any = backend.make_client(ck.Consumer, conf, "consumer")
         self._consume = self._c.consume
         self._ends: _EndReader | None = None
@@ -90,6 +105,8 @@ class KafkaConsumer(Consumer):
         if topics:
             names = list(dict.fromkeys(topics))
             missing = [t for t in names if t not in available]
+            for topic in missing:  # a topic the principal may not see is left out of the metadata: ask for it by name
+                self._check_visible(topic)
             if missing:
                 log.warning("kafka consumer: topics %s do not exist at %s", missing, self.backend.bootstrap)
         elif pattern is not None:
@@ -99,20 +116,50 @@ class KafkaConsumer(Consumer):
             return []
         return [TopicPartition(t, p) for t in names if t in available for p in sorted(available[t].partitions)]
 
+    def _check_visible(self, topic: str) -> None:
+        """An :class:`AuthorizationError` (Read on ``topic``) when the metadata of ``topic`` asked by name says it is
+        refused to this principal; nothing when it is merely missing."""
+        try:
+            meta = self._c.list_topics(topic=topic, timeout=self.backend.connect_timeout).topics.get(topic)
+        except ck.KafkaException as exc:
+            raise self.backend._unavailable(exc, f"reading the metadata of topic {topic!r}",
+                                            Need("Read", "Topic", topic)) from exc
+        if meta is not None and meta.error is not None:
+            refused = self.backend.clients.denied(meta.error, f"reading topic {topic!r}", Need("Read", "Topic", topic))
+            if refused is not None:
+                raise refused
+
     def committed(self, partitions: Sequence[TopicPartition], timeout: float) -> dict[TopicPartition, int | None]:
         if not partitions:
             return {}
         if self.group_id is None:
             return {tp: None for tp in partitions}
+        asked = [ck.TopicPartition(t, p) for t, p in partitions]
+        deadline = time.monotonic() + timeout
         try:
-            got = self._c.committed([ck.TopicPartition(t, p) for t, p in partitions], timeout=timeout)
+            try:
+                # a refused group shows only as a timeout here (librdkafka waits for a coordinator it may not look
+                # up): a first short attempt, then, before waiting longer, the group is asked about directly
+                got = self._c.committed(asked, timeout=min(timeout, _FIRST_COMMITTED_S))
+            except ck.KafkaException as exc:
+                if timeout <= _FIRST_COMMITTED_S or not _timed_out(exc) or group_refusal(
+                        self.backend.admin, self.group_id, self.backend.connect_timeout) is not None:
+                    raise
+                got = self._c.committed(asked, timeout=max(0.001, deadline - time.monotonic()))
         except ck.KafkaException as exc:
-            raise self.backend._unavailable(exc, f"reading committed offsets of group {self.group_id!r}") from exc
+            refused = group_refusal(self.backend.admin, self.group_id, self.backend.connect_timeout) \
+                if _timed_out(exc) else None
+            cause = exc if refused is None else ck.KafkaException(refused)
+            raise self.backend._unavailable(cause, f"reading committed offsets of group {self.group_id!r}",
+                                            Need("Describe", "Group", self.group_id,
+                                                 also="Read implies it; a sink run needs Read"),
+                                            Need("Describe", "Topic", partitions[0][0])) from exc
         out: dict[TopicPartition, int | None] = {}
         for tp in got:
             if tp.error is not None:
                 raise self.backend.translate(ck.KafkaException(tp.error),
-                                             f"reading the committed offset of {tp.topic}[{tp.partition}]")
+                                             f"reading the committed offset of {tp.topic}[{tp.partition}]",
+                                             Need("Describe", "Group", self.group_id), Need("Describe", "Topic", tp.topic))
             out[TopicPartition(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
         return out
 
@@ -178,7 +225,7 @@ class KafkaConsumer(Consumer):
         try:
             msgs = _consume(self._c, max(1, max_records), timeout)
         except ck.KafkaException as exc:
-            raise self.backend.translate(exc, f"{self._what()} poll") from exc
+            raise self.backend.translate(exc, f"{self._what()} poll", *self._read_needs()) from exc
         if not msgs:
             return []
         if any(map(_msg_error, msgs)):  # rare: error events among the messages
@@ -187,12 +234,21 @@ class KafkaConsumer(Consumer):
                 err = m.error()
                 if err is None:
                     kept.append(m)
-                elif err.code() in _TRANSIENT_CONSUMER_CODES:
+                elif err.code() in self._passing:
                     log.debug("%s: %s", self._what(), err.str())
                 else:
-                    raise self.backend.translate(ck.KafkaException(err), f"{self._what()} poll")
+                    raise self.backend.translate(ck.KafkaException(err), f"{self._what()} poll",
+                                                 *self._read_needs(m.topic()))
             msgs = kept
         return _consumed_records(msgs)
+
+    def _read_needs(self, topic: str | None = None) -> list[Need]:
+        """What polling needs: Read on the topic (the refused one when the error names it) and on the group."""
+        topic = topic or next(iter(self._assigned), ("<an assigned topic>", 0))[0]
+        needs = [Need("Read", "Topic", topic)]
+        if self.group_id:
+            needs.append(Need("Read", "Group", self.group_id))
+        return needs
 
     def commit(self, offsets: Mapping[TopicPartition, int], timeout: float) -> None:
         if not offsets:
@@ -254,12 +310,15 @@ class _GroupCommitter:
         result = outcome[0]
         if isinstance(result, BaseException):
             if isinstance(result, ck.KafkaException):
-                raise self.backend._unavailable(result, f"committing offsets of group {self._group_id!r}") from result
+                raise self.backend._unavailable(result, f"committing offsets of group {self._group_id!r}",
+                                                Need("Read", "Group", self._group_id),
+                                                Need("Read", "Topic", tps[0].topic)) from result
             raise result
         for tp in result or []:
             if tp.error is not None:
                 raise self.backend.translate(ck.KafkaException(tp.error),
-                                             f"committing the offset of {tp.topic}[{tp.partition}]")
+                                             f"committing the offset of {tp.topic}[{tp.partition}]",
+                                             Need("Read", "Group", self._group_id), Need("Read", "Topic", tp.topic))
 
     def close(self) -> None:
         client, self._client = self._client, None

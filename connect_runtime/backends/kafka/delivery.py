@@ -23,6 +23,9 @@ from connect_runtime.backends.kafka._client import _NOT_AVAILABLE, _unwrap
 if TYPE_CHECKING:
     from connect_runtime.backends.kafka.producers import _KafkaProducerBase
 
+PURGED = frozenset({ck.KafkaError._PURGE_QUEUE, ck.KafkaError._PURGE_INFLIGHT})
+"""Delivery errors of records purged because something else failed (a transaction in an abortable state)."""
+
 _POLL_EVERY = 1000
 """Produce calls between two ``poll(0)`` (serves delivery reports while a big batch is queued)."""
 
@@ -30,7 +33,7 @@ _POLL_EVERY = 1000
 class _DeliveryTracker:
     """Delivery reports since the last flush/commit: per-partition ranges, errors, optional metadata."""
 
-    __slots__ = ("count", "error", "metadata", "ranges", "track")
+    __slots__ = ("count", "error", "error_topic", "metadata", "ranges", "track")
 
     def __init__(self, track: bool) -> None:
         self.track = track
@@ -39,13 +42,15 @@ class _DeliveryTracker:
     def reset(self) -> None:
         self.ranges: dict[tuple[str, int], list[int]] = {}
         self.error: ck.KafkaError | None = None
+        self.error_topic: str | None = None
         self.metadata: list[RecordMetadata | None] = []
         self.count = 0
 
     def on_delivery(self, err: ck.KafkaError | None, msg: Any) -> None:
         if err is not None:
-            if self.error is None:
-                self.error = err
+            # the first error, but a cause before a record purged because of it (a transaction that failed)
+            if self.error is None or (self.error.code() in PURGED and err.code() not in PURGED):
+                self.error, self.error_topic = err, msg.topic()
             return
         off = msg.offset()
         r = self.ranges.get((msg.topic(), msg.partition()))

@@ -13,9 +13,10 @@ import confluent_kafka as ck
 
 from connect_runtime.api.errors import BackendUnavailableError, WaitTimeoutError
 from connect_runtime.api.records import TopicPartition
+from connect_runtime.backends.kafka._access import Need
 from connect_runtime.backends.kafka._client import (
     _EOF,
-    _TRANSIENT_CONSUMER_CODES,
+    _GROUPLESS_CONSUMER_CODES,
     _UNREACHABLE_CODES,
     _consume,
     _describe,
@@ -41,6 +42,7 @@ class _EndReader:
             forced={"group.id": _nogroup(), "isolation.level": "read_committed", "enable.auto.commit": False,
                     "enable.partition.eof": True},
         )
+        conf["error_cb"] = backend.clients.groupless_error_cb
         self._c: Any = backend.make_client(ck.Consumer, conf, "consumer")
 
     def read(self, starts: Mapping[TopicPartition, int], deadline: float, what: str,
@@ -66,13 +68,14 @@ class _EndReader:
                         on_record(m)
                     elif err.code() == _EOF:
                         ends[TopicPartition(m.topic(), m.partition())] = m.offset()
-                    elif err.code() in _TRANSIENT_CONSUMER_CODES:
+                    elif err.code() in _GROUPLESS_CONSUMER_CODES:
                         log.debug("reading %s: %s", what, err.str())
                     else:
-                        raise self.backend.translate(ck.KafkaException(err), f"reading {what}")
+                        raise self.backend.translate(ck.KafkaException(err), f"reading {what}",
+                                                     Need("Read", "Topic", m.topic() or next(iter(starts))[0]))
             return ends
         except ck.KafkaException as exc:
-            raise self.backend.translate(exc, f"reading {what}") from exc
+            raise self.backend.translate(exc, f"reading {what}", Need("Read", "Topic", next(iter(starts))[0])) from exc
         finally:
             try:
                 c.unassign()
@@ -105,7 +108,7 @@ class _EndReader:
                     raise BackendUnavailableError(
                         f"Kafka cluster at {self.backend.bootstrap}: the offsets of {tp} could not be read before the "
                         f"caller's bound ran out: {self.backend.redact(_describe(exc))}") from exc
-                raise self.backend.translate(exc, f"querying the offsets of {tp}") from exc
+                raise self.backend.translate(exc, f"querying the offsets of {tp}", Need("Describe", "Topic", tp[0])) from exc
 
     def record_ends(self, partitions: Sequence[TopicPartition], timeout: float) -> dict[TopicPartition, int]:
         """Per partition, the offset after its last committed record (its first offset if it has none)."""

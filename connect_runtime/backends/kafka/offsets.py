@@ -93,7 +93,7 @@ class _OffsetsWriter:
         last: BaseException | None = None
         for attempt in range(1, attempts + 1):
             try:
-                topic, partitions = self.backend.offsets_topic(None)
+                topic, partitions = self.backend.offsets_topic(None, "Write")
                 self.write_offsets(topic, partitions, entries, self.backend.connect_timeout)
                 return
             except Exception as exc:

@@ -20,8 +20,15 @@ import confluent_kafka as ck
 
 from connect_runtime.api.errors import BackendUnavailableError
 from connect_runtime.backends.base import OffsetEntry, Producer, ProducerRecord, Written
-from connect_runtime.backends.kafka._client import _describe, _unwrap
-from connect_runtime.backends.kafka.delivery import _POLL_EVERY, _DeliveryTracker, _SparseSender
+from connect_runtime.backends.kafka._access import (
+    Need,
+    abortable_cause,
+    auth_error_code,
+    transactional_id_need,
+    unwritable_topics,
+)
+from connect_runtime.backends.kafka._client import _describe, _kafka_error, _unwrap
+from connect_runtime.backends.kafka.delivery import _POLL_EVERY, PURGED, _DeliveryTracker, _SparseSender
 from connect_runtime.backends.kafka.offsets import murmur2_partition
 
 if TYPE_CHECKING:
@@ -34,6 +41,21 @@ _PARTITION_COUNT_MAX_AGE = 300.0
 ``topic.metadata.refresh.interval.ms``) before asking the cluster again."""
 
 
+class _RefusedIdQuiet:
+    """librdkafka's log of one producer, its FATAL line for a refused producer id (``Cluster authorization failed``:
+    a principal without Write on any topic) at DEBUG: a producer made ahead of use (the offsets writer, made when a
+    store opens) that is never used must not shout; one that is used raises the AuthorizationError."""
+
+    def __init__(self, logger: Any) -> None:
+        self._logger = logger
+
+    def log(self, level: int, fmt: str, *args: Any, **kwargs: Any) -> None:
+        if args and "Cluster authorization failed" in str(args[-1]):
+            level = logging.DEBUG
+        if self._logger is not None:
+            self._logger.log(level, fmt, *args, **kwargs)
+
+
 class _KafkaProducerBase:
     """What both producers share: the confluent Producer, the send loop and delivery tracking."""
 
@@ -43,6 +65,27 @@ class _KafkaProducerBase:
         self.what = what
         self.tracker = _DeliveryTracker(track_metadata)
         self._offset_errors: list[ck.KafkaError] = []
+        self._offset_error_topic: str | None = None
+        self.offset_topics_sent: set[str] = set()
+        """Topics offset records were sent to (a transactional producer: in this transaction)."""
+        # a transactional producer: this transaction's batches (kept by reference until it ends: the hanging-
+        # transaction defence may send them again; a refused topic is looked for among them)
+        self._txn_batches: list[Sequence[ProducerRecord]] = []
+        # the client's fatal error, when it had one (e.g. its producer id refused: CLUSTER_AUTHORIZATION_FAILED)
+        self.fatal_error: ck.KafkaError | None = None
+        conf.setdefault("error_cb", self.backend._error_cb)
+        reported = conf["error_cb"]
+
+        def error_cb(err: ck.KafkaError) -> None:
+            if err.fatal() and self.fatal_error is None:
+                self.fatal_error = err
+            if err.code() == ck.KafkaError.CLUSTER_AUTHORIZATION_FAILED:  # raised by the first use, if any
+                log.debug("%s: %s", what, err.str())
+                return
+            reported(err)
+
+        conf["error_cb"] = error_cb
+        conf["logger"] = _RefusedIdQuiet(conf.get("logger"))
         # sparse: delivery reports only for the first and last record per partition of each send (see
         # _SparseSender); needs the partition of every record before it is queued, so only with the
         # default "consistent" partitioner, which this producer then applies itself
@@ -139,10 +182,13 @@ class _KafkaProducerBase:
     def send_offsets(self, topic: str, partitions: int, entries: Sequence[OffsetEntry]) -> None:
         """Queue offset records (murmur2-partitioned like Kafka Connect, not tracked in ``Written``)."""
         errors = self._offset_errors
+        self.offset_topics_sent.add(topic)
 
         def report(err: ck.KafkaError | None, msg: Any) -> None:
             if err is not None:
                 errors.append(err)
+                if err.code() not in PURGED:
+                    self._offset_error_topic = msg.topic()
 
         for key, value in entries:
             args = (topic, value, key, murmur2_partition(key, partitions))
@@ -163,12 +209,40 @@ class _KafkaProducerBase:
             raise BackendUnavailableError(
                 f"{self.what}: flushing (producing records): {left} records were not acknowledged by the Kafka "
                 f"cluster at {self.backend.bootstrap} within {timeout:g} s")
-        err = self.tracker.error or (self._offset_errors[0] if self._offset_errors else None)
+        errors = [e for e in (self.tracker.error, *self._offset_errors) if e is not None]
+        err = next((e for e in errors if e.code() not in PURGED), errors[0] if errors else None)
         if err is not None:
             raise self._failure(ck.KafkaException(err), "writing records")
 
+    def _needs(self, exc: BaseException) -> list[Need]:
+        """What this producer needs, for naming a refused permission: Write on the topic refused (a delivery report
+        names it; else the broker is asked which topic sent to the principal may not write), IdempotentWrite on the
+        cluster (or Write on any topic, KIP-679: the producer id of an idempotent producer)."""
+        topic = self.tracker.error_topic or self._offset_error_topic
+        if topic is None and auth_error_code(exc) == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            topic = next(iter(unwritable_topics(self.backend.admin, self._topics_sent(),
+                                                self.backend.connect_timeout)), None)
+        needs = [Need("Write", "Topic", topic or "<the topic written>"),
+                 Need("IdempotentWrite", "Cluster", also="or Write on any topic: Kafka 3.0+ grants an idempotent "
+                                                         "producer's id with either (KIP-679)")]
+        tid = getattr(self, "transactional_id", None)  # a transactional producer's: Write on its prefix
+        return needs if tid is None else [transactional_id_need(tid), *needs]
+
+    def _topics_sent(self) -> set[str]:
+        return {rec[0] for batch in self._txn_batches for rec in batch} | self.offset_topics_sent
+
+    def _cause(self, exc: BaseException) -> BaseException:
+        """The error behind a bare ``_FATAL``, ``_STATE`` or purge: the client's fatal error (a refused producer
+        id), or the one that doomed the transaction (:func:`abortable_cause`); else ``exc``."""
+        err = _kafka_error(exc)
+        if self.fatal_error is not None and (err is None or err.code() in PURGED or err.code() in (
+                ck.KafkaError._FATAL, ck.KafkaError._STATE)):
+            return ck.KafkaException(self.fatal_error)
+        return abortable_cause(self._p, exc)
+
     def _failure(self, exc: BaseException, doing: str) -> Exception:
-        failure = self.backend.translate(exc, f"{self.what} {doing}")
+        exc = self._cause(exc)
+        failure = self.backend.translate(exc, f"{self.what} {doing}", *self._needs(exc))
         self._unreachable |= isinstance(failure, BackendUnavailableError)
         return failure
 
@@ -227,3 +301,4 @@ class KafkaPlainProducer(_KafkaProducerBase, Producer):
         finally:
             self.tracker.reset()
             self._offset_errors.clear()
+            self._offset_error_topic = None

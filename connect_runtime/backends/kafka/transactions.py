@@ -26,6 +26,7 @@ from connect_runtime.backends.base import (
     TransactionalProducer,
     Written,
 )
+from connect_runtime.backends.kafka._access import auth_error_code
 from connect_runtime.backends.kafka._client import _FENCED_CODES, _UNREACHABLE_CODES, _describe, _kafka_error
 from connect_runtime.backends.kafka.offsets import murmur2_partition
 from connect_runtime.backends.kafka.producers import _KafkaProducerBase
@@ -95,7 +96,7 @@ class _HangingTransactions:
         if offsets:
             plan.append((*owner._offsets_topic, offsets))
             if mirror:
-                plan.append((*owner.backend.offsets_topic(None), offsets))
+                plan.append((*owner.backend.offsets_topic(None, "Write"), offsets))
         stores = {(topic, murmur2_partition(key, n)) for topic, n, entries in plan for key, _ in entries}
         new = (set(firsts) | stores) - self.settled
         pending = self._pending_ahead({tp: firsts.get(tp) for tp in new}, deadline) if new else []
@@ -177,9 +178,6 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                          f"transactional producer {transactional_id!r} for {backend.bootstrap}", sparse_reports=True)
         self._offsets_topic: tuple[str, int] | None = None
         self._in_txn = False
-        # this transaction's batches (kept by reference until it ends: the hanging-transaction defence may send
-        # them again)
-        self._txn_batches: list[Sequence[ProducerRecord]] = []
         self._hanging = _HangingTransactions(self)
 
     def _error_cb(self, err: ck.KafkaError) -> None:
@@ -197,6 +195,8 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
             f"transactional.id{why}")
 
     def _is_fenced(self, exc: BaseException) -> bool:
+        if auth_error_code(self._cause(exc)) is not None:
+            return False  # a refused permission, fatal or not, is no fencing (:meth:`_refused`)
         err = _kafka_error(exc)
         if err is not None and (err.code() in _FENCED_CODES or err.fatal()):
             self._fencing_seen |= err.code() in _FENCED_CODES
@@ -217,13 +217,26 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                     self._fenced = self._fencing_seen = True
         return self._fenced
 
+    def _refused(self, exc: BaseException, doing: str) -> Exception | None:
+        """``exc`` as an AuthorizationError when it (or the error behind it) is a refused permission."""
+        exc = self._cause(exc)
+        if auth_error_code(exc) is None:
+            return None
+        err = _kafka_error(exc)
+        if err is not None and err.fatal():  # a refused producer id or transactional id: nothing more goes through it
+            self._fenced = True
+        return self.backend.translate(exc, f"{self.what} {doing}", *self._needs(exc))
+
     def _failure(self, exc: BaseException, doing: str) -> Exception:
+        refused = self._refused(exc, doing)
+        if refused is not None:
+            return refused
         if self._is_fenced(exc):
             return self._fenced_error(exc)
         return super()._failure(exc, doing)
 
     def init_transactions(self, timeout: float) -> None:
-        self._offsets_topic = self.backend.offsets_topic(self.offset_store_name)
+        self._offsets_topic = self.backend.offsets_topic(self.offset_store_name, "Write")
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -241,7 +254,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                     raise BackendUnavailableError(
                         f"{self.what}: init_transactions did not complete within {timeout:g} s; the Kafka "
                         f"cluster at {self.backend.bootstrap} did not answer: {_describe(exc)}") from exc
-                raise self.backend.translate(exc, f"{self.what} init_transactions") from exc
+                raise self._failure(exc, "init_transactions") from exc
 
     def begin_transaction(self) -> None:
         if self._fenced:
@@ -255,6 +268,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
             raise self._failure(exc, "begin_transaction") from exc
         self._in_txn = True
         self._txn_batches = []
+        self.offset_topics_sent.clear()
         self._hanging.unsettled = False
 
     def send(self, records: Sequence[ProducerRecord]) -> None:
@@ -295,12 +309,12 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                 topic, partitions = self._offsets_topic
                 self.send_offsets(topic, partitions, offsets)
                 if mirror:
-                    global_topic, global_partitions = self.backend.offsets_topic(None)
+                    global_topic, global_partitions = self.backend.offsets_topic(None, "Write")
                     self.send_offsets(global_topic, global_partitions, offsets)
             if more:
                 for store, entries in more.items():
                     if entries:
-                        extra_topic, extra_partitions = self.backend.offsets_topic(store)
+                        extra_topic, extra_partitions = self.backend.offsets_topic(store, "Write")
                         self.send_offsets(extra_topic, extra_partitions, entries)
                 self._flush(timeout)
             # librdkafka's commit flushes first, serving every delivery report (so the ranges are complete
@@ -345,15 +359,15 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                         and time.monotonic() < deadline:
                     time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
                     continue
-                if err is not None and (err.code() in _UNREACHABLE_CODES or err.retriable()
-                                        or err.txn_requires_abort()):
+                if err is not None and auth_error_code(exc) is None and (
+                        err.code() in _UNREACHABLE_CODES or err.retriable() or err.txn_requires_abort()):
                     self._unreachable = True
                     raise BackendUnavailableError(
                         f"{self.what}: commit_transaction did not complete within {timeout:g} s (the ride-out "
                         f"bound: errors.retry.timeout, at least offset.flush.timeout.ms); the Kafka cluster at "
                         f"{self.backend.bootstrap} did not take the transaction: "
                         f"{self.backend.redact(_describe(exc))}") from exc
-                raise self.backend.translate(exc, f"{self.what} commit_transaction") from exc
+                raise self._failure(exc, "commit_transaction") from exc
 
     def _abort_after_failure(self, timeout: float) -> None:
         if self._fenced or not self._in_txn:

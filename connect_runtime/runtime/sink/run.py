@@ -89,6 +89,7 @@ class SinkRunState(RunState):
         self.started = time.monotonic()
         self.deadline = None if self.max_seconds is None else self.started + self.max_seconds
         self.backend = backend
+        self.group = f"{backend.group_id_prefix}{self.name}"  # admin.sink_group
         self.generation = generation
         self.retry = RetryPolicy(self.values, self.deadline, self.max_seconds)
         self.fence = SinkCommitFence(backend, self.name, generation, self.flush_timeout_s, task)

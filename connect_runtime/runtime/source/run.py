@@ -178,7 +178,8 @@ class SourceRun(ConnectorRun[SourceRunResult]):
                                 connector_class=str(p.values["connector.class"]),
                                 offsets_store=p.values["offsets.storage.topic"], secrets=secret_values(p.props),
                                 task_ids=lambda i: p.transactional_id(i, self.backend.cluster_id),
-                                fence_timeout=p.values["offset.flush.timeout.ms"] / 1000)
+                                fence_timeout=p.values["offset.flush.timeout.ms"] / 1000,
+                                transactional=self.exactly_once)
         p.record = generation.record
         return generation
 

@@ -339,7 +339,7 @@ def test_public_shape(registry: Registry) -> None:
     rec, _ = begin(registry)
     out = rec.public()
     fields = {f.name for f in dataclasses.fields(ConnectorRecord)}
-    assert set(out) == fields - {"heartbeat", "attempts"} | {"running"}
+    assert set(out) == fields - {"heartbeat", "attempts", "transactional"} | {"running"}
     assert (out["state"], out["running"], out["generation"]) == ("running", True, 1)
     json.dumps(out)  # plain JSON
 
