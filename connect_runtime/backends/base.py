@@ -71,6 +71,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from connect_runtime.api.errors import BackendError
 from connect_runtime.api.records import RecordMetadata, TopicPartition
 
 WireHeaders = list[tuple[str, "bytes | None"]]
@@ -205,6 +206,12 @@ class TransactionalProducer(Producer):
     def abort_transaction(self, timeout: float) -> None:
         """Drop everything sent since ``begin_transaction``."""
 
+    def send_group_offsets(self, consumer: Consumer, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit ``consumer``'s group offsets (next offset to read) in this transaction (KIP-447): they become
+        the group's committed offsets when :meth:`commit_transaction` succeeds, and never on an abort or when
+        this producer was fenced. Only where ``Backend.capabilities.group_offsets_in_transactions``."""
+        raise BackendError(f"{type(self).__name__} cannot commit group offsets in a transaction")
+
 
 class OffsetStore(abc.ABC):
     """Source offsets of one offsets store (Kafka: one offsets topic; SQLite: one named table slice)."""
@@ -307,6 +314,12 @@ class Capabilities:
     transactional writer of the entry, ``backends/kafka/entries.py``). A backend that cannot make it so leaves it
     ``False`` and keeps the base class's read then write: its registry can then lose a write made between another
     writer's read and write (an older run's heartbeat writing its generation back)."""
+    group_offsets_in_transactions: bool = False
+    """A transactional producer commits a consumer group's offsets inside its transaction
+    (:meth:`TransactionalProducer.send_group_offsets`, KIP-447's ``sendOffsetsToTransaction``): they land with
+    the transaction's commit and never once a newer instance of its ``transactional_id`` fenced it (Apache Kafka).
+    The runtime then commits a sink's group offsets inside its commit fence's transaction; otherwise in a step
+    after it (:class:`~connect_runtime.runtime.fencing.SinkCommitFence` says what that form cannot guarantee)."""
 
 
 class Backend(abc.ABC):

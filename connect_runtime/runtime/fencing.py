@@ -278,10 +278,13 @@ class SinkCommitFence:
         self.producer = fence
         self.fenced_backend = True
 
-    def commit(self, task_id: int, offsets: Mapping[TopicPartition, int]) -> None:
-        """Commit this task's fence transaction (on a fenced backend), before the group offsets are."""
+    def commit(self, task_id: int, offsets: Mapping[TopicPartition, int], consumer: Consumer | None = None) -> bool:
+        """Commit this task's fence transaction (on a fenced backend). Returns whether the group offsets were
+        committed in it (``consumer`` given, on a backend with ``group_offsets_in_transactions``); if not, the caller
+        commits them through ``consumer`` after this returns."""
         if not self.fenced_backend:
-            return
+            return False
+        atomic = consumer is not None and self.backend.capabilities.group_offsets_in_transactions
         key = json.dumps([self.name, {"task": task_id}], separators=(",", ":")).encode()
         value = json.dumps({"generation": self.generation, "offsets": {
             f"{t}-{p}": o for (t, p), o in sorted(offsets.items())}}, separators=(",", ":")).encode()
@@ -297,6 +300,9 @@ class SinkCommitFence:
             assert fence is not None
             try:
                 fence.begin_transaction()
+                if atomic:
+                    assert consumer is not None
+                    fence.send_group_offsets(consumer, offsets)
                 fence.commit_transaction([], self.timeout_s, extra={SINK_COMMITS_STORE: [(key, value)]})
             except (ProducerFencedError, ConfigError):
                 raise
@@ -309,6 +315,7 @@ class SinkCommitFence:
                 raise BackendUnavailableError(
                     f"sink connector {self.name!r}: the commit fence's transaction failed ({type(exc).__name__}: "
                     f"{exc}); a new fence is started for the next try") from exc
+        return atomic
 
     def check_newest(self) -> None:
         newest = Registry(self.backend).get(self.name)

@@ -28,7 +28,7 @@ class KafkaBackend(Backend):
     """Records in Kafka topics, source offsets in compacted offsets topics, group offsets in Kafka."""
 
     capabilities = Capabilities(commits_check_generation=False, transaction_markers=True, commit_waits_on_io=True,
-                                atomic_update_entry=True)
+                                atomic_update_entry=True, group_offsets_in_transactions=True)
 
     def __init__(self, url: str, bootstrap: str, settings: Mapping[str, Any]) -> None:
         self.url = url

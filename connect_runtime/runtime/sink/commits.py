@@ -195,8 +195,8 @@ def commit_group(run: SinkRunState, label: str, task_id: int, consumer: Consumer
     while True:
         attempts += 1
         try:
-            run.fence.commit(task_id, offsets)
-            consumer.commit(offsets, run.flush_timeout_s)
+            if not run.fence.commit(task_id, offsets, consumer):
+                consumer.commit(offsets, run.flush_timeout_s)
             return
         except (ProducerFencedError, ConfigError):
             raise
