@@ -345,10 +345,13 @@ class SinkCommitFence:
         if newest is None or self.task is None or self.try_start is None or newest.generation != self.generation:
             return
         starts = newest.workers
-        later = [w for w in starts[starts.index(self.try_start) + 1:] if w.get("task") == self.task] \
-            if self.try_start in starts else None
-        if later is None or later:
-            newer = "" if not later else f" (on {later[-1].get('host')}, try {later[-1].get('try_number')})"
+        if self.try_start in starts:  # recorded in order (one atomic registry update each)
+            later = [w for w in starts[starts.index(self.try_start) + 1:] if w.get("task") == self.task]
+        else:  # no longer among the last ATTEMPTS_KEPT starts of the plan's tasks: their clocks decide
+            mine = int(self.try_start.get("started") or 0)
+            later = [w for w in starts if w.get("task") == self.task and int(w.get("started") or 0) > mine]
+        if later:
+            newer = f" (on {later[-1].get('host')}, try {later[-1].get('try_number')})"
             raise ProducerFencedError(
                 f"sink connector {self.name!r}: a newer try of task {self.task} started{newer} while this try's "
                 f"commit fence failed: it is fenced and commits nothing more")
