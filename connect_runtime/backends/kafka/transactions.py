@@ -29,7 +29,7 @@ from connect_runtime.backends.base import (
     Written,
 )
 from connect_runtime.backends.kafka._client import _FENCED_CODES, _UNREACHABLE_CODES, _describe, _kafka_error
-from connect_runtime.backends.kafka.consumer import KafkaConsumer
+from connect_runtime.backends.kafka.group_offsets import TransactionGroupOffsets
 from connect_runtime.backends.kafka.offsets import murmur2_partition
 from connect_runtime.backends.kafka.producers import _KafkaProducerBase
 
@@ -184,9 +184,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
         # them again)
         self._txn_batches: list[Sequence[ProducerRecord]] = []
         self._hanging = _HangingTransactions(self)
-        # this transaction's group offsets (send_group_offsets): sent by commit_transaction, after any settling
-        # abort of the hanging-transaction defence (an abort drops them), then committed with it
-        self._group_offsets: tuple[str, list[Any], Any] | None = None
+        self._group_offsets = TransactionGroupOffsets(self)  # KIP-447: sent by commit_transaction, after settling
 
     def _error_cb(self, err: ck.KafkaError) -> None:
         # librdkafka reports the fatal "fenced" error here; later calls fail with a bare _STATE error
@@ -261,7 +259,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
             raise self._failure(exc, "begin_transaction") from exc
         self._in_txn = True
         self._txn_batches = []
-        self._group_offsets = None
+        self._group_offsets.clear()
         self._hanging.unsettled = False
 
     def send(self, records: Sequence[ProducerRecord]) -> None:
@@ -280,16 +278,11 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
         return written
 
     def send_group_offsets(self, consumer: Consumer, offsets: Mapping[TopicPartition, int]) -> None:
-        """KIP-447: ``consumer``'s group offsets go into this transaction; :meth:`commit_transaction` sends them
-        (``send_offsets_to_transaction``, after anything it may abort and send again) and commits them with it."""
         if self._fenced:
             raise self._fenced_error(None)
         if not self._in_txn:
             raise BackendError(f"{self.what}: send_group_offsets outside a transaction")
-        if not isinstance(consumer, KafkaConsumer) or consumer.group_id is None:
-            raise BackendError(f"{self.what}: group offsets need a Kafka consumer with a group, got {consumer!r}")
-        self._group_offsets = (consumer.group_id, [ck.TopicPartition(t, p, int(o))
-                                                   for (t, p), o in sorted(offsets.items())], consumer.group_metadata())
+        self._group_offsets.take(consumer, offsets)
 
     def commit_transaction(self, offsets: Sequence[OffsetEntry], timeout: float,
                            extra: ExtraEntries | None = None) -> Written:
@@ -322,8 +315,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                         extra_topic, extra_partitions = self.backend.offsets_topic(store)
                         self.send_offsets(extra_topic, extra_partitions, entries)
                 self._flush(timeout)
-            if self._group_offsets is not None:
-                self._send_group_offsets(deadline, timeout)
+            self._group_offsets.send(deadline, timeout)
             # librdkafka's commit flushes first, serving every delivery report (so the ranges are complete
             # when it returns; a record that failed fails the commit, its error naming the cause): one call
             # into C instead of two, so a commit on the committer thread needs the GIL less often
@@ -340,29 +332,10 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
             raise
         self._in_txn = False
         self._txn_batches = []
-        self._group_offsets = None
+        self._group_offsets.clear()
         self.tracker.reset()
         self._offset_errors.clear()
         return written
-
-    def _send_group_offsets(self, deadline: float, timeout: float) -> None:
-        """AddOffsetsToTxn and TxnOffsetCommit of this transaction's group offsets, within the commit's bound."""
-        assert self._group_offsets is not None
-        group, tps, metadata = self._group_offsets
-        try:
-            self._p.send_offsets_to_transaction(tps, metadata, max(0.001, deadline - time.monotonic()))
-        except ck.KafkaException as exc:
-            if self._is_fenced(exc):
-                raise self._fenced_error(exc) from exc
-            err = _kafka_error(exc)
-            if err is not None and (err.code() in _UNREACHABLE_CODES or err.retriable() or err.txn_requires_abort()):
-                self._unreachable |= err.code() in _UNREACHABLE_CODES
-                raise BackendUnavailableError(
-                    f"{self.what}: sending the offsets of group {group!r} to the transaction did not complete "
-                    f"within {timeout:g} s (offset.flush.timeout.ms); the Kafka cluster at {self.backend.bootstrap} "
-                    f"did not take them: {self.backend.redact(_describe(exc))}") from exc
-            raise self.backend.translate(exc, f"{self.what} sending the offsets of group {group!r} to the "
-                                              f"transaction") from exc
 
     @staticmethod
     def _extra_entries(extra: ExtraEntries | None, written: Written) -> Mapping[str, Sequence[OffsetEntry]] | None:
@@ -409,7 +382,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
             log.warning("%s: aborting after a failure raised %s", self.what, self.backend.redact(_describe(exc)))
         self._in_txn = False
         self._txn_batches = []
-        self._group_offsets = None
+        self._group_offsets.clear()
         try:
             self._poll(0)
         except ck.KafkaException as exc:  # the fatal fencing error surfaces here: the failure being raised wins
@@ -429,7 +402,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
             self._poll(0)
             self.tracker.reset()
             self._offset_errors.clear()
-            self._group_offsets = None
+            self._group_offsets.clear()
         self._in_txn = False
 
     def close(self) -> None:
