@@ -214,14 +214,14 @@ class SinkCommitFence:
       group coordinator accepts for a group without members) and land with its commit, or never: once a newer run
       (a newer try of the task) initialised the fence id, the older producer's open transaction is aborted with
       its offsets and its commit fails fenced. A zombie commits no group offset after the newer run initialised.
-    - **Two-step form** (the capability false): the transaction is committed first, then the group offsets through
-      the consumer. It guarantees that a run whose fence transaction failed (fenced, or its outcome unknown)
-      commits no group offset, and that each commit of a zombie after its first one after the newer run
+    - **Two-step form** (the capability false: the Kafka backend with ``group.offsets.in.transactions=false``, for
+      Tansu, which does not keep transactional group offsets): the transaction is committed first, then the group
+      offsets through the consumer. It guarantees that a run whose fence transaction failed (fenced, or its outcome
+      unknown) commits no group offset, and that each commit of a zombie after its first one after the newer run
       initialised fails fenced; it cannot fence the group commit itself, so a zombie that passed its transaction a
       moment before the newer run initialised still lands that one commit: the group's offsets of a partition the
-      newer run owns move to the zombie's position, back (the next run delivers records again) or past what the
-      newer run delivered (records only the zombie put; a sink keeping its offsets in its destination is fenced
-      there).
+      newer run owns move to the zombie's position, back (the next run delivers records again) or past what the newer
+      run delivered (records only the zombie put; a sink keeping its offsets in its destination is fenced there).
 
     ``task``: task ``k`` of a fan-out plan (:mod:`connect_runtime.runtime.sink.fanout`): its commits are also
     fenced by the task's later tries, never by its siblings' (the module docstring: the task's fence key)."""

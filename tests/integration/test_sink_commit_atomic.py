@@ -1,4 +1,4 @@
-"""A zombie sink's last group commit, on Apache Kafka and on Tansu (the gap issue 33 left in
+"""A zombie sink's last group commit, on Apache Kafka (the gap issue 33 left in
 :class:`~connect_runtime.runtime.fencing.SinkCommitFence`): an older sink run (or an older try of a fanned-out task)
 reaches its group commit, the newer run (the task's next try) initialises its commit fence and runs to its target,
 then the older one's commit goes on.
@@ -10,14 +10,13 @@ transaction, before the consumer's commit). Everything else is the real broker a
 
 - the atomic form (``group_offsets_in_transactions``, the Kafka backend): the older one's offsets never land; it
   ends fenced; the group holds the newer one's offsets, and the newer one put each record once;
-- the two-step form (the capability off, as on a broker without it): the older one's one commit lands over the
-  newer one's, which is what the form cannot guarantee (the docstring's limitation), and what shows that the
-  interleaving is the one that matters.
+- the two-step form (``group.offsets.in.transactions=false``, as for Tansu; on Apache Kafka and on Tansu): the older
+  one's one commit lands over the newer one's, which is what the form cannot guarantee (the docstring's
+  limitation), and what shows that the interleaving is the one that matters.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import threading
 import uuid
@@ -40,6 +39,7 @@ from tests.support.contract import in_thread
 from tests.support.sink_helpers import read_log
 
 RECORDS = 40
+TWO_STEP = {"group.offsets.in.transactions": "false"}
 SINK = "tests.support.sink_helpers.RecordingSinkConnector"
 
 
@@ -48,9 +48,7 @@ class _Interleaved(KafkaBackend):
     it becomes durable; ``atomic=False``: the two-step form (``group_offsets_in_transactions`` off)."""
 
     def __init__(self, url: str, newer: Callable[[], Any], *, atomic: bool) -> None:
-        super().__init__(url, url.split("://", 1)[1], {})
-        if not atomic:
-            self.capabilities = dataclasses.replace(KafkaBackend.capabilities, group_offsets_in_transactions=False)
+        super().__init__(url, url.split("://", 1)[1], {} if atomic else TWO_STEP)
         self.newer = newer
         self.fired = threading.Event()
         self.outcome: dict[str, Any] = {}
@@ -103,14 +101,12 @@ class _Consumer(KafkaConsumer):
 
 @pytest.fixture(params=[pytest.param("kafka", marks=pytest.mark.kafka), "tansu"])
 def url(request: pytest.FixtureRequest) -> str:
-    """The session's Apache Kafka broker, or a Tansu broker of the test's own: Tansu answers the zombie's EndTxn
-    with a timeout, not PRODUCER_FENCED, so there the zombie ends in the fence's replacement, which the registry
-    refuses (a newer generation; a fanned-out task's newer try)."""
+    """The session's Apache Kafka broker, or a Tansu broker of the test's own (the two-step form is Tansu's:
+    ``group.offsets.in.transactions=false``)."""
     return str(request.getfixturevalue("kafka_url" if request.param == "kafka" else "tansu_url"))
 
 
-@pytest.fixture
-def topic(url: str) -> str:
+def _topic(url: str) -> str:
     name = f"atomic-{uuid.uuid4().hex[:8]}"
     with open_backend(url) as be:
         be.create_topics({name: 1})
@@ -156,19 +152,20 @@ def _older_and_newer(shape: str, url: str, name: str, topic: str, tmp_path: Path
     one's outcome)."""
     until = {topic: {"0": RECORDS}}
     older_cfg, newer_cfg = _config(name, topic, tmp_path / "older.jsonl"), _config(name, topic, tmp_path / "newer.jsonl")
+    settings = None if atomic else TWO_STEP
     if shape == "run":
         def newer() -> Any:
-            return run_sink(newer_cfg, url, until_offsets=until, max_seconds=120)
+            return run_sink(newer_cfg, url, until_offsets=until, max_seconds=120, backend_settings=settings)
 
         def older(be: _Interleaved) -> Any:
             return run_sink(older_cfg, be, until_offsets=until, max_seconds=120)
     else:
-        plan = plan_sink(older_cfg, url, until_offsets=until)
+        plan = plan_sink(older_cfg, url, until_offsets=until, backend_settings=settings)
         again = json.loads(json.dumps(plan))  # the same plan, the task logging into the newer one's file
         again["tasks"][0]["config"]["log.path"] = newer_cfg["log.path"]
 
         def newer() -> Any:  # the task's next try (same plan, same index)
-            return run_sink_task(newer_cfg, url, again, 0, max_seconds=120)
+            return run_sink_task(newer_cfg, url, again, 0, max_seconds=120, backend_settings=settings)
 
         def older(be: _Interleaved) -> Any:
             return run_sink_task(older_cfg, be, plan, 0, max_seconds=120)
@@ -182,12 +179,13 @@ def _older_and_newer(shape: str, url: str, name: str, topic: str, tmp_path: Path
         backend.close()
 
 
+@pytest.mark.kafka
 def test_a_zombie_group_commit_never_lands_when_offsets_commit_in_the_fence_transaction(
-        url: str, topic: str, tmp_path: Path, shape: str) -> None:
+        kafka_url: str, tmp_path: Path, shape: str) -> None:
     """Atomic form: the older one's offsets were in its transaction when the newer one initialised its fence; they
     never land, the older one ends fenced, the group holds the newer one's target, each record put once by it."""
-    name = f"atomic-{shape}-{uuid.uuid4().hex[:8]}"
-    with _older_and_newer(shape, url, name, topic, tmp_path, atomic=True) as (out, backend):
+    name, topic = f"atomic-{shape}-{uuid.uuid4().hex[:8]}", _topic(kafka_url)
+    with _older_and_newer(shape, kafka_url, name, topic, tmp_path, atomic=True) as (out, backend):
         assert backend.fired.is_set(), f"the older one never reached a group commit: {out}"
         assert "error" not in backend.outcome, backend.outcome
         newer = backend.outcome["result"]
@@ -195,13 +193,13 @@ def test_a_zombie_group_commit_never_lands_when_offsets_commit_in_the_fence_tran
         assert isinstance(out.get("error"), ProducerFencedError), out
         assert "fenced" in str(out["error"])
     assert _put_offsets(tmp_path / "newer.jsonl") == list(range(RECORDS)), "the newer one put each record once"
-    assert _group_offset(url, name, topic) == RECORDS, "the zombie's offsets landed over the newer one's"
+    assert _group_offset(kafka_url, name, topic) == RECORDS, "the zombie's offsets landed over the newer one's"
 
 
-def test_the_two_step_form_lands_the_zombie_commit_it_cannot_fence(url: str, topic: str, tmp_path: Path) -> None:
+def test_the_two_step_form_lands_the_zombie_commit_it_cannot_fence(url: str, tmp_path: Path) -> None:
     """Two-step form (the capability off): the same interleaving lands the older one's group commit over the newer
     one's (the limitation :class:`SinkCommitFence` states); its next commit is fenced."""
-    name = f"two-step-{uuid.uuid4().hex[:8]}"
+    name, topic = f"two-step-{uuid.uuid4().hex[:8]}", _topic(url)
     with _older_and_newer("run", url, name, topic, tmp_path, atomic=False) as (out, backend):
         assert backend.fired.is_set(), f"the older one never reached a group commit: {out}"
         assert backend.outcome["result"].committed == {topic: {"0": RECORDS}}, backend.outcome
