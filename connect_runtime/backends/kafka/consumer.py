@@ -76,7 +76,9 @@ class KafkaConsumer(Consumer):
         self._assigned: dict[TopicPartition, int] = {}
         self._paused: set[TopicPartition] = set()
         self._closed = False
-        self._group_metadata: Any = None
+        # taken now, a copy (serialised): a commit on another thread never calls into this handle, which the task
+        # may be closing
+        self._group_metadata: Any = None if group_id is None else self._c.consumer_group_metadata()
         self._committer = None if group_id is None else _GroupCommitter(backend, conf, self._what(), group_id)
 
     def _what(self) -> str:
@@ -199,10 +201,8 @@ class KafkaConsumer(Consumer):
         """librdkafka's consumer group metadata of this consumer, for a transactional producer committing the
         group's offsets (KIP-447): an explicitly assigned consumer never joins its group, so it is the group id with
         generation -1 and no member id, which the group coordinator accepts for a group without members."""
-        if self.group_id is None:
-            raise BackendError("a consumer without a group has no group offsets to commit")
         if self._group_metadata is None:
-            self._group_metadata = self._c.consumer_group_metadata()
+            raise BackendError("a consumer without a group has no group offsets to commit")
         return self._group_metadata
 
     def commit(self, offsets: Mapping[TopicPartition, int], timeout: float) -> None:
