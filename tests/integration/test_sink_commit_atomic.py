@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -106,13 +107,13 @@ def url(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue("kafka_url" if request.param == "kafka" else "tansu_url"))
 
 
-def _topic(url: str) -> str:
+def _topic(url: str, records: int = RECORDS) -> str:
     name = f"atomic-{uuid.uuid4().hex[:8]}"
     with open_backend(url) as be:
         be.create_topics({name: 1})
         producer = be.producer()
         try:
-            producer.send([ProducerRecord(name, 0, None, json.dumps(i).encode()) for i in range(RECORDS)])
+            producer.send([ProducerRecord(name, 0, None, json.dumps(i).encode()) for i in range(records)])
             producer.flush(60)
         finally:
             producer.close()
@@ -206,3 +207,40 @@ def test_the_two_step_form_lands_the_zombie_commit_it_cannot_fence(url: str, tmp
         assert isinstance(out.get("error"), ProducerFencedError), out
     landed = _group_offset(url, name, topic)
     assert landed is not None and landed < RECORDS, f"the group holds {landed}: the zombie's commit did not land"
+
+
+@pytest.mark.kafka
+def test_group_offsets_in_transactions_ride_out_a_broker_restart(fresh_kafka_broker: Any, tmp_path: Path) -> None:
+    """The broker SIGKILLed and started again while a sink commits its group offsets in its fence's transactions
+    (a commit after every batch): the run completes, or fails with one error naming the broker; the group's offsets
+    never run ahead of what was put, and a rerun puts the rest: every record put, the group at the end."""
+    broker, records = fresh_kafka_broker, 2000
+    topic, name = _topic(broker.url, records), f"restart-{uuid.uuid4().hex[:8]}"
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    config = {**_config(name, topic, first), "consumer.max.poll.records": "50", "put.sleep.ms": "20",
+              "errors.retry.timeout": "60000"}
+    until = {topic: {"0": records}}
+    thread, out = in_thread(run_sink, config, broker.url, until_offsets=until, max_seconds=150)
+    deadline = time.monotonic() + 120
+    while thread.is_alive() and len(_put_offsets(first) if first.exists() else []) < 500:
+        assert time.monotonic() < deadline, "the sink put fewer than 500 records within 120 s"
+        time.sleep(0.02)
+    killed = thread.is_alive()
+    if killed:
+        broker.kill()
+        broker.restart()
+    thread.join(180)
+    assert not thread.is_alive(), "the sink run did not end within 180 s of the restart (bounded by max_seconds 150)"
+    if "error" in out:
+        assert broker.bootstrap in str(out["error"]), f"the run failed without naming the broker: {out['error']!r}"
+    put_first = _put_offsets(first)
+    landed = _group_offset(broker.url, name, topic) or 0
+    assert landed <= max(put_first, default=-1) + 1, f"the group holds {landed}, past what was put"
+    rerun = run_sink({**config, "log.path": str(second)}, broker.url, until_offsets=until, max_seconds=150)
+    assert rerun.records == records - landed, rerun
+    put_second = _put_offsets(second)
+    assert put_second == list(range(landed, records)), "the rerun did not start where the group's offsets stood"
+    assert set(put_first) | set(put_second) == set(range(records)), "a record was never put"
+    assert _group_offset(broker.url, name, topic) == records
+    print(f"\n{'killed' if killed else 'ended first'}: first run {out.get('error') or out.get('result')}; "
+          f"group at {landed} after it")
