@@ -127,8 +127,8 @@ def _config(name: str, topic: str, log: Path) -> dict[str, str]:
 
 
 def _group_offset(url: str, name: str, topic: str) -> int | None:
-    """The group's committed offset, read by a consumer of its own (read_committed: a pending transactional
-    offset is not taken for committed)."""
+    """The group's committed offset, read by a consumer of its own (the last committed: a transaction's pending
+    offsets are not)."""
     with open_backend(url) as be:
         consumer = be.consumer(f"connect-{name}")
         try:
@@ -244,3 +244,31 @@ def test_group_offsets_in_transactions_ride_out_a_broker_restart(fresh_kafka_bro
     assert _group_offset(broker.url, name, topic) == records
     print(f"\n{'killed' if killed else 'ended first'}: first run {out.get('error') or out.get('result')}; "
           f"group at {landed} after it")
+
+
+@pytest.mark.kafka
+def test_committed_offsets_are_read_at_once_while_a_crashed_run_holds_newer_ones_in_its_transaction(
+        kafka_url: str) -> None:
+    """A run killed between sending its group offsets to its fence's transaction and committing it leaves that
+    transaction open until the next run's fence aborts it (or it times out): meanwhile ``committed`` (offsets get, a
+    trigger, the next plan) answers at once with the last committed offsets, not the pending ones."""
+    topic, group = _topic(kafka_url, 0), f"connect-open-{uuid.uuid4().hex[:8]}"
+    tp = TopicPartition(topic, 0)
+    with open_backend(kafka_url) as be:
+        c, reader = be.consumer(group), be.consumer(group)
+        p = be.transactional_producer(f"open-{uuid.uuid4().hex[:8]}")
+        try:
+            p.init_transactions(30)
+            p.begin_transaction()
+            p.send_group_offsets(c, {tp: 3})
+            p.commit_transaction([], 30)
+            p.begin_transaction()
+            p.send_group_offsets(c, {tp: 7})
+            p._group_offsets.send(time.monotonic() + 30, 30)  # AddOffsetsToTxn + TxnOffsetCommit; no EndTxn: a crash
+            assert reader.committed([tp], 5) == {tp: 3}
+            p.abort_transaction(30)
+            assert reader.committed([tp], 5) == {tp: 3}
+        finally:
+            p.close()
+            c.close()
+            reader.close()

@@ -107,8 +107,15 @@ class KafkaConsumer(Consumer):
             return {}
         if self.group_id is None:
             return {tp: None for tp in partitions}
+        # the group's last committed offsets, not waiting for a transaction holding newer ones (KIP-447's
+        # require_stable, which a read_committed consumer asks for): a sink run reads them once its commit fence's
+        # init_transactions ended any older transaction, and a reader outside a run (offsets get, a trigger) must
+        # not wait for the open transaction of a run that crashed until it times out
+        ask = [ck.ConsumerGroupTopicPartitions(self.group_id, [ck.TopicPartition(t, p) for t, p in partitions])]
         try:
-            got = self._c.committed([ck.TopicPartition(t, p) for t, p in partitions], timeout=timeout)
+            futures = self.backend.admin.list_consumer_group_offsets(ask, require_stable=False,
+                                                                     request_timeout=timeout)
+            got = futures[self.group_id].result().topic_partitions
         except ck.KafkaException as exc:
             raise self.backend._unavailable(exc, f"reading committed offsets of group {self.group_id!r}") from exc
         out: dict[TopicPartition, int | None] = {}
