@@ -107,17 +107,16 @@ class KafkaConsumer(Consumer):
             return {}
         if self.group_id is None:
             return {tp: None for tp in partitions}
-        # the group's last committed offsets, not waiting for a transaction holding newer ones (KIP-447's
-        # require_stable, which a read_committed consumer asks for): a sink run reads them once its commit fence's
-        # init_transactions ended any older transaction, and a reader outside a run (offsets get, a trigger) must
-        # not wait for the open transaction of a run that crashed until it times out
-        ask = [ck.ConsumerGroupTopicPartitions(self.group_id, [ck.TopicPartition(t, p) for t, p in partitions])]
+        tps = [ck.TopicPartition(t, p) for t, p in partitions]
+        started = time.monotonic()
         try:
-            futures = self.backend.admin.list_consumer_group_offsets(ask, require_stable=False,
-                                                                     request_timeout=timeout)
-            got = futures[self.group_id].result().topic_partitions
-        except ck.KafkaException as exc:
-            raise self.backend._unavailable(exc, f"reading committed offsets of group {self.group_id!r}") from exc
+            # stable (KIP-447's require_stable, as a read_committed consumer asks): waits while a transaction holds
+            # newer offsets, which a run's commit fence ends before the run reads them
+            got = self._c.committed(tps, timeout=timeout / 2)
+        except ck.KafkaException:
+            # a transaction still holds newer offsets (a run that crashed inside its commit: open until the next
+            # run's fence aborts it or it times out), or the cluster did not answer: the last committed offsets
+            got = self._last_committed(tps, max(0.001, timeout - (time.monotonic() - started)))
         out: dict[TopicPartition, int | None] = {}
         for tp in got:
             if tp.error is not None:
@@ -125,6 +124,15 @@ class KafkaConsumer(Consumer):
                                              f"reading the committed offset of {tp.topic}[{tp.partition}]")
             out[TopicPartition(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
         return out
+
+    def _last_committed(self, tps: list[Any], timeout: float) -> list[Any]:
+        """The group's last committed offsets, not waiting for a transaction holding newer ones."""
+        try:
+            futures = self.backend.admin.list_consumer_group_offsets(
+                [ck.ConsumerGroupTopicPartitions(self.group_id, tps)], require_stable=False, request_timeout=timeout)
+            return list(futures[self.group_id].result().topic_partitions)
+        except ck.KafkaException as exc:
+            raise self.backend._unavailable(exc, f"reading committed offsets of group {self.group_id!r}") from exc
 
     def _end_reader(self) -> _EndReader:
         if self._ends is None:
