@@ -127,10 +127,11 @@ class KafkaConsumer(Consumer):
 
     def _last_committed(self, tps: list[Any], timeout: float) -> list[Any]:
         """The group's last committed offsets, not waiting for a transaction holding newer ones."""
+        group = str(self.group_id)
         try:
             futures = self.backend.admin.list_consumer_group_offsets(
-                [ck.ConsumerGroupTopicPartitions(self.group_id, tps)], require_stable=False, request_timeout=timeout)
-            return list(futures[self.group_id].result().topic_partitions)
+                [ck.ConsumerGroupTopicPartitions(group, tps)], require_stable=False, request_timeout=timeout)
+            return list(futures[group].result().topic_partitions)
         except ck.KafkaException as exc:
             raise self.backend._unavailable(exc, f"reading committed offsets of group {self.group_id!r}") from exc
 
