@@ -247,11 +247,12 @@ def test_group_offsets_in_transactions_ride_out_a_broker_restart(fresh_kafka_bro
 
 
 @pytest.mark.kafka
-def test_committed_offsets_are_read_at_once_while_a_crashed_run_holds_newer_ones_in_its_transaction(
+def test_committed_offsets_are_the_last_committed_while_a_crashed_run_holds_newer_ones_in_its_transaction(
         kafka_url: str) -> None:
     """A run killed between sending its group offsets to its fence's transaction and committing it leaves that
-    transaction open until the next run's fence aborts it (or it times out): meanwhile ``committed`` (offsets get, a
-    trigger, the next plan) answers at once with the last committed offsets, not the pending ones."""
+    transaction open until the next run's fence aborts it (or it times out, a minute later): meanwhile ``committed``
+    (offsets get, a trigger) answers within its bound with the last committed offsets (after waiting half of it for
+    the transaction to end), not the pending ones, and not an error."""
     topic, group = _topic(kafka_url, 0), f"connect-open-{uuid.uuid4().hex[:8]}"
     tp = TopicPartition(topic, 0)
     with open_backend(kafka_url) as be:
