@@ -1,11 +1,10 @@
 """The store interface, and the contract every backend keeps.
 
-One interface, two implementations: ``sqlite`` (embedded default, ``sqlite:///path/file.db``) and
-``kafka`` (``kafka://host:9092[,host2:9092]``). The runtime only talks to these classes; it never
-imports ``sqlite3`` or ``confluent_kafka`` itself. Everything here is byte-level: the runtime's
-converters make the bytes, and source offsets are stored exactly as Kafka Connect stores them
-(key ``["<connector>",{partition}]``, value ``{offset}`` as compact JSON, ``None`` value = delete;
-see :mod:`connect_runtime.runtime.offsets`).
+One interface, two implementations: ``sqlite`` (embedded default, ``sqlite:///path/file.db``) and ``kafka``
+(``kafka://host:9092[,host2:9092]``). The runtime only talks to these classes; it never imports ``sqlite3`` or
+``confluent_kafka`` itself. Everything here is byte-level: the runtime's converters make the bytes, and source
+offsets are stored exactly as Kafka Connect stores them (key ``["<connector>",{partition}]``, value ``{offset}`` as
+compact JSON, ``None`` value = delete; see :mod:`connect_runtime.runtime.offsets`).
 
 The contract
 ------------
@@ -23,17 +22,16 @@ backend passes that suite, or it is not a backend. Where a backend cannot keep a
    ``read_range`` and ``read_range_batches`` return committed records only: never a record of an open or
    aborted transaction, never a record past ``end_offsets``.
 3. **Fencing** (``test_fencing``). ``init_transactions`` fences every older producer of the same
-   ``transactional_id``: its next ``commit_transaction`` raises :class:`ProducerFencedError` and writes
-   nothing. **Every older generation** of a connector (any task index, whatever the new task count) is
-   fenced when a new one begins: by the backend inside each commit when ``commits_check_generation``
-   (``generation_guard``), else by the runtime initialising every transactional id of the older generation
-   (:meth:`Backend.fence_transactional_ids`). Sink group commits are fenced the same way (the consumer's
-   ``generation_guard``, else the runtime's commit-fence producer).
-4. **Exact ranges** (``test_exact_ranges``). ``Written.ranges`` gives, per partition, ``[first, next)``
-   of what one flush or commit wrote. One writer: exactly its records. Writers on one partition at once:
-   the range holds this writer's records and, with ``transaction_markers``, its own marker offsets, which
-   committed readers skip; records of another writer committed inside one of this writer's transactions
-   are not told apart there (documented limit).
+   ``transactional_id``: its next ``commit_transaction`` raises :class:`ProducerFencedError` and writes nothing.
+   **Every older generation** of a connector (any task index, whatever the new task count) is fenced when a new one
+   begins: by the backend inside each commit when ``commits_check_generation`` (``generation_guard``), else by the
+   runtime initialising every transactional id of the older generation (:meth:`Backend.fence_transactional_ids`).
+   Sink group commits are fenced the same way (the consumer's ``generation_guard``, else the runtime's commit-fence
+   producer, whose transaction carries them where ``group_offsets_in_transactions``).
+4. **Exact ranges** (``test_exact_ranges``). ``Written.ranges`` gives, per partition, ``[first, next)`` of what one
+   flush or commit wrote. One writer: exactly its records. Writers on one partition at once: the range holds this
+   writer's records and, with ``transaction_markers``, its own marker offsets, which committed readers skip; records
+   of another writer committed inside one of this writer's transactions are not told apart there (documented limit).
 5. **Offset stores** (``test_offset_stores``). ``put`` is durable when it returns; a ``None`` value
    deletes; ``get``/``read_all`` return the latest committed values; a producer created for store ``S``
    commits its offsets to ``S`` **and** to the global store (the mirror, KIP-618) in the same
@@ -41,13 +39,12 @@ backend passes that suite, or it is not a backend. Where a backend cannot keep a
    read-modify-write that is atomic across processes when ``atomic_update_entry`` (SQLite and Kafka both are: a
    change held between its read and its write never undoes a change made meanwhile, so the registry's
    generations only grow); its ``update`` callable may be called more than once (once per attempt).
-6. **Sink consumers** (``test_sink_consumer``). read_committed, explicit assignment, offsets in order per
-   partition; group offsets are committed only by ``commit`` (never automatically) and read back by
+6. **Sink consumers** (``test_sink_consumer``). read_committed, explicit assignment, offsets in order per partition;
+   group offsets are committed only by ``commit`` (never automatically) or ``send_group_offsets`` and read back by
    ``committed``; ``beginning_offsets`` / ``end_offsets`` bound what ``poll`` returns.
-7. **A lost store** (``test_lost_store``). Every blocking call is bounded; a store that cannot be reached
-   raises :class:`BackendUnavailableError` naming it (never a password) within the bound, and a
-   connection lost mid-run fails the run with one clear error; nothing committed is lost, nothing
-   uncommitted becomes visible.
+7. **A lost store** (``test_lost_store``). Every blocking call is bounded; a store that cannot be reached raises
+   :class:`BackendUnavailableError` naming it (never a password) within the bound, and a connection lost mid-run
+   fails the run with one clear error; nothing committed is lost, nothing uncommitted becomes visible.
 8. **When ``commit_record`` is due** (``test_commit_record``, the runtime's half of the contract): every
    ``commit_record(record, metadata)`` of a committed transaction, then ``commit()``, before the task's
    next ``poll``, also when the run then fails or is fenced. A backend makes this possible by returning
@@ -167,20 +164,19 @@ class Producer(abc.ABC):
 class TransactionalProducer(Producer):
     """One task's transactional producer (KIP-618).
 
-    ``init_transactions`` registers ``transactional_id`` and fences every older producer with the
-    same id: their next ``commit_transaction`` raises :class:`ProducerFencedError` and writes nothing.
-    Records sent between ``begin_transaction`` and ``commit_transaction`` and the source offsets
-    passed to ``commit_transaction`` become visible together, or (abort, crash, fencing) never.
-    """
+    ``init_transactions`` registers ``transactional_id`` and fences every older producer with the same id: their next
+    ``commit_transaction`` raises :class:`ProducerFencedError` and writes nothing. Records sent between
+    ``begin_transaction`` and ``commit_transaction`` and the source offsets passed to ``commit_transaction`` become
+    visible together, or (abort, crash, fencing) never."""
 
     transactional_id: str
 
     generation_guard: tuple[str, bytes, int] | None = None
-    """``(store, key, generation)``: a connector generation this producer belongs to (set by the runtime
-    before ``init_transactions``). A backend that can check it inside the commit (SQLite) refuses to commit
-    with :class:`ProducerFencedError` once the registry entry ``key`` of ``store`` holds a newer
-    generation; a backend that cannot (Kafka) relies on the runtime fencing every transactional id of the
-    older generation (:meth:`Backend.fence_transactional_ids`)."""
+    """``(store, key, generation)``: a connector generation this producer belongs to (set by the runtime before
+    ``init_transactions``). A backend that can check it inside the commit (SQLite) refuses to commit with
+    :class:`ProducerFencedError` once the registry entry ``key`` of ``store`` holds a newer generation; a backend
+    that cannot (Kafka) relies on the runtime fencing every transactional id of the older generation
+    (:meth:`Backend.fence_transactional_ids`)."""
 
     @abc.abstractmethod
     def init_transactions(self, timeout: float) -> None:
@@ -202,6 +198,10 @@ class TransactionalProducer(Producer):
     @abc.abstractmethod
     def abort_transaction(self, timeout: float) -> None:
         """Drop everything sent since ``begin_transaction``."""
+
+    def send_group_offsets(self, consumer: Consumer, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit ``consumer``'s group offsets with this transaction, or never (``group_offsets_in_transactions``)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot commit group offsets in a transaction")
 
 
 class OffsetStore(abc.ABC):
@@ -230,11 +230,10 @@ class Consumer(abc.ABC):
     group_id: str | None
 
     generation_guard: tuple[str, bytes, int] | None = None
-    """``(store, key, generation)``: the sink connector generation this consumer commits for (set by the
-    runtime before the first commit). A backend whose ``capabilities.commits_check_generation`` checks it
-    inside the commit's write transaction and raises :class:`ProducerFencedError` (nothing committed) once
-    the registry entry ``key`` of ``store`` holds another generation; otherwise the runtime fences sink
-    commits itself."""
+    """``(store, key, generation)``: the sink connector generation this consumer commits for (set by the runtime
+    before the first commit). A backend whose ``capabilities.commits_check_generation`` checks it inside the commit's
+    write transaction and raises :class:`ProducerFencedError` (nothing committed) once the registry entry ``key`` of
+    ``store`` holds another generation; otherwise the runtime fences sink commits itself."""
 
     task_guard: tuple[str, bytes, int] | None = None
     """A fanned-out sink task's try ``(store, key, try)``, checked as ``generation_guard``: its later try fences it."""
@@ -305,6 +304,8 @@ class Capabilities:
     transactional writer of the entry, ``backends/kafka/entries.py``). A backend that cannot make it so leaves it
     ``False`` and keeps the base class's read then write: its registry can then lose a write made between another
     writer's read and write (an older run's heartbeat writing its generation back)."""
+    group_offsets_in_transactions: bool = False
+    """``TransactionalProducer.send_group_offsets`` (Kafka, KIP-447): the runtime's sink commit fence uses it."""
 
 
 class Backend(abc.ABC):
@@ -320,9 +321,8 @@ class Backend(abc.ABC):
     """What this backend does by itself (see :class:`Capabilities`)."""
 
     @abc.abstractmethod
-    def transactional_producer(
-        self, transactional_id: str, offset_store: str | None = None, *, track_metadata: bool = False
-    ) -> TransactionalProducer:
+    def transactional_producer(self, transactional_id: str, offset_store: str | None = None, *,
+                               track_metadata: bool = False) -> TransactionalProducer:
         """A task's transactional producer whose commits also write ``offset_store`` (None = default)."""
 
     @abc.abstractmethod

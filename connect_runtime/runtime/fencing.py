@@ -22,7 +22,7 @@ never by its internals:
 - Transactional ids are ``<cluster>-<connector>[-<identity>]-<task>`` (:func:`transactional_id`).
 - **A sink's group commits are fenced by its generation** (:class:`SinkCommitFence`): inside each commit where
   the backend can check it, else through one transactional producer per sink connector whose transaction
-  precedes every group commit.
+  carries every group commit (``Capabilities.group_offsets_in_transactions``, KIP-447) or precedes it.
 - **A fanned-out sink task is fenced by its own tries too** (``SinkCommitFence(task=k)``): each try of task ``k``
   of a plan first takes the task's fence key, which fences the earlier try of the same task and no sibling:
   on SQLite the entry ``["<connector>", {"fanout_task": k}]`` of :data:`SINK_COMMITS_STORE` (its ``generation``
@@ -39,6 +39,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from connect_runtime.api.errors import (
     AuthorizationError,
@@ -206,17 +207,29 @@ class SinkCommitFence:
     On a backend whose consumer checks the generation inside each commit
     (``Capabilities.commits_check_generation``, SQLite) the consumers carry :attr:`guard`. Otherwise (Kafka) the
     run initialises one transactional producer (id ``<cluster>-<connector>-sink-commits``) before the group's
-    offsets are read, which fences the one of every older run (KIP-447 style), and every group commit first
-    commits a transaction through it (one record into the compacted store :data:`SINK_COMMITS_STORE`); only
-    when that succeeds are the group offsets committed. A fence whose transaction failed in any way is replaced
-    on the next try, after the registry confirms this run is still the newest generation.
+    offsets are read, which fences the one of every older run, and every group commit goes through a transaction
+    of it, which also writes the task's entry ``["<connector>", {"task": i}]`` into the compacted store
+    :data:`SINK_COMMITS_STORE` (its generation and the offsets committed: a record of which run committed what).
+    A fence whose transaction failed in any way is replaced on the next try, after the registry confirms this run
+    is still the newest generation.
+
+    - **Atomic form** (``Capabilities.group_offsets_in_transactions``: Apache Kafka): the group offsets are sent to
+      that transaction (KIP-447's ``send_offsets_to_transaction``, with the task consumer's group metadata: an
+      explicitly assigned consumer is the group ``connect-<name>`` at generation -1 without a member id, which the
+      group coordinator accepts for a group without members) and land with its commit, or never: once a newer run
+      (a newer try of the task) initialised the fence id, the older producer's open transaction is aborted with
+      its offsets and its commit fails fenced. A zombie commits no group offset after the newer run initialised.
+    - **Two-step form** (the capability false: the Kafka backend with ``group.offsets.in.transactions=false``, for
+      Tansu, which does not keep transactional group offsets): the transaction is committed first, then the group
+      offsets through the consumer. It guarantees that a run whose fence transaction failed (fenced, or its outcome
+      unknown) commits no group offset, and that each commit of a zombie after its first one after the newer run
+      initialised fails fenced; it cannot fence the group commit itself, so a zombie that passed its transaction a
+      moment before the newer run initialised still lands that one commit: the group's offsets of a partition the
+      newer run owns move to the zombie's position, back (the next run delivers records again) or past what the newer
+      run delivered (records only the zombie put; a sink keeping its offsets in its destination is fenced there).
 
     ``task``: task ``k`` of a fan-out plan (:mod:`connect_runtime.runtime.sink.fanout`): its commits are also
-    fenced by the task's later tries, never by its siblings' (the module docstring: the task's fence key).
-
-    Limitation: Kafka's atomic form, ``send_offsets_to_transaction``, is not used because the test broker
-    (Tansu) does not make those offsets visible; a zombie that passed its transaction a moment before the
-    newer run initialised can still land that one commit."""
+    fenced by the task's later tries, never by its siblings' (the module docstring: the task's fence key)."""
 
     def __init__(self, backend: Backend, name: str, generation: int, timeout_s: float,
                  task: int | None = None) -> None:
@@ -228,6 +241,9 @@ class SinkCommitFence:
         self.guard: tuple[str, bytes, int] | None = generation_guard(name, generation)
         self.task_guard: tuple[str, bytes, int] | None = None
         self.producer: TransactionalProducer | None = None
+        self.try_start: dict[str, Any] | None = None
+        """A fanned-out task's start as the registry's ``workers`` recorded it: a start of the same task after it
+        is a newer try, which a replaced fence must not fence back (:meth:`check_newest`)."""
         self.fenced_backend = False  # group commits go through the commit fence (start)
         # one commit at a time; the producer is never closed under a commit (a task abandoned after TasksStuck)
         self._commits = CloseWhenIdle(self._close_producer)
@@ -283,10 +299,13 @@ class SinkCommitFence:
         self.producer = fence
         self.fenced_backend = True
 
-    def commit(self, task_id: int, offsets: Mapping[TopicPartition, int]) -> None:
-        """Commit this task's fence transaction (on a fenced backend), before the group offsets are."""
+    def commit(self, task_id: int, offsets: Mapping[TopicPartition, int], consumer: Consumer | None = None) -> bool:
+        """Commit this task's fence transaction (on a fenced backend). Returns whether the group offsets were
+        committed in it (``consumer`` given, on a backend with ``group_offsets_in_transactions``); if not, the caller
+        commits them through ``consumer`` after this returns."""
         if not self.fenced_backend:
-            return
+            return False
+        atomic = consumer is not None and self.backend.capabilities.group_offsets_in_transactions
         key = json.dumps([self.name, {"task": task_id}], separators=(",", ":")).encode()
         value = json.dumps({"generation": self.generation, "offsets": {
             f"{t}-{p}": o for (t, p), o in sorted(offsets.items())}}, separators=(",", ":")).encode()
@@ -302,6 +321,9 @@ class SinkCommitFence:
             assert fence is not None
             try:
                 fence.begin_transaction()
+                if atomic:
+                    assert consumer is not None
+                    fence.send_group_offsets(consumer, offsets)
                 fence.commit_transaction([], self.timeout_s, extra={SINK_COMMITS_STORE: [(key, value)]})
             except (ProducerFencedError, ConfigError, AuthorizationError):
                 raise
@@ -314,13 +336,30 @@ class SinkCommitFence:
                 raise BackendUnavailableError(
                     f"sink connector {self.name!r}: the commit fence's transaction failed ({type(exc).__name__}: "
                     f"{exc}); a new fence is started for the next try") from exc
+        return atomic
 
     def check_newest(self) -> None:
+        """Before a fence is (re)initialised: this run is still the newest generation, and a fanned-out task's try
+        the newest try of its task (the registry's ``workers`` show no start of the task after this one's; its
+        fence id is the task's, so a new fence of an older try would fence the newer try back)."""
         newest = Registry(self.backend).get(self.name)
         if newest is not None and newest.generation > self.generation:
             raise ProducerFencedError(
                 f"sink connector {self.name!r}: generation {newest.generation} started while this run "
-                f"(generation {self.generation}) could not reach the store, so this run commits nothing more")
+                f"(generation {self.generation}) could not reach the store: it is fenced and commits nothing more")
+        if newest is None or self.task is None or self.try_start is None or newest.generation != self.generation:
+            return
+        starts = newest.workers
+        if self.try_start in starts:  # recorded in order (one atomic registry update each)
+            later = [w for w in starts[starts.index(self.try_start) + 1:] if w.get("task") == self.task]
+        else:  # no longer among the last ATTEMPTS_KEPT starts of the plan's tasks: their clocks decide
+            mine = int(self.try_start.get("started") or 0)
+            later = [w for w in starts if w.get("task") == self.task and int(w.get("started") or 0) > mine]
+        if later:
+            newer = f" (on {later[-1].get('host')}, try {later[-1].get('try_number')})"
+            raise ProducerFencedError(
+                f"sink connector {self.name!r}: a newer try of task {self.task} started{newer} while this try's "
+                f"commit fence failed: it is fenced and commits nothing more")
 
     def close(self) -> None:
         """At the run's end. Never under a commit in flight: destroying a Kafka client while another thread is

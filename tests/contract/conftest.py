@@ -5,7 +5,7 @@
   (a fresh Tansu broker, a second Kafka-protocol implementation). A test that needs what Tansu does not do
   faithfully (read_committed filtering of aborted or fenced records, ListOffsets) opts out with
   ``@pytest.mark.not_on_tansu("why")``: it is skipped there with that reason.
-- ``backend``: ``open_backend(backend_url)``, closed after the test.
+- ``backend``: ``open_backend(backend_url)``, closed after the test; Tansu with :data:`TANSU_SETTINGS`.
 - ``backend_kind``: the parameter's name, only for the few places where the suite must make a store
   unreachable or lose it (``test_lost_store``): everything else is written against the interface.
 
@@ -22,6 +22,10 @@ import pytest
 from connect_runtime.backends import Backend, open_backend
 
 KINDS = ("sqlite", "kafka", "tansu")
+
+TANSU_SETTINGS = {"group.offsets.in.transactions": False}
+"""Tansu does not keep KIP-447's transactional group offsets faithfully (after an abort, the producer's later ones
+never land; after a plain commit of the group, no transactional one does): its backend commits them after the fence."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -49,6 +53,6 @@ def backend_url(backend_kind: str, request: pytest.FixtureRequest, tmp_path: Pat
 
 
 @pytest.fixture
-def backend(backend_url: str) -> Iterator[Backend]:
-    with open_backend(backend_url) as be:
+def backend(backend_url: str, backend_kind: str) -> Iterator[Backend]:
+    with open_backend(backend_url, TANSU_SETTINGS if backend_kind == "tansu" else None) as be:
         yield be

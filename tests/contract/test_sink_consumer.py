@@ -1,8 +1,10 @@
 """Contract 6: sink consumers.
 
 Promise (``connect_runtime.backends.base``, "Sink consumers"): read_committed, explicit assignment, offsets in
-order per partition; group offsets are committed only by ``commit`` (never automatically) and read back by
-``committed``; ``beginning_offsets`` / ``end_offsets`` bound what ``poll`` returns.
+order per partition; group offsets are committed only by ``commit`` (never automatically) or, where
+``group_offsets_in_transactions``, a transaction's ``send_group_offsets`` (with its commit, never after an abort or
+once the producer was fenced), and read back by ``committed``; ``beginning_offsets`` / ``end_offsets`` bound what
+``poll`` returns.
 
 Each test tries to break it at the backend API (committed before and after commits, across consumers, groups and
 backend objects; reading without committing; assign, re-assign, seek, pause and resume; the bounds and the
@@ -25,7 +27,7 @@ from typing import Any
 import pytest
 
 from connect_runtime import run_sink
-from connect_runtime.api.errors import BackendError
+from connect_runtime.api.errors import BackendError, ProducerFencedError
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends import Backend, ProducerRecord, open_backend
 from tests.support import slow_iterations
@@ -90,6 +92,75 @@ def test_group_offsets_are_committed_by_commit_and_read_back_by_committed(backen
                 c.commit({t0: 1}, 30)
         finally:
             c.close()
+
+
+def _in_transaction(producer: Any, consumer: Any, offsets: dict[TopicPartition, int]) -> None:
+    producer.begin_transaction()
+    producer.send_group_offsets(consumer, offsets)
+
+
+@pytest.fixture
+def transactional_offsets(backend: Backend) -> Backend:
+    if not backend.capabilities.group_offsets_in_transactions:
+        pytest.skip("the backend does not commit group offsets in transactions (capabilities; Tansu: "
+                    "TANSU_SETTINGS); the runtime commits them after its commit fence")
+    return backend
+
+
+def test_group_offsets_sent_to_a_transaction_land_with_its_commit_never_after_an_abort(
+        transactional_offsets: Backend) -> None:
+    """``send_group_offsets``: the offsets land when the transaction commits (read back by another consumer of the
+    group), and not at all when it aborts."""
+    backend = transactional_offsets
+    topic, group = uid("txg"), uid("connect-txg")
+    backend.create_topics({topic: 2})
+    t0, t1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    c, reader, p = backend.consumer(group), backend.consumer(group), backend.transactional_producer(uid("txg"))
+    try:
+        p.init_transactions(30)
+        _in_transaction(p, c, {t0: 5, t1: 2})
+        assert reader.committed([t0, t1], 30) == {t0: None, t1: None}, "visible before the commit"
+        p.commit_transaction([], 30)
+        assert reader.committed([t0, t1], 30) == {t0: 5, t1: 2}
+        _in_transaction(p, c, {t0: 8})
+        p.abort_transaction(30)
+        assert reader.committed([t0, t1], 30) == {t0: 5, t1: 2}, "an aborted transaction's offsets landed"
+        _in_transaction(p, c, {t0: 9})
+        p.commit_transaction([], 30)
+        assert reader.committed([t0, t1], 30) == {t0: 9, t1: 2}
+    finally:
+        p.close()
+        c.close()
+        reader.close()
+
+
+def test_a_fenced_producer_never_lands_the_group_offsets_of_its_open_transaction(
+        transactional_offsets: Backend) -> None:
+    """A newer producer of the same transactional id initialised while the older one's transaction holds group
+    offsets: the older commit raises :class:`ProducerFencedError` and its offsets never land; the newer one's do."""
+    backend = transactional_offsets
+    topic, group, tid = uid("txf"), uid("connect-txf"), uid("txf")
+    backend.create_topics({topic: 1})
+    tp = TopicPartition(topic, 0)
+    c, reader = backend.consumer(group), backend.consumer(group)
+    older, newer = backend.transactional_producer(tid), backend.transactional_producer(tid)
+    try:
+        older.init_transactions(30)
+        _in_transaction(older, c, {tp: 3})
+        older.commit_transaction([], 30)
+        _in_transaction(older, c, {tp: 7})
+        newer.init_transactions(30)
+        with pytest.raises(ProducerFencedError):
+            older.commit_transaction([], 30)
+        assert reader.committed([tp], 30) == {tp: 3}, "the fenced producer's offsets landed"
+        _in_transaction(newer, c, {tp: 5})
+        newer.commit_transaction([], 30)
+        assert reader.committed([tp], 30) == {tp: 5}
+    finally:
+        older.close()
+        newer.close()
+        c.close()
+        reader.close()
 
 
 def test_reading_never_commits_group_offsets(backend: Backend) -> None:

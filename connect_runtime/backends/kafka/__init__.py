@@ -21,6 +21,10 @@ Settings (the ``settings`` mapping of :func:`connect_runtime.backends.open_backe
   ``offset.storage.replication.factor`` (default -1, the broker's default): the default offsets
   topic, created compacted when missing (Kafka Connect's worker settings of the same names).
 - ``offset.storage.read.timeout.ms`` (default 30000): bound on reading an offsets topic to its end.
+- ``group.offsets.in.transactions`` (default true): a sink's group offsets are committed inside its commit fence's
+  transaction (KIP-447), so a fenced run never lands one; ``false`` commits them after it, through the consumer (for
+  a Kafka-protocol broker that does not keep transactional group offsets faithfully: Tansu drops every later one of
+  a producer after an abort, and every one after a plain commit of the group).
 - ``topic.creation.default.replication.factor`` (default -1) and any other
   ``topic.creation.default.<topic config>`` for topics created by :meth:`KafkaBackend.create_topics`.
 

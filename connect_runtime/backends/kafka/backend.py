@@ -5,12 +5,13 @@ the offsets writer (``offsets``); it makes the producers, consumers and offset s
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import confluent_kafka as ck
 
-from connect_runtime.api.errors import BackendError
+from connect_runtime.api.errors import BackendError, ConfigError
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends import kafka_bootstrap_servers
 from connect_runtime.backends.base import Backend, Capabilities
@@ -24,16 +25,32 @@ from connect_runtime.backends.kafka.offsets import KafkaOffsetStore, _OffsetsWri
 from connect_runtime.backends.kafka.producers import KafkaPlainProducer
 from connect_runtime.backends.kafka.transactions import KafkaTransactionalProducer
 
+GROUP_OFFSETS_IN_TRANSACTIONS = "group.offsets.in.transactions"
+"""Backend setting (default true): sink group offsets are committed in the commit fence's transactions (KIP-447);
+false for a Kafka-protocol broker that does not keep them faithfully (Tansu)."""
+
+
+def _flag(settings: dict[str, Any], name: str) -> bool:
+    value = settings.pop(name, True)
+    if isinstance(value, bool):
+        return value
+    if str(value).strip().lower() in ("true", "false"):
+        return str(value).strip().lower() == "true"
+    raise ConfigError(errors={name: f"expected true or false, got {value!r}"})
+
 
 class KafkaBackend(Backend):
     """Records in Kafka topics, source offsets in compacted offsets topics, group offsets in Kafka."""
 
     capabilities = Capabilities(commits_check_generation=False, transaction_markers=True, commit_waits_on_io=True,
-                                atomic_update_entry=True)
+                                atomic_update_entry=True, group_offsets_in_transactions=True)
 
     def __init__(self, url: str, bootstrap: str, settings: Mapping[str, Any]) -> None:
         self.url = url
         self.bootstrap = bootstrap
+        settings = dict(settings)
+        if not _flag(settings, GROUP_OFFSETS_IN_TRANSACTIONS):
+            self.capabilities = dataclasses.replace(self.capabilities, group_offsets_in_transactions=False)
         self.clients = clients = _Clients(bootstrap, settings)
         self.cluster_id = clients.cluster_id
         self.group_id_prefix = clients.group_id_prefix

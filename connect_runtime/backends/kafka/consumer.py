@@ -91,6 +91,9 @@ class KafkaConsumer(Consumer):
         self._assigned: dict[TopicPartition, int] = {}
         self._paused: set[TopicPartition] = set()
         self._closed = False
+        # taken now, a copy (serialised): a commit on another thread never calls into this handle, which the task
+        # may be closing
+        self._group_metadata: Any = None if group_id is None else self._c.consumer_group_metadata()
         self._committer = None if group_id is None else _GroupCommitter(backend, conf, self._what(), group_id)
 
     def _what(self) -> str:
@@ -135,25 +138,28 @@ class KafkaConsumer(Consumer):
         if self.group_id is None:
             return {tp: None for tp in partitions}
         asked = [ck.TopicPartition(t, p) for t, p in partitions]
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        half = started + timeout / 2
         try:
             try:
-                # a refused group shows only as a timeout here (librdkafka waits for a coordinator it may not look
-                # up): a first short attempt, then, before waiting longer, the group is asked about directly
-                got = self._c.committed(asked, timeout=min(timeout, _FIRST_COMMITTED_S))
+                # stable (KIP-447's require_stable, as a read_committed consumer asks): waits while a transaction
+                # holds newer offsets, which a run's commit fence ends before the run reads them. A refused group
+                # shows only as a timeout here (librdkafka waits for a coordinator it may not look up): a first
+                # short attempt, then, before waiting longer, the group is asked about directly
+                got = self._c.committed(asked, timeout=min(timeout / 2, _FIRST_COMMITTED_S))
             except ck.KafkaException as exc:
-                if timeout <= _FIRST_COMMITTED_S or not _timed_out(exc) or group_refusal(
-                        self.backend.admin, self.group_id, self.backend.connect_timeout) is not None:
+                if not _timed_out(exc) or time.monotonic() >= half:
                     raise
-                got = self._c.committed(asked, timeout=max(0.001, deadline - time.monotonic()))
-        except ck.KafkaException as exc:
-            refused = group_refusal(self.backend.admin, self.group_id, self.backend.connect_timeout) \
-                if _timed_out(exc) else None
-            cause = exc if refused is None else ck.KafkaException(refused)
-            raise self.backend._unavailable(cause, f"reading committed offsets of group {self.group_id!r}",
-                                            Need("Describe", "Group", self.group_id,
-                                                 also="Read implies it; a sink run needs Read"),
-                                            Need("Describe", "Topic", partitions[0][0])) from exc
+                refused = group_refusal(self.backend.admin, self.group_id, self.backend.connect_timeout)
+                if refused is not None:
+                    raise self.backend._unavailable(ck.KafkaException(refused),
+                                                    f"reading committed offsets of group {self.group_id!r}",
+                                                    *self._committed_needs(partitions)) from exc
+                got = self._c.committed(asked, timeout=max(0.001, half - time.monotonic()))
+        except ck.KafkaException:
+            # a transaction still holds newer offsets (a run that crashed inside its commit: open until the next
+            # run's fence aborts it or it times out), or the cluster did not answer: the last committed offsets
+            got = self._last_committed(asked, max(0.001, timeout - (time.monotonic() - started)), partitions)
         out: dict[TopicPartition, int | None] = {}
         for tp in got:
             if tp.error is not None:
@@ -162,6 +168,22 @@ class KafkaConsumer(Consumer):
                                              Need("Describe", "Group", self.group_id), Need("Describe", "Topic", tp.topic))
             out[TopicPartition(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
         return out
+
+    def _last_committed(self, tps: list[Any], timeout: float, partitions: Sequence[TopicPartition]) -> list[Any]:
+        """The group's last committed offsets, not waiting for a transaction holding newer ones."""
+        group = str(self.group_id)
+        try:
+            futures = self.backend.admin.list_consumer_group_offsets(
+                [ck.ConsumerGroupTopicPartitions(group, tps)], require_stable=False, request_timeout=timeout)
+            return list(futures[group].result().topic_partitions)
+        except ck.KafkaException as exc:
+            raise self.backend._unavailable(exc, f"reading committed offsets of group {self.group_id!r}",
+                                            *self._committed_needs(partitions)) from exc
+
+    def _committed_needs(self, partitions: Sequence[TopicPartition]) -> list[Need]:
+        """What reading the group's committed offsets needs."""
+        return [Need("Describe", "Group", str(self.group_id), also="Read implies it; a sink run needs Read"),
+                Need("Describe", "Topic", partitions[0][0])]
 
     def _end_reader(self) -> _EndReader:
         if self._ends is None:
@@ -249,6 +271,14 @@ class KafkaConsumer(Consumer):
         if self.group_id:
             needs.append(Need("Read", "Group", self.group_id))
         return needs
+
+    def group_metadata(self) -> Any:
+        """librdkafka's consumer group metadata of this consumer, for a transactional producer committing the
+        group's offsets (KIP-447): an explicitly assigned consumer never joins its group, so it is the group id with
+        generation -1 and no member id, which the group coordinator accepts for a group without members."""
+        if self._group_metadata is None:
+            raise BackendError("a consumer without a group has no group offsets to commit")
+        return self._group_metadata
 
     def commit(self, offsets: Mapping[TopicPartition, int], timeout: float) -> None:
         if not offsets:

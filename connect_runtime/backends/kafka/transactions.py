@@ -18,8 +18,10 @@ import confluent_kafka as ck
 from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
 from connect_runtime.api.errors import BackendError, BackendUnavailableError, ProducerFencedError
+from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends.base import (
     INTERNAL_STORES,
+    Consumer,
     ExtraEntries,
     OffsetEntry,
     ProducerRecord,
@@ -28,6 +30,7 @@ from connect_runtime.backends.base import (
 )
 from connect_runtime.backends.kafka._access import auth_error_code
 from connect_runtime.backends.kafka._client import _FENCED_CODES, _UNREACHABLE_CODES, _describe, _kafka_error
+from connect_runtime.backends.kafka.group_offsets import TransactionGroupOffsets
 from connect_runtime.backends.kafka.offsets import murmur2_partition
 from connect_runtime.backends.kafka.producers import _KafkaProducerBase
 
@@ -179,6 +182,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
         self._offsets_topic: tuple[str, int] | None = None
         self._in_txn = False
         self._hanging = _HangingTransactions(self)
+        self._group_offsets = TransactionGroupOffsets(self)  # KIP-447: sent by commit_transaction, after settling
 
     def _error_cb(self, err: ck.KafkaError) -> None:
         # librdkafka reports the fatal "fenced" error here; later calls fail with a bare _STATE error
@@ -269,6 +273,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
         self._in_txn = True
         self._txn_batches = []
         self.offset_topics_sent.clear()
+        self._group_offsets.clear()
         self._hanging.unsettled = False
 
     def send(self, records: Sequence[ProducerRecord]) -> None:
@@ -285,6 +290,13 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
         written = self.tracker.written()
         self.tracker.reset()
         return written
+
+    def send_group_offsets(self, consumer: Consumer, offsets: Mapping[TopicPartition, int]) -> None:
+        if self._fenced:
+            raise self._fenced_error(None)
+        if not self._in_txn:
+            raise BackendError(f"{self.what}: send_group_offsets outside a transaction")
+        self._group_offsets.take(consumer, offsets)
 
     def commit_transaction(self, offsets: Sequence[OffsetEntry], timeout: float,
                            extra: ExtraEntries | None = None) -> Written:
@@ -317,6 +329,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                         extra_topic, extra_partitions = self.backend.offsets_topic(store, "Write")
                         self.send_offsets(extra_topic, extra_partitions, entries)
                 self._flush(timeout)
+            self._group_offsets.send(deadline, timeout)
             # librdkafka's commit flushes first, serving every delivery report (so the ranges are complete
             # when it returns; a record that failed fails the commit, its error naming the cause): one call
             # into C instead of two, so a commit on the committer thread needs the GIL less often
@@ -333,6 +346,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
             raise
         self._in_txn = False
         self._txn_batches = []
+        self._group_offsets.clear()
         self.tracker.reset()
         self._offset_errors.clear()
         return written
@@ -382,6 +396,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
             log.warning("%s: aborting after a failure raised %s", self.what, self.backend.redact(_describe(exc)))
         self._in_txn = False
         self._txn_batches = []
+        self._group_offsets.clear()
         try:
             self._poll(0)
         except ck.KafkaException as exc:  # the fatal fencing error surfaces here: the failure being raised wins
@@ -401,6 +416,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
             self._poll(0)
             self.tracker.reset()
             self._offset_errors.clear()
+            self._group_offsets.clear()
         self._in_txn = False
 
     def close(self) -> None:

@@ -46,7 +46,8 @@ Generations (zombie fencing): every run registers a new generation of the connec
 registry (:mod:`connect_runtime.runtime.registry`) before it reads the group's offsets; tasks see it
 as ``context.generation``. A newer run fences the older one's group-offset commits: the older run's
 next commit raises :class:`ProducerFencedError` and commits nothing (Kafka Connect gets the same from
-the consumer group generation); how, per backend: :class:`~connect_runtime.runtime.fencing.SinkCommitFence`.
+the consumer group generation); how, per backend, and what a backend without transactional group offsets
+cannot fence: :class:`~connect_runtime.runtime.fencing.SinkCommitFence`.
 
 Failures (Kafka Connect's ``WorkerSinkTask`` where it defines them, bounded where it is not):
 

@@ -181,7 +181,8 @@ class TaskCommits:
 def commit_group(run: SinkRunState, label: str, task_id: int, consumer: Consumer,
                  offsets: Mapping[TopicPartition, int]) -> None:
     """Commit group offsets for one task, fenced by the generation
-    (:class:`~connect_runtime.runtime.fencing.SinkCommitFence`).
+    (:class:`~connect_runtime.runtime.fencing.SinkCommitFence`): inside its commit fence's transaction where the
+    backend commits group offsets in transactions (Kafka), else through the consumer once the fence let it.
 
     A store that cannot be reached for a moment (a broker restart, a write lock held) is ridden out: the
     commit is tried again (one log line per backoff: 300 ms doubling, capped by ``errors.retry.delay.max.ms``)
@@ -195,8 +196,8 @@ def commit_group(run: SinkRunState, label: str, task_id: int, consumer: Consumer
     while True:
         attempts += 1
         try:
-            run.fence.commit(task_id, offsets)
-            consumer.commit(offsets, run.flush_timeout_s)
+            if not run.fence.commit(task_id, offsets, consumer):
+                consumer.commit(offsets, run.flush_timeout_s)
             return
         except (ProducerFencedError, ConfigError):
             raise

@@ -149,6 +149,8 @@ class SinkTaskRun(SinkRun):
         self.started = max((int(w.get("started") or 0) for w in self.record.workers
                             if w.get("task") == int(self.index)), default=0)
         self.state.begin(self.backend, self.generation_number, int(self.index))
+        mine = [w for w in self.record.workers if w.get("task") == int(self.index)]
+        self.state.fence.try_start = mine[-1] if mine else None  # this try's start (join_generation recorded it)
         return Generation(self.backend, self.record, None)
 
     def start_connector(self) -> None:

@@ -38,6 +38,21 @@ def test_backend_settings_are_validated_and_all_named():
     assert set(err.value.errors) == {"connect.timeout.ms", "offset.storage.partitions"}
 
 
+@pytest.mark.parametrize("value,atomic", [(None, True), ("true", True), (True, True), ("False", False),
+                                          (False, False)])
+def test_group_offsets_in_transactions_is_on_unless_the_setting_turns_it_off(value, atomic):
+    settings = {} if value is None else {"group.offsets.in.transactions": value}
+    be = open_backend(UNREACHABLE, settings)
+    assert be.capabilities.group_offsets_in_transactions is atomic
+    assert KafkaBackend.capabilities.group_offsets_in_transactions, "one backend's setting changed every backend's"
+
+
+def test_a_bad_group_offsets_in_transactions_is_a_config_error_naming_it():
+    with pytest.raises(ConfigError) as err:
+        open_backend(UNREACHABLE, {"group.offsets.in.transactions": "sometimes"})
+    assert err.value.errors == {"group.offsets.in.transactions": "expected true or false, got 'sometimes'"}
+
+
 def test_cluster_id_defaults_to_connect_cluster_and_is_configurable():
     assert open_backend(UNREACHABLE).cluster_id == "connect-cluster"
     assert open_backend(UNREACHABLE, {"cluster.id": "etl"}).cluster_id == "etl"
