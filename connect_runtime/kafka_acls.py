@@ -15,7 +15,7 @@ them. Topics are assumed to exist (created once by an administrator, or by a fir
 create it and is refused, naming the operation it needs.
 
 ``python -m connect_runtime.kafka_acls`` prints the per-role part of docs/kafka.md's section, names as shell
-variables (:data:`SHELL_NAMES`); ``tests/unit/connect_runtime/test_kafka_acls.py`` checks that the page holds it.
+variables (:data:`SHELL_NAMES`); ``tests/unit/connect_runtime/test_kafka_acl_roles.py`` checks that the page holds it.
 """
 
 from __future__ import annotations
