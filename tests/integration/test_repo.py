@@ -215,3 +215,13 @@ def test_the_provider_uses_only_public_airflow_modules() -> None:
                     parts[:2] == ["airflow", "settings"]):
                 bad.append(f"{path.relative_to(REPO)}:{line}: {name}")
     assert not bad, "the provider imports private Airflow modules:\n" + "\n".join(bad)
+
+
+def test_test_modules_have_unique_basenames() -> None:
+    """The test folders are not packages (pytest's rootdir-based import): two test modules of one basename stop the
+    whole suite at collection ("import file mismatch"), so CI would run nothing."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        seen.setdefault(path.name, []).append(str(path.relative_to(REPO)))
+    clashes = {name: paths for name, paths in seen.items() if len(paths) > 1}
+    assert not clashes, f"test modules sharing a basename: {clashes}"

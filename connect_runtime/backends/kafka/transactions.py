@@ -159,6 +159,18 @@ class _HangingTransactions:
                 return list(firsts)
 
 
+def _extra_entries(extra: ExtraEntries | None, written: Written) -> Mapping[str, Sequence[OffsetEntry]] | None:
+    """The extra offset entries of a commit: given, or made from what the transaction wrote."""
+    if not extra:
+        return None
+    return extra(written) if callable(extra) else extra
+
+
+def _fenced(transactional_id: str, why: str) -> ProducerFencedError:
+    return ProducerFencedError(f"transactional producer {transactional_id!r} was fenced by a newer instance with the "
+                               f"same transactional.id{': ' + why if why else ''}")
+
+
 class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
     """One task's transactional producer: records and source offsets in one Kafka transaction."""
 
@@ -193,10 +205,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
 
     def _fenced_error(self, exc: BaseException | None) -> ProducerFencedError:
         self._fenced = True
-        why = "" if exc is None else f": {self.backend.redact(_describe(exc))}"
-        return ProducerFencedError(
-            f"transactional producer {self.transactional_id!r} was fenced by a newer instance with the same "
-            f"transactional.id{why}")
+        return _fenced(self.transactional_id, "" if exc is None else self.backend.redact(_describe(exc)))
 
     def _is_fenced(self, exc: BaseException) -> bool:
         if auth_error_code(self._cause(exc)) is not None:
@@ -232,8 +241,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
         return self.backend.translate(exc, f"{self.what} {doing}", *self._needs(exc))
 
     def _failure(self, exc: BaseException, doing: str) -> Exception:
-        refused = self._refused(exc, doing)
-        if refused is not None:
+        if (refused := self._refused(exc, doing)) is not None:
             return refused
         if self._is_fenced(exc):
             return self._fenced_error(exc)
@@ -316,7 +324,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                 if self._hanging.settle_first(offsets, mirror, deadline):
                     self._flush(timeout)  # the batches sent again after the settling abort
                 # called once per commit: the runtime's ledger accumulates what it is given
-                more = self._extra_entries(extra, self.tracker.written())
+                more = _extra_entries(extra, self.tracker.written())
             if offsets:
                 topic, partitions = self._offsets_topic
                 self.send_offsets(topic, partitions, offsets)
@@ -350,12 +358,6 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
         self.tracker.reset()
         self._offset_errors.clear()
         return written
-
-    @staticmethod
-    def _extra_entries(extra: ExtraEntries | None, written: Written) -> Mapping[str, Sequence[OffsetEntry]] | None:
-        if not extra:
-            return None
-        return extra(written) if callable(extra) else extra
 
     def _commit(self, deadline: float, timeout: float) -> None:
         while True:
