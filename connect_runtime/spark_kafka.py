@@ -155,8 +155,8 @@ def kafka_security_options(settings: Mapping[str, Any] | None) -> dict[str, str]
     """Spark Kafka source options (Java client properties prefixed ``kafka.``) for the backend's librdkafka
     security settings (the ``pyconnect`` connection's client settings): ``security.protocol``,
     ``sasl.mechanism`` (PLAIN, SCRAM-SHA-256/512) with ``sasl.username``/``sasl.password`` (as
-    ``kafka.sasl.jaas.config``, which holds the password: Spark redacts option values that mention ``password``
-    in plans and UI, the Java client prints it ``[hidden]``), the CA as a PEM truststore (``ssl.ca.location`` or
+    ``kafka.sasl.jaas.config``, which holds the password: Spark's plan of the read does not show the source's
+    options, the Java client logs it as ``[hidden]``; keep these options out of rendered templates and logs), the CA as a PEM truststore (``ssl.ca.location`` or
     ``ssl.ca.pem``), a client certificate for mTLS as a PEM keystore (``ssl.certificate.*`` with ``ssl.key.*``,
     the key PKCS#8 as the Java client requires; ``ssl.key.password``) and
     ``ssl.endpoint.identification.algorithm=none``. Other (non-security) client settings are not translated.
