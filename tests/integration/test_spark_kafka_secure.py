@@ -6,7 +6,8 @@ and a real local SparkSession with the Kafka source's jars. The admin commits a 
 datagen run; a fresh SCRAM principal granted exactly the ``spark`` role's ACLs of
 :mod:`connect_runtime.kafka_acls` reads it with :func:`connect_runtime.spark.read_kafka_range` given only its
 librdkafka settings, each record once; with the topic's Read revoked the read fails naming the authorization,
-never the password. The translation's shapes and errors: tests/unit/connect_runtime/test_spark_kafka_security.py.
+never the password. A client certificate's principal with the same ACL reads it over the mTLS listener (the
+certificate and key files as a PEM keystore). The translation's shapes and errors: tests/unit/connect_runtime/test_spark_kafka_security.py.
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ def spark(spark_with_kafka: Any) -> Any:
     return spark_with_kafka  # the one session of the process (tests/support/spark.py says why)
 
 
-def test_the_spark_roles_acls_read_a_committed_range_once_and_no_more(spark: Any, kafka_secure: SecuredKafka) -> None:
+@pytest.fixture(scope="module")
+def committed(kafka_secure: SecuredKafka) -> dict[str, Any]:
+    """An exactly-once datagen run's result, as the admin: 2 partitions, 100 records per transaction."""
     from connect_runtime import run_source
-    from connect_runtime.spark import read_kafka_range
 
     topic = f"spark-secure-{uuid.uuid4().hex[:10]}"
     result = run_source({"name": f"ss-{uuid.uuid4().hex[:10]}",
@@ -48,22 +50,45 @@ def test_the_spark_roles_acls_read_a_committed_range_once_and_no_more(spark: Any
                         kafka_secure.url, backend_settings=_settings(kafka_secure.client_settings()),
                         max_seconds=WAIT_S * 4).to_dict()
     assert result["records"] == RECORDS and ranges_mod.count(result["ranges"]) > RECORDS  # markers inside
+    return result
 
-    user = f"spark-{uuid.uuid4().hex[:10]}"
-    password = kafka_secure.add_user(user)
-    [acl] = role_acls("spark", topic=topic)
-    kafka_secure.grant(user, acl.resource_type.lower(), acl.name, acl.operation.lower(), pattern=acl.pattern)
-    settings = _settings(kafka_secure.sasl_settings(user))
 
-    df = read_kafka_range(spark, kafka_secure.url, result, settings=settings)
-    assert password not in df._jdf.queryExecution().toString()  # the plan Spark shows in its UI and explain()
-    rows = df.collect()
+def _each_once(rows: list[Any]) -> None:
     values = sorted((v["id"], v) for v in (json.loads(bytes(r.value)) for r in rows))
     assert values == [(i, generate_value(0, i)) for i in range(RECORDS)]  # each record once, nothing else
 
+
+def test_the_spark_roles_acls_read_a_committed_range_once_and_no_more(spark: Any, kafka_secure: SecuredKafka,
+                                                                      committed: dict[str, Any]) -> None:
+    from connect_runtime.spark import read_kafka_range
+
+    user = f"spark-{uuid.uuid4().hex[:10]}"
+    password = kafka_secure.add_user(user)
+    [acl] = role_acls("spark", topic=next(iter(committed["ranges"])))
+    kafka_secure.grant(user, acl.resource_type.lower(), acl.name, acl.operation.lower(), pattern=acl.pattern)
+    settings = _settings(kafka_secure.sasl_settings(user))
+
+    df = read_kafka_range(spark, kafka_secure.url, committed, settings=settings)
+    assert password not in df._jdf.queryExecution().toString()  # the plan Spark shows in its UI and explain()
+    _each_once(df.collect())
+
     kafka_secure.revoke(user, acl.resource_type.lower(), acl.name, acl.operation.lower(), pattern=acl.pattern)
     with pytest.raises(Exception) as failed:  # Py4J's or Spark's own exception class, by PySpark version
-        read_kafka_range(spark, kafka_secure.url, result, settings=settings).collect()
+        read_kafka_range(spark, kafka_secure.url, committed, settings=settings).collect()
     text = str(failed.value)
     assert "TopicAuthorizationException" in text, text[:2000]  # Spark's driver listing the assigned partitions
     assert password not in text
+
+
+def test_a_client_certificate_reads_over_mtls(spark: Any, kafka_secure: SecuredKafka,
+                                                                    committed: dict[str, Any]) -> None:
+    """The mTLS listener: the certificate and key files (the key PKCS#8, unencrypted: the JVM here, Java 17, cannot
+    read a PBES2-encrypted key, "PBES2 SecretKeyFactory not available") as a PEM keystore."""
+    from connect_runtime.spark import read_kafka_range
+
+    name = f"spark-cert-{uuid.uuid4().hex[:10]}"
+    cert = kafka_secure.issue(name)
+    [acl] = role_acls("spark", topic=next(iter(committed["ranges"])))
+    kafka_secure.grant(name, acl.resource_type.lower(), acl.name, acl.operation.lower(), pattern=acl.pattern)
+    settings = _settings(kafka_secure.certificate_settings(cert))
+    _each_once(read_kafka_range(spark, kafka_secure.listener("MTLS").bootstrap, committed, settings=settings).collect())
