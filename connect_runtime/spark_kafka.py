@@ -123,14 +123,106 @@ def _read_spans(value: Any) -> ranges_mod.SpanMap:
     return spans
 
 
+_LOGIN_MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+                  "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+                  "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule"}
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_SECURITY_PREFIXES = ("security.", "sasl.", "ssl.", "oauth", "enable.sasl.", "enable.ssl.")
+_USED = {"security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password",
+         "ssl.ca.location", "ssl.ca.pem", "ssl.certificate.location", "ssl.certificate.pem", "ssl.key.location",
+         "ssl.key.pem", "ssl.key.password", "ssl.endpoint.identification.algorithm"}
+
+
+class SecuritySettingsError(ValueError):
+    """A backend security setting that Spark's Kafka source cannot be given: names the setting, never its value."""
+
+
+def _jaas_quoted(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _pem(settings: Mapping[str, Any], inline: str, location: str) -> str | None:
+    """The PEM text of ``inline`` or of the file ``location`` names (read here: the Java client takes a
+    certificate chain and key as one PEM keystore, given inline)."""
+    if settings.get(inline):
+        return str(settings[inline])
+    if settings.get(location):
+        return Path(str(settings[location])).expanduser().read_text()
+    return None
+
+
+def kafka_security_options(settings: Mapping[str, Any] | None) -> dict[str, str]:
+    """Spark Kafka source options (Java client properties prefixed ``kafka.``) for the backend's librdkafka
+    security settings (the ``pyconnect`` connection's client settings): ``security.protocol``,
+    ``sasl.mechanism`` (PLAIN, SCRAM-SHA-256/512) with ``sasl.username``/``sasl.password`` (as
+    ``kafka.sasl.jaas.config``, which holds the password: Spark's plan of the read does not show the source's
+    options, the Java client logs it as ``[hidden]``; keep these options out of rendered templates and logs), the CA as a PEM truststore (``ssl.ca.location`` or
+    ``ssl.ca.pem``), a client certificate for mTLS as a PEM keystore (``ssl.certificate.*`` with ``ssl.key.*``,
+    the key PKCS#8 as the Java client requires; ``ssl.key.password``) and
+    ``ssl.endpoint.identification.algorithm=none``. Other (non-security) client settings are not translated.
+
+    :raises SecuritySettingsError: naming the setting (never its value) and what to pass instead, for a security
+        setting the Java client cannot be given this way (OAUTHBEARER, ``oauth_cb``, Kerberos, keystores, ...).
+    """
+    settings = {str(k): v for k, v in (settings or {}).items() if v is not None and v != ""}
+    for key in sorted(settings):
+        if key.startswith(_SECURITY_PREFIXES) and key not in _USED:
+            raise SecuritySettingsError(
+                f"the backend setting {key!r} has no translation to Spark's Kafka source options: pass the Java "
+                "client property yourself as a read option ('kafka.<property>', e.g. kafka.sasl.jaas.config and "
+                "kafka.sasl.login.callback.handler.class for OAUTHBEARER) and leave it out of the settings given")
+    out: dict[str, str] = {}
+    protocol = str(settings.get("security.protocol", "PLAINTEXT")).upper()
+    if protocol not in _PROTOCOLS:
+        raise SecuritySettingsError(f"security.protocol must be one of {', '.join(_PROTOCOLS)}, got {protocol!r}")
+    if protocol != "PLAINTEXT":
+        out["kafka.security.protocol"] = protocol
+    mechanism = settings.get("sasl.mechanism", settings.get("sasl.mechanisms"))
+    if protocol.startswith("SASL_"):
+        mechanism = str(mechanism or "GSSAPI").upper()
+        if mechanism not in _LOGIN_MODULES:
+            raise SecuritySettingsError(
+                f"sasl.mechanism {mechanism} has no translation to Spark's Kafka source options (only "
+                f"{', '.join(_LOGIN_MODULES)}): pass kafka.sasl.mechanism, kafka.sasl.jaas.config (and its callback "
+                "handler) yourself as read options")
+        for key in ("sasl.username", "sasl.password"):
+            if key not in settings:
+                raise SecuritySettingsError(f"sasl.mechanism {mechanism} needs {key} in the backend settings")
+        out["kafka.sasl.mechanism"] = mechanism
+        out["kafka.sasl.jaas.config"] = (f"{_LOGIN_MODULES[mechanism]} required "
+                                         f"username={_jaas_quoted(str(settings['sasl.username']))} "
+                                         f"password={_jaas_quoted(str(settings['sasl.password']))};")
+    if protocol.endswith("SSL"):
+        if settings.get("ssl.ca.pem"):
+            out["kafka.ssl.truststore.type"] = "PEM"
+            out["kafka.ssl.truststore.certificates"] = str(settings["ssl.ca.pem"])
+        elif settings.get("ssl.ca.location"):
+            out["kafka.ssl.truststore.type"] = "PEM"
+            out["kafka.ssl.truststore.location"] = str(settings["ssl.ca.location"])
+        certificate = _pem(settings, "ssl.certificate.pem", "ssl.certificate.location")
+        client_key = _pem(settings, "ssl.key.pem", "ssl.key.location")
+        if (certificate is None) != (client_key is None):
+            raise SecuritySettingsError("a client certificate needs both ssl.certificate.* and ssl.key.* "
+                                        "(.pem or .location) in the backend settings")
+        if certificate is not None and client_key is not None:
+            out["kafka.ssl.keystore.type"] = "PEM"
+            out["kafka.ssl.keystore.certificate.chain"] = certificate
+            out["kafka.ssl.keystore.key"] = client_key
+            if settings.get("ssl.key.password"):
+                out["kafka.ssl.key.password"] = str(settings["ssl.key.password"])
+        if str(settings.get("ssl.endpoint.identification.algorithm", "https")).lower() == "none":
+            out["kafka.ssl.endpoint.identification.algorithm"] = ""
+    return out
+
+
 def range_topics(ranges: Any) -> list[str]:
     """The topics ``ranges`` (any shape :func:`kafka_read_options` takes) name, sorted."""
     return sorted(_read_spans(ranges))
 
 
 def kafka_read_options(ranges: Any, bootstrap: str, *, fail_on_data_loss: bool = True,
-                       options: Mapping[str, Any] | None = None,
-                       topics: Collection[str] | None = None) -> list[dict[str, str]]:
+                       options: Mapping[str, Any] | None = None, topics: Collection[str] | None = None,
+                       settings: Mapping[str, Any] | None = None) -> list[dict[str, str]]:
     """Options of ``spark.read.format("kafka")`` that read exactly the committed records of ``ranges``.
 
     :param ranges: a source run's committed ranges (``{topic: {"<p>": [from, to]}}``, span lists, a whole
@@ -140,6 +232,8 @@ def kafka_read_options(ranges: Any, bootstrap: str, *, fail_on_data_loss: bool =
     :param fail_on_data_loss: Spark's ``failOnDataLoss``: fail when records of the range are gone (retention).
     :param options: more options, over these (``kafka.security.protocol``, ``kafka.sasl.jaas.config``, ...).
     :param topics: read only these topics of ``ranges`` (default: all).
+    :param settings: the backend's librdkafka client settings, their security part translated by
+        :func:`kafka_security_options` (``options`` win over it).
     :return: one option set per read: one when every partition has one span; when another writer's records
         sit between spans of a partition, one per round of spans (the i-th span of each partition), to union.
         Empty when the ranges hold nothing.
@@ -152,6 +246,7 @@ def kafka_read_options(ranges: Any, bootstrap: str, *, fail_on_data_loss: bool =
         "kafka.bootstrap.servers": bootstrap_servers(bootstrap),
         "kafka.isolation.level": "read_committed",
         "failOnDataLoss": "true" if fail_on_data_loss else "false",
+        **kafka_security_options(settings),
     }
     reads: list[dict[str, str]] = []
     for i in range(rounds):
@@ -184,5 +279,6 @@ def consumer_group_id(options: Mapping[str, str]) -> str:
     return f"pyconnect-spark-{digest}"
 
 
-__all__ = ["AVRO_ARTIFACT", "EARLIEST", "FETCH_COMMAND", "HOME_ENV", "bootstrap_servers", "consumer_group_id",
-           "kafka_jars", "kafka_read_options", "pyspark_versions", "range_topics", "spark_kafka_home"]
+__all__ = ["AVRO_ARTIFACT", "EARLIEST", "FETCH_COMMAND", "HOME_ENV", "SecuritySettingsError", "bootstrap_servers",
+           "consumer_group_id", "kafka_jars", "kafka_read_options", "kafka_security_options", "pyspark_versions",
+           "range_topics", "spark_kafka_home"]

@@ -207,7 +207,7 @@ def read_ranges(spark: SparkSession, backend: str, ranges: str | Mapping[str, An
 
 def read_kafka_range(spark: SparkSession, backend_url: str, ranges: Any, *, schema: StructType | str | None = None,
                      fail_on_data_loss: bool = True, topics: Collection[str] | None = None,
-                     **options: Any) -> DataFrame:
+                     settings: Mapping[str, Any] | None = None, **options: Any) -> DataFrame:
     """Exactly the committed records of ``ranges`` on the Kafka backend ``backend_url``, read natively by
     Spark's own Kafka source (``spark.read.format("kafka")``; columns ``key, value`` (binary), ``topic,
     partition, offset, timestamp, timestampType``). The session needs the source's jars
@@ -219,7 +219,10 @@ def read_kafka_range(spark: SparkSession, backend_url: str, ranges: Any, *, sche
     bench/bench_spark_kafka.py); give the columns the job uses. Without it, parse a JSON value with
     ``F.from_json(F.col("value").cast("string"), schema)``; an Avro value with :func:`read_kafka_avro`.
 
-    ``options`` are more source options (``kafka.security.protocol``, ...), under their own names;
+    ``settings`` are the backend's librdkafka client settings (the ``pyconnect`` connection's): their security
+    part becomes the source's ``kafka.*`` options (:func:`connect_runtime.spark_kafka.kafka_security_options`:
+    SASL_SSL with SCRAM or PLAIN, the CA, a client certificate; anything else fails naming the setting).
+    ``options`` are more source options (``kafka.security.protocol``, ...), under their own names, over those;
     ``minPartitions`` defaults to the session's default parallelism (as :func:`read_ranges`), so one
     partition's range is split over the cores instead of read by one task; ``kafka.group.id`` defaults to
     one derived from the connection options (:func:`connect_runtime.spark_kafka.kafka_read_options`), so
@@ -230,7 +233,7 @@ def read_kafka_range(spark: SparkSession, backend_url: str, ranges: Any, *, sche
         if parallelism:
             options["minPartitions"] = parallelism
     reads = kafka_read_options(ranges, backend_url, fail_on_data_loss=fail_on_data_loss, options=options,
-                               topics=topics)
+                               topics=topics, settings=settings)
     if not reads:  # nothing committed: an empty frame of the source's columns
         df = spark.createDataFrame([], KAFKA_SCHEMA)
     else:
