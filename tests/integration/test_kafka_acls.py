@@ -22,6 +22,7 @@ source, the sink and the watcher; a sample for the others (:data:`SAMPLED`), the
 
 from __future__ import annotations
 
+import abc
 import logging
 import os
 import re
@@ -147,7 +148,7 @@ def _produce(kafka: SecuredKafka, topic: str, values: list[str]) -> None:
 # -- the roles, each as: names, a first run, more input, the run again, what must hold ----------------------------
 
 
-class Scenario:
+class Scenario(abc.ABC):
     """One role's runs for one case. ``run()`` runs the role once as the principal; ``more()`` adds input;
     ``check(runs_done)`` asserts what is committed after the first run (1) and after the rerun (2)."""
 
@@ -169,14 +170,17 @@ class Scenario:
         """Created by the admin: the data topic."""
         _produce(self.kafka, self.topic, [])
 
+    @abc.abstractmethod
     def run(self, settings: dict[str, str]) -> None:
-        raise NotImplementedError
+        """See the class docstring."""
 
+    @abc.abstractmethod
     def more(self) -> None:
-        raise NotImplementedError
+        """See the class docstring."""
 
+    @abc.abstractmethod
     def committed(self) -> list[str]:
-        raise NotImplementedError
+        """See the class docstring."""
 
     def check(self, rounds: int, failed: bool = False) -> None:
         """After ``rounds`` runs that completed (and, ``failed``, one more that failed): exactly once, every record
