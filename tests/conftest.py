@@ -60,8 +60,27 @@ def pytest_runtest_logstart(nodeid: str) -> None:
         Path(_CURRENT_TEST).write_text(nodeid + "\n")
 
 
+# Seconds spent per test module (setup, call and teardown), so the summary says where the suite's time goes.
+_MODULE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    module = report.nodeid.split("::", 1)[0]
+    _MODULE_SECONDS[module] = _MODULE_SECONDS.get(module, 0.0) + report.duration
+
+
+def _slowest_modules(terminalreporter: pytest.TerminalReporter, count: int = 15) -> None:
+    if len(_MODULE_SECONDS) < 2:
+        return
+    total = sum(_MODULE_SECONDS.values())
+    terminalreporter.section(f"slowest {count} modules (setup + call + teardown)")
+    for module, seconds in sorted(_MODULE_SECONDS.items(), key=lambda kv: -kv[1])[:count]:
+        terminalreporter.write_line(f"{seconds:8.1f}s {100 * seconds / total:5.1f}%  {module}")
+
+
 @pytest.hookimpl(trylast=True)  # after the slowest durations, so a log's tail shows it
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    _slowest_modules(terminalreporter)
     counts: list[dict[str, int]] = [{} for _ in GROUPS]
     first_failure: list[str | None] = [None for _ in GROUPS]
     for outcome in ("passed", "failed", "error", "skipped", "xfailed", "xpassed"):
