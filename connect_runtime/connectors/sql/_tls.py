@@ -18,8 +18,9 @@ port, database, user), the cause and the setting to look at, never the password;
 every failed connect ``connection.attempts`` times, which here only delays the same error.
 
 libpq reports every certificate verification failure as ``certificate verify failed``; :func:`certificate_problem`
-says which (``certificate has expired``, ``unable to get local issuer certificate``, a host name mismatch) by
-doing the TLS handshake again with Python's ``ssl`` and the same trust settings (PostgreSQL's ``SSLRequest`` first,
+says which (expired, not signed by a trusted CA, a host name mismatch, in the words of
+:func:`connect_runtime.api.tls.tls_failure`, which the registry and object-store clients use too) by doing the TLS
+handshake again with Python's ``ssl`` and the same trust settings (PostgreSQL's ``SSLRequest`` first,
 bounded by ``connection.timeout.ms``).
 """
 
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from connect_runtime.api.config import ConfigDef, Password, Type
 from connect_runtime.api.errors import ConfigError
+from connect_runtime.api.tls import tls_failure
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
@@ -159,8 +161,6 @@ def refusal(message: str, url: URL, timeout_s: float = 10.0) -> str | None:
     if "certificate verify failed" in low:
         why = certificate_problem(url, timeout_s)
         detail = f"certificate verify failed: {why}" if why else "certificate verify failed"
-        if why and ("issuer" in why or "self-signed" in why or "self signed" in why):
-            detail += " (the server's certificate is not signed by a CA in sslrootcert)"
         return (f"the server's TLS certificate was not accepted: {detail} ({_tls_settings(url)}): check "
                 f"connection.sslrootcert (the CA that signed the server's certificate) and the server's certificate")
     if "does not match host name" in low:
@@ -181,8 +181,9 @@ def refusal(message: str, url: URL, timeout_s: float = 10.0) -> str | None:
 
 def certificate_problem(url: URL, timeout_s: float) -> str | None:
     """Why the server's certificate fails verification with the URL's ``sslrootcert`` (and, for
-    ``sslmode=verify-full``, its host name): OpenSSL's reason (``certificate has expired``, ``unable to get local
-    issuer certificate``, ``Hostname mismatch ...``), or ``None`` when that cannot be found out."""
+    ``sslmode=verify-full``, its host name), in the words every TLS client of the runtime uses
+    (:func:`connect_runtime.api.tls.tls_failure`: "the server's certificate has expired (certificate has expired)"),
+    or ``None`` when that cannot be found out."""
     import os
     import socket
     import ssl
@@ -207,7 +208,7 @@ def certificate_problem(url: URL, timeout_s: float) -> str | None:
             with ctx.wrap_socket(sock, server_hostname=host):
                 return None
     except ssl.SSLCertVerificationError as exc:
-        return str(exc.verify_message or exc.reason or exc)
+        return tls_failure(exc)
     except (OSError, ValueError):  # the probe is a diagnosis only: without it, libpq's words stand
         return None
 

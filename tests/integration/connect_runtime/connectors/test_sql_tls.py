@@ -92,7 +92,7 @@ CASES = {
                    ["the server's TLS certificate was not accepted: certificate verify failed",
                     "connection.sslrootcert"]),
     "expired certificate": ({"sslmode": "verify-full", "sslrootcert": "CA"}, None,
-                            ["certificate verify failed: certificate has expired"]),
+                            ["certificate verify failed: the server's certificate has expired (certificate has expired)"]),
     "wrong password": ({"sslmode": "verify-full", "sslrootcert": "CA"}, WRONG_PASSWORD,
                        ['authentication failed (FATAL: password authentication failed for user "app_tls")',
                         "connection.password"]),
@@ -109,7 +109,8 @@ def test_a_refused_connection_fails_at_once_naming_server_and_cause(
     ssl = {f"connection.{k}": {"CA": str(tls.ca), "FOREIGN": str(tls.foreign_ca)}.get(v, v)
            for k, v in settings.items()}
     if case == "foreign CA":
-        causes = [*causes, "(the server's certificate is not signed by a CA in sslrootcert)"]
+        causes = [*causes, "certificate verify failed: the server's certificate is not signed by a CA this client "
+                           "trusts"]
     password = password or tls.password
     name = "refused-" + case.replace(" ", "-").lower()
     produce(sqlite_url, "refused-in", [(None, {"id": i, "amount": i}) for i in range(10)])
