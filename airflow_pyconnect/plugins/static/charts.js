@@ -11,7 +11,7 @@ const PyCharts = (() => {
   const NS = "http://www.w3.org/2000/svg";
   const BAD = new Set(["failed", "fenced", "died"]);
   const PER_CONNECTOR = 20;
-  const H = 132, TOP = 10, LEFT = 46, RIGHT = 12, AXIS = 34, GAP = 8;
+  const H = 150, TOP = 10, LEFT = 46, RIGHT = 12, AXIS = 34, GAP = 8;
   const has = v => v !== null && v !== undefined;
   const pad2 = n => String(n).padStart(2, "0");
   const clock = (d, secs) => pad2(d.getHours()) + ":" + pad2(d.getMinutes()) + (secs ? ":" + pad2(d.getSeconds()) : "");
@@ -25,10 +25,10 @@ const PyCharts = (() => {
     return a >= 10 || Number.isInteger(n) ? String(Math.round(n)) : n.toFixed(1);
   }
 
-  function niceMax(v) {  // 1, 2 or 5 times a power of ten, at least v
+  function niceMax(v) {  // a round number at least v (1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten)
     if (v <= 1) return 1;
     const e = Math.pow(10, Math.floor(Math.log10(v))), f = v / e;
-    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * e;
+    return [1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10].find(s => f <= s + 1e-9) * e;
   }
 
   /** Records per second of a run that ended well and says when it started and ended; else null. */
@@ -115,12 +115,12 @@ const PyCharts = (() => {
     timeLabels(add, pts.map(p => p.run.updated), xOf, W);
   }
 
-  /** One time label per run where it fits: a label that would come closer than GAP px to the last one drawn is left
-      out; seconds are shown when two runs fall in the same minute; the date under the first label of each day. */
+  /** One time label per run where it fits: a label that would come closer than GAP px to the last one drawn, or
+      say the same time again, is left out; seconds are shown when two runs fall in the same minute; the date under the first label of each day. */
   function timeLabels(add, times, xOf, W) {
     const minute = t => Math.floor(t / 60000);
     const secs = times.some((t, i) => i > 0 && minute(t) === minute(times[i - 1]));
-    let right = -Infinity, dateRight = -Infinity, lastDay = null;
+    let right = -Infinity, dateRight = -Infinity, lastDay = null, lastText = null;
     const place = (text, x, y, after) => {
       const e = add("text", { x, y, "text-anchor": "middle", class: "tick" }, text);
       const w = e.getComputedTextLength(), cx = Math.min(Math.max(x, w / 2 + 2), W - w / 2 - 2);
@@ -129,9 +129,12 @@ const PyCharts = (() => {
       return cx + w / 2;
     };
     times.forEach((t, i) => {
-      const d = new Date(t), end = place(clock(d, secs), xOf(i), H + 14, right);
+      const d = new Date(t), text = clock(d, secs);
+      if (text === lastText && day(d) === lastDay) return;  // runs of the same second: labelled once
+      const end = place(text, xOf(i), H + 14, right);
       if (end === null) return;
       right = end;
+      lastText = text;
       if (day(d) !== lastDay) {
         const dateEnd = place(day(d), xOf(i), H + 28, dateRight);
         if (dateEnd !== null) { dateRight = dateEnd; lastDay = day(d); }

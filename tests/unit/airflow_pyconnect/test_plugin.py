@@ -90,6 +90,30 @@ def test_overview_and_runs_of_a_store_filled_by_real_runs(monkeypatch: pytest.Mo
     assert "pc_unit" in [c["conn_id"] for c in service.connection_ids(db=lambda: [])]
 
 
+def test_a_fanned_out_sink_run_records_what_each_task_delivered_and_left(monkeypatch: pytest.MonkeyPatch,
+                                                                         tmp_path: Path) -> None:
+    """A fanned-out sink generation (one plan, each task its own run): its attempt holds every task's range and the
+    lag each left (task 0 stops 10 short of its target, task 1 reads to it)."""
+    from airflow_pyconnect.plugins import service
+    from connect_runtime import plan_sink, run_sink_task, run_source
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    _conn(monkeypatch, "pc_fan", host=url)
+    for topic in ("a", "b"):
+        run_source({"name": f"gen-{topic}", "connector.class": "connect_runtime.connectors.datagen.DataGenSource",
+                    "topic": topic, "max.records": 20}, url)
+    config = {"name": "fan", "connector.class": "tests.support.sink_helpers.RecordingSinkConnector", "topics": "a,b",
+              "tasks.max": 2, "log.path": str(tmp_path / "log.jsonl")}
+    plan = plan_sink(config, url)
+    assert [[p[0] for p in t["partitions"]] for t in plan["tasks"]] == [["a"], ["b"]], plan
+    run_sink_task(config, url, plan, 0, max_records=10)
+    run_sink_task(config, url, plan, 1)
+    (row,) = [r for r in service.runs("pc_fan", run_ids=lambda keys: {})["runs"] if r["connector"] == "fan"]
+    assert (row["state"], row["records"]) == ("stopped", 30), row
+    assert row["ranges"] == {"a": {"0": [0, 10]}, "b": {"0": [0, 20]}}, row
+    assert (row["lag"], row["lag_partitions"]) == (10, {"a": {"0": 10}, "b": {"0": 0}}), row
+
+
 def test_a_connectors_colour_depends_on_its_name_only() -> None:
     """FNV-1a of the name into the palette: the same colour whatever other connectors exist or in which order
     they come, the palette's colours all used, and known values (the page and its screenshots rely on them)."""
