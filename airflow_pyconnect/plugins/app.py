@@ -15,8 +15,8 @@ the connection's store: 404 ``connector 'X' not found: ...`` for GET, PATCH and 
 Connect's ``ConnectorsResource`` answers 404 "Connector X not found"; nothing is written under that name).
 Changing offsets while a run holds the connector:
 409 with the runtime's message. A store that cannot be reached: 503 with one line naming the
-connection. The page itself (``GET /pyconnect/ui``) is static HTML and JavaScript with no data in it; it
-calls the API with the browser's cookie.
+connection. The page itself (``GET /pyconnect/ui``, its charts ``/pyconnect/ui/charts.js``) is static HTML and
+JavaScript with no data in it; it calls the API with the browser's cookie.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
 from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails
 from airflow.api_fastapi.core_api.security import get_user
 from fastapi import Body, Depends, FastAPI, HTTPException, Query, status
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 
 from airflow_pyconnect.plugins import service
 
@@ -37,6 +37,8 @@ VIEW_NAME = "Connectors"
 """The custom-view resource name the auth manager is asked about."""
 
 PAGE = Path(__file__).resolve().parent / "static" / "connectors.html"
+CHARTS = PAGE.with_name("charts.js")
+"""The page's charts (SVG drawn in the browser), served at ``/pyconnect/ui/charts.js``: nothing from a CDN."""
 
 UserDep = Annotated[BaseUser, Depends(get_user)]
 
@@ -79,6 +81,12 @@ def create_app() -> FastAPI:
     def page() -> HTMLResponse:
         """The Connectors page (no data in it: it asks the API below)."""
         return HTMLResponse(PAGE.read_text(encoding="utf-8"), headers={"Cache-Control": "no-store"})
+
+    @app.get("/ui/charts.js", include_in_schema=False)
+    def charts() -> Response:
+        """The page's chart drawing (static JavaScript, no data in it)."""
+        return Response(CHARTS.read_text(encoding="utf-8"), media_type="text/javascript",
+                        headers={"Cache-Control": "no-store"})
 
     @app.get("/api/connections")
     def connections(user: ReaderDep) -> dict[str, Any]:

@@ -13,8 +13,9 @@ operators write) and closes it before returning.
   source offsets in the global store and no run (Kafka Connect's own connector sharing the offsets topic,
   say) is listed too, ``"registered": False``, as the offsets API knows it;
 - :func:`runs`: every run, newest first: a source's committed ranges per data interval (the ranges record)
-  and every attempt the registry remembers (sink runs, failed, fenced or died attempts, with the reason,
-  masked), each with the DAG run it belongs to, and one chart colour per connector;
+  and every attempt the registry remembers (sink runs with the range each delivered and the lag it left,
+  failed, fenced or died attempts, with the reason, masked), each with the DAG run it belongs to, and one chart
+  colour per connector (from its name);
 - :func:`offsets`: KIP-875's ``GET /connectors/{name}/offsets``;
 - :func:`alter` / :func:`reset`: KIP-875 changes, refused while a run holds the connector.
 
@@ -229,21 +230,37 @@ def _airflow_run_ids(keys: list[Mapping[str, Any]]) -> dict[tuple[str, str], str
     return out
 
 
-PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#e15759", "#76b7b2", "#edc948", "#9c755f",
-           "#ff9da7", "#bab0ac")
-"""Chart colours (Tableau 10), one per connector in name order; they repeat after ten, the legend names them."""
+PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
+           "#bab0ac", "#1d3f6e", "#94346e", "#0f6b4a", "#8c6d31", "#17a2b8", "#5f5f5f", "#6b4c9a", "#d35400",
+           "#a3c940", "#c2185b")
+"""Chart colours: Tableau 10 and ten darker ones, all readable on white; a connector's is :func:`colour`."""
+
+
+def colour(name: str) -> str:
+    """The chart colour of connector ``name``: its FNV-1a hash (32 bits, UTF-8) into :data:`PALETTE`. It depends
+    on the name only, so it stays the same when other connectors appear, on every page and connection; two names
+    may share one (the legend and every row name the connector)."""
+    h = 0x811C9DC5
+    for b in name.encode("utf-8"):
+        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+    return PALETTE[h % len(PALETTE)]
 
 
 def colours(names: Sequence[str]) -> dict[str, str]:
-    """One colour per connector name, stable for a given set of names (sorted, then the palette in order)."""
-    return {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(sorted(set(names)))}
+    """``{name: colour(name)}`` for each of ``names``."""
+    return {n: colour(n) for n in sorted(set(names))}
+
+
+def _lag_total(lag: Mapping[str, Mapping[str, int]] | None) -> int | None:
+    return None if lag is None else sum(int(n) for parts in lag.values() for n in parts.values())
 
 
 def _attempt_row(a: Mapping[str, Any], secrets: Sequence[str]) -> dict[str, Any]:
     ctx = a.get("context") or {}
     return {"type": "attempt", "connector": a["connector"], "kind": a.get("kind"), "scope": a.get("scope") or "",
             "key": {k: ctx[k] for k in ("dag_id", "task_id") if ctx.get(k)}, "run_id": ctx.get("run_id"),
-            "try_number": ctx.get("try_number"), "ranges": {}, "records": a.get("records"),
+            "try_number": ctx.get("try_number"), "ranges": a.get("ranges") or {}, "records": a.get("records"),
+            "lag": _lag_total(a.get("lag")), "lag_partitions": a.get("lag"),
             "generation": a.get("generation"), "state": a.get("state"),
             "error": None if not a.get("error") else _scrub(a["error"], secrets),
             "started": a.get("started"), "finished": a.get("finished"),
@@ -283,10 +300,13 @@ def runs(conn_id: str, embedded: bool = False, connector: str | None = None, lim
     - ``"type": "attempt"``: every other run the registry remembers: sink runs (``records`` delivered), and
       failed, fenced or died attempts of sources and sinks with the reason (``error``, connection secrets
       masked), with ``run_id`` / ``key`` of the Airflow task instance that ran it when known;
+    - a sink run's ``ranges`` (what it delivered, ``{topic: {"<partition>": [from, to]}}``), ``lag`` (the records it
+      left behind at its end: its targets minus what it committed, summed) and ``lag_partitions`` (per partition),
+      from its registry record: ``{}`` / ``None`` for runs recorded before they were kept, failed runs and sources;
     - on both, when the registry knows it, ``host``: the worker that ran the attempt, by the name Airflow knows it
       (``try_number`` says which try), and ``workers``: where each task of a fanned-out run ran.
 
-    ``colours``: one chart colour per connector (every connector of the store, and any in the rows).
+    ``colours``: the chart colour of every connector of the store and of the rows (:func:`colour`: from the name).
     """
     from connect_runtime import admin
 
@@ -301,8 +321,8 @@ def runs(conn_id: str, embedded: bool = False, connector: str | None = None, lim
     rows: list[dict[str, Any]] = []
     for e in entries:
         key = e["key"]
-        e.update(type="ranges", kind="source", state=None, error=None, host=None, workers=[],
-                 run_id=found.get((str(key.get("dag_id")), str(key.get("interval")))))
+        e.update(type="ranges", kind="source", state=None, error=None, host=None, workers=[], lag=None,
+                 lag_partitions=None, run_id=found.get((str(key.get("dag_id")), str(key.get("interval")))))
         rows.append(e)
     merged: set[int] = set()
     for e in rows:  # the attempt that committed a ranges entry and ended well is that row (its state and times)
@@ -366,5 +386,5 @@ def reset(conn_id: str, name: str, embedded: bool = False) -> dict[str, Any]:
             raise _guard(conn_id, secrets, exc) from None
 
 
-__all__ = ["PALETTE", "StoreUnavailable", "UnknownConnection", "alter", "colours", "connection_ids", "offsets",
+__all__ = ["PALETTE", "StoreUnavailable", "UnknownConnection", "alter", "colour", "colours", "connection_ids", "offsets",
            "open_store", "overview", "reset", "runs"]

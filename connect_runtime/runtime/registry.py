@@ -96,6 +96,12 @@ class ConnectorRecord:
     """When the mirror was read (epoch ms)."""
     records: int | None = None
     """Records the generation's run delivered to its connector, when it ended and said so (sinks)."""
+    ranges: dict[str, dict[str, list[int]]] | None = None
+    """What a sink run delivered, ``{topic: {"<partition>": [from, to]}}`` (a source run's ranges shape), when it
+    ended well; ``None`` for sources (their ranges record) and entries written before it was kept."""
+    end_lag: dict[str, dict[str, int]] | None = None
+    """The lag a sink run left at its end, ``{topic: {"<partition>": records}}``: its target (``until_offsets``, else
+    the partition's end as it started) minus what it committed; ``None`` as for :attr:`ranges`."""
     context: dict[str, str] | None = None
     """The orchestrator's task that started this generation (``dag_id``, ``task_id``, ``run_id``,
     ``try_number`` from ``AIRFLOW_CTX_*``), or ``None``."""
@@ -110,7 +116,8 @@ class ConnectorRecord:
     run but an at-least-once source run; ``True`` in entries written before it was kept)."""
     attempts: list[dict[str, Any]] = field(default_factory=list)
     """The last :data:`ATTEMPTS_KEPT` generations that ran, oldest first: ``{"generation", "state", "started",
-    "finished", "error", "records", "context", "topics", "host", "workers"}``, ``state`` one of ``stopped``, ``failed``, ``fenced``, ``died``."""
+    "finished", "error", "records", "context", "topics", "host", "workers", "ranges", "lag"}`` (``ranges`` and ``lag``:
+    :attr:`ranges` and :attr:`end_lag` of a sink run that ended well, absent otherwise), ``state`` one of ``stopped``, ``failed``, ``fenced``, ``died``."""
 
     @property
     def running(self) -> bool:
@@ -159,7 +166,8 @@ def run_context() -> dict[str, str] | None:
 def _attempt(rec: ConnectorRecord, state: str, error: str | None, finished: int | None) -> dict[str, Any]:
     return {"generation": rec.generation, "state": state, "started": rec.started, "finished": finished,
             "error": None if error is None else error[:ERROR_CHARS], "records": rec.records,
-            "context": rec.context, "topics": list(rec.topics), "host": rec.host, "workers": list(rec.workers)}
+            "context": rec.context, "topics": list(rec.topics), "host": rec.host, "workers": list(rec.workers),
+            **{k: v for k, v in (("ranges", rec.ranges), ("lag", rec.end_lag)) if v is not None}}
 
 
 def task_worker(rec: ConnectorRecord, index: int) -> None:

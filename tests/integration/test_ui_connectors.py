@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from airflow_pyconnect.plugins import service
 from scripts.deploy import worker_hostname
 from tests.support import unavailable
 from tests.support.airflow_env import REPO, AirflowEnv, stop_group
@@ -210,6 +211,33 @@ def _forget_hosts(store: str, name: str) -> None:
             offsets.close()
 
 
+TRICKLE = f"{TOPIC}-trickle"
+TRICKLE_RUNS, TRICKLE_RECORDS = 9, 30
+"""A sink that reads the 300 records of TOPIC 30 at a time: nine runs, each leaving 30 less behind (the lag chart)."""
+FILES, FILE_COUNT = "ui-files", 220
+"""A DirectorySource over 220 files: one source partition per file (the card shows the first few)."""
+
+
+def _trickle(store: str) -> None:
+    from connect_runtime import run_sink
+
+    for _ in range(TRICKLE_RUNS):
+        run_sink({"name": TRICKLE, "connector.class": "tests.support.sink_helpers.RecordingSinkConnector",
+                  "topics": TOPIC, "log.path": os.devnull}, store, max_records=TRICKLE_RECORDS)
+
+
+def _files_source(store: str, directory: Path) -> None:
+    from connect_runtime import run_source
+
+    directory.mkdir()
+    for i in range(FILE_COUNT):
+        (directory / f"orders-{i:04d}.jsonl").write_text(json.dumps({"id": i}) + "\n")
+    result = run_source({"name": FILES, "connector.class": "connect_runtime.connectors.files.DirectorySource",
+                         "directory": str(directory), "topic": FILES, "file.final.ms": 0,
+                         "directory.scan.interval.ms": 0}, store, ledger_key={"interval": "files"})
+    assert result.records == FILE_COUNT, result
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, kafka_store: str) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("ui")
@@ -242,6 +270,8 @@ def server(tmp_path_factory: pytest.TempPathFactory, kafka_store: str) -> Iterat
                check=False)  # audit fails
     _fenced_attempt(f"sqlite:///{home / 'pyconnect' / 'pyconnect.db'}")
     _forget_hosts(f"sqlite:///{home / 'pyconnect' / 'pyconnect.db'}", "ui-fenced")
+    _trickle(f"sqlite:///{home / 'pyconnect' / 'pyconnect.db'}")
+    _files_source(f"sqlite:///{home / 'pyconnect' / 'pyconnect.db'}", tmp / "files")
     log = tmp / "api-server.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen([str(Path(af.env()["PATH"].split(os.pathsep)[0]) / "airflow"), "api-server",
@@ -293,7 +323,7 @@ def test_offsets_lag_and_own_offsets_on_sqlite(server: Server) -> None:
     assert status == 200, body
     assert body["backend"] == "sqlite" and body["location"].endswith("pyconnect/pyconnect.db")
     c = _by_name(body)
-    assert set(c) == {TOPIC, f"{TOPIC}-reader", f"{TOPIC}-archive", f"{TOPIC}-audit", "ui-fenced"}
+    assert set(c) == {TOPIC, f"{TOPIC}-reader", f"{TOPIC}-archive", f"{TOPIC}-audit", "ui-fenced", TRICKLE, FILES}
     assert c[f"{TOPIC}-audit"]["state"] == "failed" and AUDIT_MISSING in c[f"{TOPIC}-audit"]["error"]
     src = c[TOPIC]
     assert src["kind"] == "source" and src["topics"] == [TOPIC] and not src["running"]
@@ -364,8 +394,18 @@ def test_runs_show_sink_runs_and_failed_or_fenced_attempts_with_the_reason(serve
         assert [r["run_id"] for r in rows] == day_runs and [r["generation"] for r in rows] == [1, 0]
         assert all(r["key"] == {"dag_id": DAG_ID, "task_id": task} and r["topics"] == [TOPIC] for r in rows)
         assert [r["host"] for r in rows] == [HOSTS[1], HOSTS[0]]
+    # the range each sink run delivered and the lag it left at its end (its target, or the end as it started,
+    # minus what it committed), as its registry record keeps them
+    reader, archive = by[f"{TOPIC}-reader"], by[f"{TOPIC}-archive"]
+    assert [(r["ranges"], r["lag"]) for r in reader] == [({TOPIC: {"0": [120, 240]}}, 60), ({TOPIC: {"0": [0, 120]}}, 30)]
+    assert [(r["ranges"], r["lag"], r["lag_partitions"]) for r in archive] == [
+        ({TOPIC: {"0": [150, 300]}}, 0, {TOPIC: {"0": 0}}), ({TOPIC: {"0": [0, 150]}}, 0, {TOPIC: {"0": 0}})]
+    trickle = by[TRICKLE]
+    assert [r["lag"] for r in trickle] == [300 - TRICKLE_RECORDS * k for k in range(TRICKLE_RUNS, 0, -1)]
+    assert [r["ranges"] for r in trickle][-2:] == [{TOPIC: {"0": [30, 60]}}, {TOPIC: {"0": [0, 30]}}]
     failed, ok = by[f"{TOPIC}-audit"]
     assert (ok["state"], ok["records"], ok["run_id"]) == ("stopped", 150, day_runs[1])
+    assert (ok["lag"], failed["lag"], failed["ranges"]) == (0, None, {}), "a failed run delivered nothing for good"
     assert (failed["state"], failed["kind"], failed["records"], failed["run_id"]) == ("failed", "sink", None, day_runs[0])
     assert "FileNotFoundError" in failed["error"] and AUDIT_MISSING in failed["error"], failed
     assert failed["key"] == {"dag_id": DAG_ID, "task_id": "audit"} and failed["try_number"] == "1"
@@ -377,14 +417,17 @@ def test_runs_show_sink_runs_and_failed_or_fenced_attempts_with_the_reason(serve
     assert fenced["error"].startswith("fenced by generation 1") and "ProducerFencedError" in fenced["error"], fenced
     assert fenced["started"] < fencer["started"] <= fenced["finished"]
     assert (fencer["host"], fenced["host"]) == (None, None), "an entry written before hosts were kept still shows"
-    # one colour per connector, every connector of the store named
+    # one colour per connector, every connector of the store named, from its name only
     colours = body["colours"]
-    assert set(colours) == set(by) and len(set(colours.values())) == len(colours), colours
+    assert colours == {n: service.colour(n) for n in by}, colours
     status, kafka = server.request("GET", "/pyconnect/api/connections/pyconnect_kafka/runs", "viewer")
     assert status == 200, kafka
     assert {(r["connector"], r["kind"], r["state"], r["records"]) for r in kafka["runs"]} >= {
         ("kafka-orders", "source", "stopped", None), ("kafka-orders-reader", "sink", "stopped", 50)}
     assert {r["host"] for r in kafka["runs"] if r["connector"] == "kafka-orders-reader"} == {socket.gethostname()}
+    (kreader,) = [r for r in kafka["runs"] if r["connector"] == "kafka-orders-reader"]
+    (span,) = kreader["ranges"]["ui-kafka-orders"].values()  # 50 records; on Kafka offsets count commit markers too
+    assert span[0] == 0 and span[1] >= 50 and kreader["lag"] > 0, kreader
 
 
 def test_offsets_of_a_connector_that_never_ran_are_404(server: Server) -> None:
@@ -472,109 +515,238 @@ def test_a_viewer_cannot_change_offsets(server: Server) -> None:
 
 
 OVERFLOW_JS = "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+OVERLAPS_JS = """svg => {  // pairs of time labels whose boxes intersect
+  const boxes = [...svg.querySelectorAll('text.tick')].map(t => [t.textContent, t.getBoundingClientRect()]);
+  const out = [];
+  boxes.forEach(([a, p], i) => boxes.slice(i + 1).forEach(([b, q]) => {
+    if (p.left < q.right && q.left < p.right && p.top < q.bottom && q.top < p.bottom) out.push([a, b]);
+  }));
+  return [boxes.length, out];
+}"""
 
 
-@pytest.mark.parametrize("width", [1280, 1920])
-def test_the_page_in_chromium(server: Server, tmp_path: Path, width: int) -> None:
-    """Through Airflow's navigation (Browse > Connectors) at ``width`` px: the cards, the runs table with sink
-    runs and failed / fenced attempts and their reasons and the host of each attempt, the chart in one colour per connector with its legend;
-    no horizontal overflow, neither of Airflow's page nor of the view in its iframe. Screenshots:
-    ``docs/connectors-view.png`` (1,280) and ``docs/connectors-view-1920.png`` with
-    ``PYCONNECT_UPDATE_SCREENSHOT=1``."""
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One headless Chromium for the module's page tests (each opens its own context)."""
     if not os.path.exists(CHROMIUM):
         unavailable("no Chromium (chromium on PATH or /usr/bin/chromium): apt-get install -y chromium",
                     ".ci/run installs chromium")
     from playwright.sync_api import sync_playwright
 
-    shot = tmp_path / f"connectors-view-{width}.png"
-    status, api_runs = server.request("GET", "/pyconnect/api/connections/pyconnect_default/runs", "admin")
-    assert status == 200, api_runs
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
             "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
             "--disable-component-update", "--disable-sync"])
         try:
-            ctx = browser.new_context(viewport={"width": width, "height": 1500})
-            ctx.add_cookies([{"name": "_token", "value": server.tokens["admin"], "url": server.base}])
-            page = ctx.new_page()
-            page.goto(f"{server.base}/", wait_until="domcontentloaded", timeout=60_000)
-            try:  # the navigation: Browse > Connectors
-                page.get_by_text("Browse", exact=True).first.click(timeout=60_000)
-                page.get_by_text("Connectors", exact=True).first.click(timeout=30_000)
-                page.wait_for_url("**/plugin/pyconnect_connectors", timeout=30_000)
-            except Exception:
-                page.screenshot(path=str(tmp_path / "nav-failed.png"))
-                raise
-            frame = page.frame_locator("iframe").first
-            card = frame.locator(f'.card[data-connector="{TOPIC}-reader"]')
-            card.wait_for(timeout=60_000)
-            default = frame.locator('.connection[data-conn="pyconnect_default"]')
-            default.locator("table.runs-table tr.run").first.wait_for(timeout=60_000)
-            assert "total lag 60" in card.inner_text()
-            assert "240" in card.inner_text() and "300" in card.inner_text()
-            src = frame.locator(f'.card[data-connector="{TOPIC}"]').inner_text()
-            assert '{"position":300}' in src and "source" in src
-            archive = frame.locator(f'.card[data-connector="{TOPIC}-archive"]').inner_text()
-            assert "keeps its own offsets" in archive and "total lag 0" in archive  # its lag, from its destination
-            links = frame.locator("a.ti-link")
-            assert links.count() >= 2 and f"/dags/{DAG_ID}/runs/" in (links.first.get_attribute("href") or "")
-
-            # the runs table: sink runs, a failed attempt with its reason, a fenced one
-            rows = default.locator("table.runs-table tr.run")
-            assert default.locator(f'tr.run[data-connector="{TOPIC}-reader"][data-state="stopped"]').count() == 2
-            failed = default.locator(f'tr.run[data-connector="{TOPIC}-audit"][data-state="failed"]')
-            assert failed.count() == 1 and AUDIT_MISSING in failed.inner_text() and "audit" in failed.inner_text()
-            fenced = default.locator('tr.run[data-connector="ui-fenced"][data-state="fenced"]')
-            assert fenced.count() == 1 and "fenced by generation 1" in fenced.inner_text()
-            assert rows.count() == len(api_runs["runs"])
-            # the host column: the worker of each attempt as Airflow names it; none for an entry written before
-            assert "host" in default.locator("table.runs-table th").all_inner_texts()
-            hosts = default.locator(f'tr.run[data-connector="{TOPIC}"] td.host').all_inner_texts()
-            assert hosts == [HOSTS[1], HOSTS[0]], hosts
-            assert fenced.locator("td.host").inner_text() == "\u2013"  # an en dash: unknown
-
-            # the chart: one colour per connector, as the API says, named in its legend
-            colours = api_runs["colours"]
-            legend = {e.get_attribute("data-connector"): e.get_attribute("data-colour")
-                      for e in default.locator(".legend-item[data-connector]").all()}
-            fills = {b.get_attribute("data-connector"): b.get_attribute("fill")
-                     for b in default.locator("svg.runs-chart rect.bar").all()}
-            assert set(fills) == {TOPIC, f"{TOPIC}-reader", f"{TOPIC}-archive", f"{TOPIC}-audit"}, fills
-            assert len(set(fills.values())) == len(fills), "one colour per connector"
-            assert all(fills[n] == colours[n] == legend[n] for n in fills), (fills, legend, colours)
-            assert set(legend) == set(fills) | {"ui-fenced"}  # ui-fenced has crosses only (no records counted)
-            assert default.locator("svg.runs-chart .attempt-mark").count() == 2  # the failed and the fenced one
-
-            broken = frame.locator('.connection[data-conn="pyconnect_broken"] .store-error')
-            broken.wait_for(timeout=60_000)
-            assert broken.inner_text().startswith("pyconnect_broken: store unreachable")
-            assert SECRET not in page.content() and SECRET not in frame.locator("body").inner_text()
-            frame.locator('.connection[data-conn="pyconnect_kafka"] table.runs-table').wait_for(timeout=60_000)
-            kc = frame.locator(f'.connection[data-conn="pyconnect_kafka"] .card[data-connector="{KC_NAME}"]')
-            kc.wait_for(timeout=60_000)  # a name with offsets and no run: its card says so, with its offsets
-            assert "No run of it in this store" in kc.inner_text() and '{"position":120}' in kc.inner_text()
-
-            # no horizontal overflow: Airflow's page, and the view inside its iframe
-            view = next(f for f in page.frames if "/pyconnect/ui" in f.url)
-            outer, inner = page.evaluate(OVERFLOW_JS), view.evaluate(OVERFLOW_JS)
-            assert outer[0] <= outer[1] and inner[0] <= inner[1], f"overflow at {width} px: page {outer}, view {inner}"
-            page.screenshot(path=str(shot), full_page=False)
-
-            # the page on its own at this width (the operator's extra link opens it on its connector)
-            page.goto(f"{server.base}/pyconnect/ui?conn=pyconnect_default&connector={TOPIC}-reader",
-                      wait_until="domcontentloaded")
-            page.locator(f'.card.focus[data-connector="{TOPIC}-reader"]').wait_for(timeout=60_000)
-            page.locator('.connection[data-conn="pyconnect_default"] table.runs-table').wait_for(timeout=60_000)
-            assert page.locator(".card.focus").count() == 1
-            alone = page.evaluate(OVERFLOW_JS)
-            assert alone[0] <= alone[1], f"the page alone overflows at {width} px: {alone}"
+            yield chromium
         finally:
-            browser.close()
+            chromium.close()
+
+
+def _logged_in(browser: Any, server: Server, width: int) -> Any:
+    """A browser context of the given width with Airflow's session: the ``_token`` cookie of user admin."""
+    ctx = browser.new_context(viewport={"width": width, "height": 1500})
+    ctx.add_cookies([{"name": "_token", "value": server.tokens["admin"], "url": server.base}])
+    return ctx
+
+
+def _no_label_overlaps(scope: Any) -> int:
+    """Asserts that no two time labels of any chart in ``scope`` overlap; the number of labels drawn."""
+    drawn = 0
+    for svg in scope.locator("svg.chart-svg").all():
+        count, overlaps = svg.evaluate(OVERLAPS_JS)
+        assert not overlaps, f"time labels overlap in {svg.get_attribute('class')}: {overlaps}"
+        drawn += count
+    return drawn
+
+
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_the_page_in_chromium(server: Server, browser: Any, tmp_path: Path, width: int) -> None:
+    """Through Airflow's navigation (Browse > Connectors) at ``width`` px: the cards, the runs table with sink
+    runs and failed / fenced attempts and their reasons and the host of each attempt, the charts in one colour per
+    connector with their legend, time labels that never overlap; no horizontal overflow, neither of Airflow's page
+    nor of the view in its iframe. Screenshots: ``docs/connectors-view.png`` (1,280) and
+    ``docs/connectors-view-1920.png`` with ``PYCONNECT_UPDATE_SCREENSHOT=1``."""
+    shot = tmp_path / f"connectors-view-{width}.png"
+    status, api_runs = server.request("GET", "/pyconnect/api/connections/pyconnect_default/runs", "admin")
+    assert status == 200, api_runs
+    ctx = _logged_in(browser, server, width)
+    try:
+        page = ctx.new_page()
+        page.goto(f"{server.base}/", wait_until="domcontentloaded", timeout=60_000)
+        try:  # the navigation: Browse > Connectors
+            page.get_by_text("Browse", exact=True).first.click(timeout=60_000)
+            page.get_by_text("Connectors", exact=True).first.click(timeout=30_000)
+            page.wait_for_url("**/plugin/pyconnect_connectors", timeout=30_000)
+        except Exception:
+            page.screenshot(path=str(tmp_path / "nav-failed.png"))
+            raise
+        frame = page.frame_locator("iframe").first
+        card = frame.locator(f'.card[data-connector="{TOPIC}-reader"]')
+        card.wait_for(timeout=60_000)
+        default = frame.locator('.connection[data-conn="pyconnect_default"]')
+        default.locator("table.runs-table tr.run").first.wait_for(timeout=60_000)
+        assert "total lag 60" in card.inner_text()
+        assert "240" in card.inner_text() and "300" in card.inner_text()
+        src = frame.locator(f'.card[data-connector="{TOPIC}"]').inner_text()
+        assert '{"position":300}' in src and "source" in src
+        archive = frame.locator(f'.card[data-connector="{TOPIC}-archive"]').inner_text()
+        assert "keeps its own offsets" in archive and "total lag 0" in archive  # its lag, from its destination
+        links = frame.locator("a.ti-link")
+        assert links.count() >= 2 and f"/dags/{DAG_ID}/runs/" in (links.first.get_attribute("href") or "")
+
+        # the runs table: sink runs, a failed attempt with its reason, a fenced one
+        rows = default.locator("table.runs-table tr.run")
+        assert default.locator(f'tr.run[data-connector="{TOPIC}-reader"][data-state="succeeded"]').count() == 2
+        failed = default.locator(f'tr.run[data-connector="{TOPIC}-audit"][data-state="failed"]')
+        assert failed.count() == 1 and AUDIT_MISSING in failed.inner_text() and "audit" in failed.inner_text()
+        fenced = default.locator('tr.run[data-connector="ui-fenced"][data-state="fenced"]')
+        assert fenced.count() == 1 and "fenced by generation 1" in fenced.inner_text()
+        assert rows.count() == len(api_runs["runs"])
+        # the host column: the worker of each attempt as Airflow names it; none for an entry written before
+        assert "host" in default.locator("table.runs-table th").all_inner_texts()
+        hosts = default.locator(f'tr.run[data-connector="{TOPIC}"] td.host').all_inner_texts()
+        assert hosts == [HOSTS[1], HOSTS[0]], hosts
+        assert fenced.locator("td.host").inner_text() == "\u2013"  # an en dash: unknown
+
+        # the records chart: one colour per connector, as the API says, named in its legend
+        colours = api_runs["colours"]
+        legend = {e.get_attribute("data-connector"): e.get_attribute("data-colour")
+                  for e in default.locator(".legend-item[data-connector]").all()}
+        fills = {b.get_attribute("data-connector"): b.get_attribute("fill")
+                 for b in default.locator("svg.runs-chart rect.bar").all()}
+        counted = {r["connector"] for r in api_runs["runs"] if r["records"] is not None}
+        assert set(fills) == counted == {TOPIC, f"{TOPIC}-reader", f"{TOPIC}-archive", f"{TOPIC}-audit", TRICKLE,
+                                         FILES}, fills
+        assert all(fills[n] == colours[n] == legend[n] for n in fills), (fills, legend, colours)
+        assert set(legend) == set(fills) | {"ui-fenced"}  # ui-fenced has crosses only (no records counted)
+        assert default.locator("svg.runs-chart .attempt-mark").count() == 2  # the failed and the fenced one
+        for chart in ("runs-chart", "rate-chart", "lag-chart"):
+            default.locator(f"svg.{chart}").wait_for(timeout=30_000)
+        assert len(api_runs["runs"]) >= 12 and _no_label_overlaps(default) >= 6
+
+        broken = frame.locator('.connection[data-conn="pyconnect_broken"] .store-error')
+        broken.wait_for(timeout=60_000)
+        assert broken.inner_text().startswith("pyconnect_broken: store unreachable")
+        assert SECRET not in page.content() and SECRET not in frame.locator("body").inner_text()
+        frame.locator('.connection[data-conn="pyconnect_kafka"] table.runs-table').wait_for(timeout=60_000)
+        kc = frame.locator(f'.connection[data-conn="pyconnect_kafka"] .card[data-connector="{KC_NAME}"]')
+        kc.wait_for(timeout=60_000)  # a name with offsets and no run: its card says so, with its offsets
+        assert "No run of it in this store" in kc.inner_text() and '{"position":120}' in kc.inner_text()
+
+        # no horizontal overflow: Airflow's page, and the view inside its iframe
+        view = next(f for f in page.frames if "/pyconnect/ui" in f.url)
+        outer, inner = page.evaluate(OVERFLOW_JS), view.evaluate(OVERFLOW_JS)
+        assert outer[0] <= outer[1] and inner[0] <= inner[1], f"overflow at {width} px: page {outer}, view {inner}"
+        page.screenshot(path=str(shot), full_page=False)
+
+        # the page on its own at this width (the operator's extra link opens it on its connector)
+        page.goto(f"{server.base}/pyconnect/ui?conn=pyconnect_default&connector={TOPIC}-reader",
+                  wait_until="domcontentloaded")
+        page.locator(f'.card.focus[data-connector="{TOPIC}-reader"]').wait_for(timeout=60_000)
+        page.locator('.connection[data-conn="pyconnect_default"] table.runs-table').wait_for(timeout=60_000)
+        assert page.locator(".card.focus").count() == 1
+        alone = page.evaluate(OVERFLOW_JS)
+        assert alone[0] <= alone[1], f"the page alone overflows at {width} px: {alone}"
+    finally:
+        ctx.close()
     assert shot.stat().st_size > 20_000
     if os.environ.get("PYCONNECT_UPDATE_SCREENSHOT"):
         (REPO / "docs").mkdir(exist_ok=True)
         name = "connectors-view.png" if width == 1280 else f"connectors-view-{width}.png"
         (REPO / "docs" / name).write_bytes(shot.read_bytes())
+
+
+def _points(scope: Any, selector: str) -> list[tuple[str, int, float]]:
+    return [(p.get_attribute("data-connector") or "", int(p.get_attribute("data-updated") or 0),
+             float(p.get_attribute("data-value") or "nan")) for p in scope.locator(selector).all()]
+
+
+def test_the_charts_and_what_a_new_user_reads_in_chromium(server: Server, browser: Any) -> None:
+    """At 1,280 px, the page alone: the records/s points are records / duration of the runs the API lists, the lag
+    points the lags their records keep; successful runs read "succeeded" (the connector's badge keeps Kafka
+    Connect's state, named as such); each sink run shows the range it delivered; the card of a source with 220
+    partitions shows ten and "… and 210 more", a toggle away from all of them."""
+    status, api = server.request("GET", "/pyconnect/api/connections/pyconnect_default/runs", "admin")
+    assert status == 200, api
+    ctx = _logged_in(browser, server, 1280)
+    try:
+        page = ctx.new_page()
+        page.goto(f"{server.base}/pyconnect/ui", wait_until="domcontentloaded", timeout=60_000)
+        default = page.locator('.connection[data-conn="pyconnect_default"]')
+        default.locator("svg.lag-chart circle.lag-point").first.wait_for(timeout=60_000)
+
+        rates = sorted(_points(default, "svg.rate-chart circle.rate-point"))
+        want = sorted((r["connector"], r["updated"], r["records"] / ((r["finished"] - r["started"]) / 1000))
+                      for r in api["runs"] if r["records"] is not None and r["state"] == "stopped"
+                      and r["finished"] and r["started"] and r["finished"] > r["started"])
+        assert [p[:2] for p in rates] == [w[:2] for w in want] and len(want) >= 12, (rates, want)
+        assert all(p[2] == pytest.approx(w[2], rel=1e-9) for p, w in zip(rates, want, strict=True)), (rates, want)
+        lags = sorted(_points(default, "svg.lag-chart circle.lag-point"))
+        assert lags == sorted((r["connector"], r["updated"], float(r["lag"])) for r in api["runs"]
+                              if r["kind"] == "sink" and r["lag"] is not None), lags
+        trickle = [v for n, _, v in lags if n == TRICKLE]
+        assert trickle == [300 - TRICKLE_RECORDS * k for k in range(1, TRICKLE_RUNS + 1)], "oldest first"
+        assert default.locator(f'svg.lag-chart polyline.series[data-connector="{TRICKLE}"]').count() == 1
+        assert _no_label_overlaps(default) >= 6
+
+        # outcomes: "succeeded" where a run ended well; the card's badge is the connector's state, said to be so
+        outcomes = default.locator("table.runs-table td.outcome .badge.state").all_inner_texts()
+        assert "stopped" not in outcomes and outcomes.count("succeeded") >= 12 and {"failed", "fenced"} <= set(outcomes)
+        audit = default.locator(f'.card[data-connector="{TOPIC}-audit"]')
+        assert audit.locator(".badge.conn-state").inner_text() == "connector FAILED"
+        assert "Kafka Connect" in (audit.locator(".badge.conn-state").get_attribute("title") or "")
+        assert audit.locator(".badge.last-run").inner_text() == "last run failed"
+        reader = default.locator(f'.card[data-connector="{TOPIC}-reader"]')
+        assert (reader.locator(".badge.conn-state").inner_text(), reader.locator(".badge.last-run").inner_text()) == (
+            "connector STOPPED", "last run succeeded")
+
+        # the range each sink run delivered, and the lag it left
+        delivered = default.locator(f'tr.run[data-connector="{TOPIC}-reader"] td.ranges').all_inner_texts()
+        assert delivered == [f"{TOPIC}/0 120\u2192240", f"{TOPIC}/0 0\u2192120"], delivered
+        assert default.locator(f'tr.run[data-connector="{TOPIC}-reader"] .end-lag').all_inner_texts() == ["lag 60", "lag 30"]
+
+        # a source with 220 partitions: ten rows and "… and 210 more", the card stays short; the toggle shows all
+        files = default.locator(f'.card[data-connector="{FILES}"]')
+        visible = files.locator("table.offsets tr:visible")
+        assert visible.count() == 1 + 10 and "… and 210 more source partitions" in files.inner_text()
+        short = files.bounding_box()
+        assert short is not None and short["height"] < 600, short
+        files.locator("button.more-toggle").click()
+        assert visible.count() == 1 + FILE_COUNT
+        files.locator("button.more-toggle").click()
+        assert visible.count() == 1 + 10
+    finally:
+        ctx.close()
+
+
+def test_a_connectors_colour_stays_when_other_connectors_appear(server: Server, browser: Any) -> None:
+    """Every connector's colour in the page is :func:`service.colour` of its name; a new connector run into the store
+    takes its own, and every other colour stays what it was."""
+    from connect_runtime import run_source
+
+    def legend(page: Any) -> dict[str, str]:
+        page.goto(f"{server.base}/pyconnect/ui", wait_until="domcontentloaded", timeout=60_000)
+        default = page.locator('.connection[data-conn="pyconnect_default"]')
+        default.locator(".legend-item[data-connector]").first.wait_for(timeout=60_000)
+        return {e.get_attribute("data-connector") or "": e.get_attribute("data-colour") or ""
+                for e in default.locator(".legend-item[data-connector]").all()}
+
+    ctx = _logged_in(browser, server, 1280)
+    try:
+        page = ctx.new_page()
+        before = legend(page)
+        assert before == {n: service.colour(n) for n in before} and len(before) >= 7, before
+        newcomer = "ui-aaa-newcomer"  # sorts first: a colour by position would shift every other one
+        run_source({"name": newcomer, "connector.class": "connect_runtime.connectors.datagen.DataGenSource",
+                    "topic": newcomer, "max.records": 5}, f"sqlite:///{server.home / 'pyconnect' / 'pyconnect.db'}",
+                   ledger_key={"interval": "newcomer"})
+        after = legend(page)
+        assert after == {**before, newcomer: service.colour(newcomer)}, (before, after)
+        swatch = page.locator(f'.card[data-connector="{newcomer}"] .swatch').get_attribute("style") or ""
+        assert service.colour(newcomer) in swatch, swatch
+    finally:
+        ctx.close()
 
 
 # -- changing offsets -------------------------------------------------------------------------------

@@ -44,11 +44,12 @@ from connect_runtime.api.errors import (
 )
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends.base import Backend
+from connect_runtime.ranges import merge as merge_ranges
 from connect_runtime.runtime.fencing import fenced_by_newer, join_generation
 from connect_runtime.runtime.registry import ConnectorRecord, Registry
 from connect_runtime.runtime.sink.planning import assign, plan, plan_task
 from connect_runtime.runtime.sink.result import ProgressCallback, SinkRunResult
-from connect_runtime.runtime.sink.run import SinkRun, _mirror
+from connect_runtime.runtime.sink.run import SinkRun, _mirror, end_lag
 from connect_runtime.runtime.task import WorkerTask
 from connect_runtime.runtime.worker import Generation
 
@@ -212,6 +213,7 @@ class SinkTaskRun(SinkRun):
         result = self.result()
         index, topics = int(self.index), set(result.committed) | set(result.ranges)
         mirror = _mirror(self.connector, self.config, 0)  # {} for a sink that keeps no offsets in its destination
+        lag = end_lag(self.workers, mirror)
 
         def done(have: ConnectorRecord) -> None:
             if index not in (have.done_tasks or []):
@@ -219,6 +221,10 @@ class SinkTaskRun(SinkRun):
             have.done_tasks = sorted(set(have.done_tasks or []) | {index})
             have.heartbeat = now
             have.topics = sorted(set(have.topics) | topics)
+            have.ranges = merge_ranges(have.ranges or {}, result.ranges)  # the plan's tasks read disjoint partitions
+            have.end_lag = dict(have.end_lag or {})
+            for topic, parts in lag.items():
+                have.end_lag[topic] = {**have.end_lag.get(topic, {}), **parts}
             for k, v in mirror.items():
                 setattr(have, k, v)
             if len(have.done_tasks) >= have.tasks and have.state == "running":

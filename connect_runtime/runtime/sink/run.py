@@ -228,8 +228,10 @@ class SinkRun(ConnectorRun[SinkRunResult]):
         configured = self.values.get("topics")
         if isinstance(configured, (list, tuple)):
             topics |= {str(t) for t in configured}
-        records = {} if result is None else {"records": result.records}  # the run's attempt in the registry
-        self.generation.finish(failed, sorted(topics), **_mirror(self.connector, self.config, self.floor), **records)
+        mirror = _mirror(self.connector, self.config, self.floor)
+        done = {} if result is None else {"records": result.records, "ranges": result.ranges,  # the run's attempt
+                                          "end_lag": end_lag(self.workers, mirror)}
+        self.generation.finish(failed, sorted(topics), **mirror, **done)
 
     def result(self) -> SinkRunResult:
         if self._result is None:
@@ -324,6 +326,20 @@ def _mirror(connector: SinkConnector, config: Mapping[str, Any], floor: int) -> 
     return destination_mirror(dest)
 
 
+def end_lag(workers: Sequence[SinkWorkerTask], mirror: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """The lag a run left at its end, ``{topic: {"<partition>": records}}`` per partition its tasks were assigned:
+    the target (``until_offsets``, else the end as the run started; lowered where the partition ended before it)
+    minus what it committed: the group's last commit, or for a sink that keeps its offsets in its destination, what
+    the destination holds after the run (``mirror``: :func:`destination_mirror`). For the registry."""
+    kept = {TopicPartition(str(t), int(p)): int(o) for t, p, o in mirror.get("destination_offsets") or ()}
+    out: dict[str, dict[str, int]] = {}
+    for w in workers:
+        for tp, target in sorted(w.positions.target.items()):
+            done = kept.get(tp, w.commits.last_committed.get(tp, target))
+            out.setdefault(tp.topic, {})[str(tp.partition)] = max(0, target - done)
+    return out
+
+
 def destination_mirror(dest: DestinationOffsets) -> dict[str, Any]:
     """The registry fields mirroring a destination's offsets."""
     return {"owns_offsets": True, "destination": dest.where,
@@ -331,4 +347,4 @@ def destination_mirror(dest: DestinationOffsets) -> dict[str, Any]:
             "destination_read": int(time.time() * 1000)}
 
 
-__all__ = ["Budget", "SinkRun", "SinkRunState", "destination_mirror", "run_sink"]
+__all__ = ["Budget", "SinkRun", "SinkRunState", "destination_mirror", "end_lag", "run_sink"]

@@ -83,8 +83,51 @@ def test_overview_and_runs_of_a_store_filled_by_real_runs(monkeypatch: pytest.Mo
     assert (sink_run["state"], sink_run["records"], sink_run["error"], sink_run["topics"]) == ("stopped", 60, None, ["o"])
     assert sink_run["started"] <= sink_run["finished"] == sink_run["updated"]
     assert (entry["host"], sink_run["host"], sink_run["workers"]) == (socket.gethostname(), socket.gethostname(), [])
-    assert got["colours"] == {"gen": service.PALETTE[0], "rd": service.PALETTE[1]}
+    # what the sink run delivered and the lag it left at its end (90 written, 60 read), from its registry record
+    assert (sink_run["ranges"], sink_run["lag"], sink_run["lag_partitions"]) == ({"o": {"0": [0, 60]}}, 30, {"o": {"0": 30}})
+    assert (entry["lag"], entry["lag_partitions"]) == (None, None)
+    assert got["colours"] == {"gen": service.colour("gen"), "rd": service.colour("rd")}
     assert "pc_unit" in [c["conn_id"] for c in service.connection_ids(db=lambda: [])]
+
+
+def test_a_fanned_out_sink_run_records_what_each_task_delivered_and_left(monkeypatch: pytest.MonkeyPatch,
+                                                                         tmp_path: Path) -> None:
+    """A fanned-out sink generation (one plan, each task its own run): its attempt holds every task's range and the
+    lag each left (task 0 stops 10 short of its target, task 1 reads to it)."""
+    from airflow_pyconnect.plugins import service
+    from connect_runtime import plan_sink, run_sink_task, run_source
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    _conn(monkeypatch, "pc_fan", host=url)
+    for topic in ("a", "b"):
+        run_source({"name": f"gen-{topic}", "connector.class": "connect_runtime.connectors.datagen.DataGenSource",
+                    "topic": topic, "max.records": 20}, url)
+    config = {"name": "fan", "connector.class": "tests.support.sink_helpers.RecordingSinkConnector", "topics": "a,b",
+              "tasks.max": 2, "log.path": str(tmp_path / "log.jsonl")}
+    plan = plan_sink(config, url)
+    assert [[p[0] for p in t["partitions"]] for t in plan["tasks"]] == [["a"], ["b"]], plan
+    run_sink_task(config, url, plan, 0, max_records=10)
+    run_sink_task(config, url, plan, 1)
+    (row,) = [r for r in service.runs("pc_fan", run_ids=lambda keys: {})["runs"] if r["connector"] == "fan"]
+    assert (row["state"], row["records"]) == ("stopped", 30), row
+    assert row["ranges"] == {"a": {"0": [0, 10]}, "b": {"0": [0, 20]}}, row
+    assert (row["lag"], row["lag_partitions"]) == (10, {"a": {"0": 10}, "b": {"0": 0}}), row
+
+
+def test_a_connectors_colour_depends_on_its_name_only() -> None:
+    """FNV-1a of the name into the palette: the same colour whatever other connectors exist or in which order
+    they come, the palette's colours all used, and known values (the page and its screenshots rely on them)."""
+    from airflow_pyconnect.plugins import service
+
+    names = [f"connector-{i}" for i in range(200)]
+    alone = {n: service.colours([n])[n] for n in names}
+    assert service.colours(list(reversed(names))) == alone
+    together = service.colours(["aaa", *names, "zzz"])
+    assert all(together[n] == alone[n] for n in names), "another connector changed a colour"
+    assert set(alone.values()) == set(service.PALETTE) and len(set(service.PALETTE)) == 20
+    assert (service.colour(""), service.colour("a"), service.colour("ui-orders")) == (
+        service.PALETTE[0x811C9DC5 % 20], service.PALETTE[0xE40C292C % 20], service.PALETTE[15])
+    assert all(c.startswith("#") and len(c) == 7 for c in service.PALETTE)
 
 
 def test_an_attempt_recorded_before_hosts_were_kept_is_a_row_without_host() -> None:
@@ -93,6 +136,7 @@ def test_an_attempt_recorded_before_hosts_were_kept_is_a_row_without_host() -> N
     row = service._attempt_row({"connector": "old", "kind": "source", "generation": 3, "state": "stopped",
                                 "started": 1, "finished": 2, "context": None, "topics": []}, [])
     assert (row["host"], row["workers"], row["state"]) == (None, [], "stopped")
+    assert (row["ranges"], row["lag"], row["lag_partitions"]) == ({}, None, None), "no range or lag kept then"
 
 
 def test_runs_show_failed_and_fenced_attempts_with_the_reason_masked(monkeypatch: pytest.MonkeyPatch,
