@@ -1,0 +1,51 @@
+"""Test DAG: a source run on a secured Kafka connection handed to a real ``spark-submit`` job by
+``PyConnectSparkSubmitOperator``, the credentials resolved in the worker from the same connection.
+
+``$PYCONNECT_TEST_SPARK_CONN``: the ``pyconnect`` connection (source and Spark job); ``$PYCONNECT_TEST_SPARK_REFUSED``:
+one whose password is wrong (its Spark task must fail before ``spark-submit``, as must ``spark_cluster``, in cluster
+deploy mode); ``$PYCONNECT_TEST_SPARK_TOPIC`` and
+``$PYCONNECT_TEST_SPARK_CONNECTOR`` the names the connection's principal is granted; ``$PYCONNECT_TEST_SPARK_APP`` the
+job, ``$PYCONNECT_TEST_SPARK_OUT`` where it writes what it read. Without them the DAG has no task.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from typing import Any
+
+from airflow.sdk import DAG, task
+
+from airflow_pyconnect.operators.source import PyConnectSourceOperator
+from airflow_pyconnect.operators.spark_submit import PyConnectSparkSubmitOperator
+from airflow_pyconnect.spark import spark_handoff, spark_submit_kwargs
+
+CONN = os.environ.get("PYCONNECT_TEST_SPARK_CONN", "")
+REFUSED = os.environ.get("PYCONNECT_TEST_SPARK_REFUSED", "")
+TOPIC = os.environ.get("PYCONNECT_TEST_SPARK_TOPIC", "")
+CONNECTOR = os.environ.get("PYCONNECT_TEST_SPARK_CONNECTOR", "")
+APP = os.environ.get("PYCONNECT_TEST_SPARK_APP", "")
+OUT = os.environ.get("PYCONNECT_TEST_SPARK_OUT", "/tmp/pyconnect-test-spark-secure.json")
+
+with DAG(dag_id="pyconnect_test_spark_secure", schedule=None, start_date=datetime(2026, 1, 1), catchup=False):
+    if CONN:
+        src = PyConnectSourceOperator(
+            task_id="src", pyconnect_conn_id=CONN, retries=0,
+            connector_config={"name": CONNECTOR, "connector.class": "connect_runtime.connectors.datagen.DataGenSource",
+                              "topic": TOPIC, "max.records": "200", "batch.size": "50", "tasks.max": "2",
+                              "poll.idle.timeout.ms": "200"},
+        )
+
+        @task(retries=0)
+        def handoff(result: dict[str, Any]) -> dict[str, Any]:
+            return spark_handoff(result, pyconnect_conn_id=CONN)
+
+        handed = handoff(src.output)
+        for task_id, conn, mode in (("spark", CONN, "client"), ("spark_refused", REFUSED, "client"),
+                                    ("spark_cluster", CONN, "cluster")):
+            spark = PyConnectSparkSubmitOperator(
+                task_id=task_id, pyconnect_conn_id=conn, application=APP, name=task_id, retries=0, deploy_mode=mode,
+                **spark_submit_kwargs(handed, kafka=True, args=["--out", OUT],
+                                      conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}),
+            )
+            handed >> spark
