@@ -10,7 +10,8 @@ This operator takes one more argument, ``pyconnect_conn_id``, a name. In ``execu
 task, at run time:
 
 1. it resolves that ``pyconnect`` connection (:class:`~airflow_pyconnect.hooks.pyconnect.PyConnectHook`, which
-   registers its secrets with Airflow's masker);
+   registers its secrets with Airflow's masker; a key read from the file ``ssl.key.location`` names is registered
+   too);
 2. on a Kafka backend with security settings (anything but PLAINTEXT), it keeps their security part, every PEM
    file read inline (:func:`connect_runtime.spark_kafka.handoff_settings`: OAUTHBEARER and other settings Spark's
    Kafka source cannot take fail here, naming the setting), refuses cluster deploy mode (below), and checks that the
@@ -48,7 +49,12 @@ except ImportError as exc:
     raise ImportError("PyConnectSparkSubmitOperator needs Airflow's Spark provider (apache-airflow-providers-apache-spark), "
                       "which is not installed: pip install 'airflow-pyconnect[spark]'", name=exc.name) from exc
 
-from airflow_pyconnect.hooks.pyconnect import DEFAULT_CONN_ID, PyConnectHook, open_backend_at
+from airflow_pyconnect.hooks.pyconnect import (
+    DEFAULT_CONN_ID,
+    PyConnectHook,
+    open_backend_at,
+    register_secrets,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -86,6 +92,7 @@ class PyConnectSparkSubmitOperator(SparkSubmitOperator):
     def execute(self, context: Context) -> None:
         from airflow.sdk.exceptions import AirflowFailException
 
+        from connect_runtime.api.config import HIDDEN, mask
         from connect_runtime.spark_kafka import SETTINGS_ENV, SecuritySettingsError, handoff_settings
 
         url, settings = PyConnectHook(pyconnect_conn_id=self.pyconnect_conn_id).backend_config()
@@ -97,6 +104,7 @@ class PyConnectSparkSubmitOperator(SparkSubmitOperator):
             raise AirflowFailException(f"connection {self.pyconnect_conn_id!r}: {exc}") from exc
         if not handed:
             return super().execute(context)
+        register_secrets(*(handed[k] for k, v in mask(handed).items() if v == HIDDEN))  # a key read from its file
         if SETTINGS_ENV in (self.env_vars or {}):
             raise AirflowFailException(f"env_vars must not set {SETTINGS_ENV}: it is templated (stored and shown); "
                                        "this operator sets it from the connection at run time")

@@ -3,9 +3,11 @@
 
 ``$PYCONNECT_TEST_SPARK_CONN``: the ``pyconnect`` connection (source and Spark job); ``$PYCONNECT_TEST_SPARK_REFUSED``:
 one whose password is wrong (its Spark task must fail before ``spark-submit``, as must ``spark_cluster``, in cluster
-deploy mode); ``$PYCONNECT_TEST_SPARK_TOPIC`` and
+deploy mode); ``$PYCONNECT_TEST_SPARK_MTLS``: the same principal by its client certificate (task ``spark_mtls``, whose job only
+checks what it was handed, for ``$PYCONNECT_TEST_SPARK_MTLS_BACKEND``, the mTLS listener); ``$PYCONNECT_TEST_SPARK_TOPIC`` and
 ``$PYCONNECT_TEST_SPARK_CONNECTOR`` the names the connection's principal is granted; ``$PYCONNECT_TEST_SPARK_APP`` the
-job, ``$PYCONNECT_TEST_SPARK_OUT`` where it writes what it read. Without them the DAG has no task.
+job, ``$PYCONNECT_TEST_SPARK_OUT`` the directory where each Spark task writes what it read (``<task_id>.json``).
+Without them the DAG has no task.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ from airflow_pyconnect.spark import spark_handoff, spark_submit_kwargs
 
 CONN = os.environ.get("PYCONNECT_TEST_SPARK_CONN", "")
 REFUSED = os.environ.get("PYCONNECT_TEST_SPARK_REFUSED", "")
+MTLS = os.environ.get("PYCONNECT_TEST_SPARK_MTLS", "")
+MTLS_BACKEND = os.environ.get("PYCONNECT_TEST_SPARK_MTLS_BACKEND") or None
 TOPIC = os.environ.get("PYCONNECT_TEST_SPARK_TOPIC", "")
 CONNECTOR = os.environ.get("PYCONNECT_TEST_SPARK_CONNECTOR", "")
 APP = os.environ.get("PYCONNECT_TEST_SPARK_APP", "")
-OUT = os.environ.get("PYCONNECT_TEST_SPARK_OUT", "/tmp/pyconnect-test-spark-secure.json")
+OUT = os.environ.get("PYCONNECT_TEST_SPARK_OUT", "/tmp/pyconnect-test-spark-secure")
 
 with DAG(dag_id="pyconnect_test_spark_secure", schedule=None, start_date=datetime(2026, 1, 1), catchup=False):
     if CONN:
@@ -41,11 +45,15 @@ with DAG(dag_id="pyconnect_test_spark_secure", schedule=None, start_date=datetim
             return spark_handoff(result, pyconnect_conn_id=CONN)
 
         handed = handoff(src.output)
-        for task_id, conn, mode in (("spark", CONN, "client"), ("spark_refused", REFUSED, "client"),
-                                    ("spark_cluster", CONN, "cluster")):
+        for task_id, conn, mode, backend in (("spark", CONN, "client", None), ("spark_refused", REFUSED, "client", None),
+                                             ("spark_cluster", CONN, "cluster", None),
+                                             ("spark_mtls", MTLS, "client", MTLS_BACKEND)):
+            if not conn:
+                continue
             spark = PyConnectSparkSubmitOperator(
                 task_id=task_id, pyconnect_conn_id=conn, application=APP, name=task_id, retries=0, deploy_mode=mode,
-                **spark_submit_kwargs(handed, kafka=True, args=["--out", OUT],
+                **spark_submit_kwargs(handed, kafka=True, backend=backend,
+                                      args=["--out", f"{OUT}/{task_id}.json", *(["--settings-only"] if backend else [])],
                                       conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}),
             )
             handed >> spark

@@ -1,11 +1,13 @@
 """Spark job of tests/integration/test_spark_handoff_secure.py: reads the handed-off committed range from the secured
 Kafka backend with the settings ``PyConnectSparkSubmitOperator`` put in its environment, and writes to ``--out`` the
-ids it read, the names of the settings it was handed, whether the variable was still in its environment afterwards,
+ids it read (none with ``--settings-only``: no Spark session), the names of the settings it was handed (and the
+SHA-256 of a client key among them), whether the variable was still in its environment afterwards,
 and the command line and environment names of the ``spark-submit`` JVM that started it (its parent)."""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -15,6 +17,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     for name in ("--backend", "--ranges", "--out"):
         parser.add_argument(name, required=True)
+    parser.add_argument("--settings-only", action="store_true", help="write what was handed over, start no Spark")
     args = parser.parse_args()
 
     from pyspark.sql import SparkSession
@@ -24,13 +27,17 @@ def main() -> None:
 
     settings = handed_settings(required=True)
     parent = Path(f"/proc/{os.getppid()}")
-    spark = SparkSession.builder.getOrCreate()
-    try:
-        rows = read_kafka_range(spark, args.backend, args.ranges, settings=settings).select("value").collect()
-    finally:
-        spark.stop()
+    ids: list[int] | None = None
+    if not args.settings_only:
+        spark = SparkSession.builder.getOrCreate()
+        try:
+            rows = read_kafka_range(spark, args.backend, args.ranges, settings=settings).select("value").collect()
+        finally:
+            spark.stop()
+        ids = [json.loads(bytes(row.value))["id"] for row in rows]
     Path(args.out).write_text(json.dumps({
-        "ids": [json.loads(bytes(row.value))["id"] for row in rows],
+        "ids": ids,
+        "key_sha256": hashlib.sha256(settings["ssl.key.pem"].encode()).hexdigest() if "ssl.key.pem" in settings else None,
         "handed": sorted(settings),
         "still_in_env": SETTINGS_ENV in os.environ,
         "parent_cmdline": (parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"),
