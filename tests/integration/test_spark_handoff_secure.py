@@ -144,3 +144,25 @@ def test_a_spark_submit_job_reads_the_committed_range_and_no_secret_is_kept(af: 
                                 ("the spark-submit JVM's command line", scram_read["parent_cmdline"]),
                                 ("the mTLS spark-submit JVM's command line", mtls_read["parent_cmdline"])]:
             assert secret not in haystack, f"{what} reached {where}"
+
+
+def test_the_check_before_spark_submit_needs_no_more_than_the_spark_roles_read(kafka_secure: SecuredKafka) -> None:
+    """The operator reads the cluster's metadata before ``spark-submit``: a principal granted only the Spark role's
+    Read on the topic passes it (Kafka lists only the topics it may describe); a wrong password is refused, naming the
+    broker, never the password."""
+    from airflow.sdk.exceptions import AirflowException
+
+    from airflow_pyconnect.operators.spark_submit import PyConnectSparkSubmitOperator
+
+    tag = uuid.uuid4().hex[:8]
+    topic, reader = f"spark-check-{tag}", f"spark-reader-{tag}"
+    _prepare(kafka_secure, topic)
+    kafka_secure.add_user(reader)
+    settings = {k: v for k, v in kafka_secure.sasl_settings(reader).items() if k != "bootstrap.servers"}
+    op = PyConnectSparkSubmitOperator(task_id="check", pyconnect_conn_id="unused")
+    [acl] = role_acls("spark", topic=topic)
+    kafka_secure.grant(reader, _snake(acl.resource_type), acl.name, _snake(acl.operation), pattern=acl.pattern)
+    op._check_credentials(kafka_secure.url, settings)
+    with pytest.raises(AirflowException, match="authentication failed") as failed:
+        op._check_credentials(kafka_secure.url, {**settings, "sasl.password": "not-it"})
+    assert "not-it" not in str(failed.value) and kafka_secure.listener("SASL").bootstrap in str(failed.value)
