@@ -46,8 +46,9 @@ from typing import TYPE_CHECKING, Any
 try:
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 except ImportError as exc:
-    raise ImportError("PyConnectSparkSubmitOperator needs Airflow's Spark provider (apache-airflow-providers-apache-spark), "
-                      "which is not installed: pip install 'airflow-pyconnect[spark]'", name=exc.name) from exc
+    raise ImportError("PyConnectSparkSubmitOperator needs Airflow's Spark provider "
+                      "(apache-airflow-providers-apache-spark), which is not installed: "
+                      "pip install 'airflow-pyconnect[spark]'", name=exc.name) from exc
 
 from airflow_pyconnect.hooks.pyconnect import (
     DEFAULT_CONN_ID,
@@ -102,6 +103,9 @@ class PyConnectSparkSubmitOperator(SparkSubmitOperator):
             handed = handoff_settings(settings)
         except SecuritySettingsError as exc:
             raise AirflowFailException(f"connection {self.pyconnect_conn_id!r}: {exc}") from exc
+        except OSError as exc:  # a PEM file ssl.*.location names (the message names its path)
+            raise AirflowFailException(f"connection {self.pyconnect_conn_id!r}: a PEM file its settings name cannot "
+                                       f"be read on this worker: {exc}") from exc
         if not handed:
             return super().execute(context)
         register_secrets(*(handed[k] for k, v in mask(handed).items() if v == HIDDEN))  # a key read from its file

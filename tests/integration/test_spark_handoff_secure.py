@@ -60,7 +60,8 @@ def _prepare(kafka: SecuredKafka, topic: str) -> None:
 
 
 def _snake(name: str) -> str:
-    """``TransactionalId`` -> ``transactional_id``, as :meth:`SecuredKafka.grant` names resource types and operations."""
+    """``TransactionalId`` -> ``transactional_id``: resource types and operations as :meth:`SecuredKafka.grant`
+    names them."""
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
@@ -103,8 +104,8 @@ def test_a_spark_submit_job_reads_the_committed_range_and_no_secret_is_kept(af: 
                                                              "ssl.certificate.location": str(cert.cert),
                                                              "ssl.key.location": str(cert.key)}),
            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-           "PYCONNECT_TEST_SPARK_CONN": "pyconnect_spark_secure", "PYCONNECT_TEST_SPARK_REFUSED": "pyconnect_spark_refused",
-           "PYCONNECT_TEST_SPARK_MTLS": "pyconnect_spark_mtls", "PYCONNECT_TEST_SPARK_MTLS_BACKEND": f"kafka://{mtls}",
+           "PYCONNECT_TEST_SPARK_CONN": "pyconnect_spark_secure",
+           "PYCONNECT_TEST_SPARK_REFUSED": "pyconnect_spark_refused", "PYCONNECT_TEST_SPARK_MTLS": "pyconnect_spark_mtls", "PYCONNECT_TEST_SPARK_MTLS_BACKEND": f"kafka://{mtls}",
            "PYCONNECT_TEST_SPARK_TOPIC": topic, "PYCONNECT_TEST_SPARK_CONNECTOR": connector,
            "PYCONNECT_TEST_SPARK_APP": str(JOB), "PYCONNECT_TEST_SPARK_OUT": str(out)}
     run = af.airflow("dags", "test", DAG_ID, extra_env=env, check=False, timeout=480)

@@ -1,12 +1,15 @@
 """Test DAG: a source run on a secured Kafka connection handed to a real ``spark-submit`` job by
 ``PyConnectSparkSubmitOperator``, the credentials resolved in the worker from the same connection.
 
-``$PYCONNECT_TEST_SPARK_CONN``: the ``pyconnect`` connection (source and Spark job); ``$PYCONNECT_TEST_SPARK_REFUSED``:
-one whose password is wrong (its Spark task must fail before ``spark-submit``, as must ``spark_cluster``, in cluster
-deploy mode); ``$PYCONNECT_TEST_SPARK_MTLS``: the same principal by its client certificate (task ``spark_mtls``, whose job only
-checks what it was handed, for ``$PYCONNECT_TEST_SPARK_MTLS_BACKEND``, the mTLS listener); ``$PYCONNECT_TEST_SPARK_TOPIC`` and
-``$PYCONNECT_TEST_SPARK_CONNECTOR`` the names the connection's principal is granted; ``$PYCONNECT_TEST_SPARK_APP`` the
-job, ``$PYCONNECT_TEST_SPARK_OUT`` the directory where each Spark task writes what it read (``<task_id>.json``).
+- ``$PYCONNECT_TEST_SPARK_CONN``: the ``pyconnect`` connection (source and task ``spark``);
+- ``$PYCONNECT_TEST_SPARK_REFUSED``: one whose password is wrong (task ``spark_refused`` must fail before
+  ``spark-submit``, as must ``spark_cluster``, in cluster deploy mode);
+- ``$PYCONNECT_TEST_SPARK_MTLS``: the same principal by its client certificate (task ``spark_mtls``, whose job only
+  checks what it was handed, for ``$PYCONNECT_TEST_SPARK_MTLS_BACKEND``, the mTLS listener);
+- ``$PYCONNECT_TEST_SPARK_TOPIC`` and ``$PYCONNECT_TEST_SPARK_CONNECTOR``: the names the principal is granted;
+- ``$PYCONNECT_TEST_SPARK_APP``: the job; ``$PYCONNECT_TEST_SPARK_OUT``: the directory where each Spark task's job
+  writes what it read (``<task_id>.json``).
+
 Without them the DAG has no task.
 """
 
@@ -45,15 +48,16 @@ with DAG(dag_id="pyconnect_test_spark_secure", schedule=None, start_date=datetim
             return spark_handoff(result, pyconnect_conn_id=CONN)
 
         handed = handoff(src.output)
-        for task_id, conn, mode, backend in (("spark", CONN, "client", None), ("spark_refused", REFUSED, "client", None),
-                                             ("spark_cluster", CONN, "cluster", None),
-                                             ("spark_mtls", MTLS, "client", MTLS_BACKEND)):
+        spark_tasks = [("spark", CONN, "client", None), ("spark_refused", REFUSED, "client", None),
+                       ("spark_cluster", CONN, "cluster", None), ("spark_mtls", MTLS, "client", MTLS_BACKEND)]
+        for task_id, conn, mode, backend in spark_tasks:
             if not conn:
                 continue
+            only = ["--settings-only"] if backend else []
             spark = PyConnectSparkSubmitOperator(
                 task_id=task_id, pyconnect_conn_id=conn, application=APP, name=task_id, retries=0, deploy_mode=mode,
                 **spark_submit_kwargs(handed, kafka=True, backend=backend,
-                                      args=["--out", f"{OUT}/{task_id}.json", *(["--settings-only"] if backend else [])],
+                                      args=["--out", f"{OUT}/{task_id}.json", *only],
                                       conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}),
             )
             handed >> spark

@@ -37,7 +37,8 @@ def main() -> None:
         ids = [json.loads(bytes(row.value))["id"] for row in rows]
     Path(args.out).write_text(json.dumps({
         "ids": ids,
-        "key_sha256": hashlib.sha256(settings["ssl.key.pem"].encode()).hexdigest() if "ssl.key.pem" in settings else None,
+        "key_sha256": hashlib.sha256(settings["ssl.key.pem"].encode()).hexdigest() if "ssl.key.pem" in settings
+        else None,
         "handed": sorted(settings),
         "still_in_env": SETTINGS_ENV in os.environ,
         "parent_cmdline": (parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"),
