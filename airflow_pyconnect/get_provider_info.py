@@ -103,7 +103,8 @@ def get_provider_info() -> dict[str, Any]:
             {
                 "integration-name": _INTEGRATION,
                 "python-modules": ["airflow_pyconnect.operators.source", "airflow_pyconnect.operators.sink",
-                                   "airflow_pyconnect.operators.fanout", "airflow_pyconnect.operators.fanout_sink"],
+                                   "airflow_pyconnect.operators.fanout", "airflow_pyconnect.operators.fanout_sink",
+                                   "airflow_pyconnect.operators.spark_submit"],
             }
         ],
         "sensors": [{"integration-name": _INTEGRATION, "python-modules": ["airflow_pyconnect.sensors.offsets"]}],

@@ -25,6 +25,9 @@ Four pieces:
   (``spark_submit_kwargs(..., kafka=True)`` passes them; ``avro=True`` also requires ``spark-avro``), so the job
   reads its range natively with :func:`connect_runtime.spark.read_kafka_range` instead of the Python data source,
   or an Avro topic as typed columns with :func:`connect_runtime.spark.read_kafka_avro`.
+- On a secured Kafka backend, pass these kwargs to
+  :class:`~airflow_pyconnect.operators.spark_submit.PyConnectSparkSubmitOperator` (``pyconnect_conn_id``): it
+  hands the job the connection's credentials at run time, never through these (templated) arguments.
 - :func:`spark_env`: ``PYSPARK_PYTHON`` = this interpreter and ``PATH`` starting with its ``bin``
   directory, so ``spark-submit`` of the virtualenv is found and Spark's Python workers run the
   same Python (with ``connect_runtime`` importable) without the user exporting anything.
@@ -182,7 +185,9 @@ def spark_handoff(source_result: Any, pyconnect_conn_id: str = "pyconnect_defaul
     ``ranges`` are the source XCom's ``interval_ranges`` (its ``ranges`` for an older result without
     them): the ranges of the whole data interval, also on a rerun that wrote nothing new, so a rerun
     reads the same records. ``backend`` is the URL of the connection the source used (client settings, which may
-    hold secrets, are not handed over). ``records``: offsets the ranges span;
+    hold secrets, are not handed over: on a secured Kafka, submit with
+    :class:`~airflow_pyconnect.operators.spark_submit.PyConnectSparkSubmitOperator`, which hands them to the job at
+    run time). ``records``: offsets the ranges span;
     ``new_records``: records this source run wrote.
 
     :param source_result: the source operator's XCom (``SourceRunResult.to_dict()``) or its JSON text.

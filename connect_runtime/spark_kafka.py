@@ -24,6 +24,11 @@ The rules that make the read exact:
   group (``assign``) nor commits to it; set ``kafka.group.id`` (or ``groupIdPrefix``) where ACLs decide
   which groups a client may use.
 
+Secrets: on a secured backend the job needs the connection's credentials, which must not pass through anything
+Airflow renders, stores or logs. ``PyConnectSparkSubmitOperator`` resolves them in the worker at run time
+(:func:`handoff_settings`) and hands them to the ``spark-submit`` process, so to the driver in client deploy mode,
+in the environment variable :data:`SETTINGS_ENV`; the job reads them with :func:`handed_settings`.
+
 Jars: ``scripts/fetch_spark_kafka.sh`` fetches the Kafka source and Spark's Avro functions (``spark-avro``, for
 ``from_avro``) matching the installed pyspark with Maven into ``$PYCONNECT_SPARK_KAFKA_HOME`` (default
 ``~/.cache/airflow-pyconnect/spark-kafka-<pyspark version>``), ``jars/`` in it, keeping only what pyspark does not
@@ -215,6 +220,70 @@ def kafka_security_options(settings: Mapping[str, Any] | None) -> dict[str, str]
     return out
 
 
+SETTINGS_ENV = "PYCONNECT_SPARK_KAFKA_SETTINGS"
+"""The environment variable through which :class:`airflow_pyconnect.operators.spark_submit.PyConnectSparkSubmitOperator`
+hands a Spark job its Kafka security settings (JSON, :func:`handoff_settings`), read by :func:`handed_settings`."""
+
+_INLINED = (("ssl.ca.location", "ssl.ca.pem"), ("ssl.certificate.location", "ssl.certificate.pem"),
+            ("ssl.key.location", "ssl.key.pem"))
+
+
+def handoff_settings(settings: Mapping[str, Any] | None) -> dict[str, str]:
+    """The security part of the backend's librdkafka settings, as a Spark job on another machine can use it: only
+    ``security.*``, ``sasl.*``, ``ssl.*`` (no producer or consumer settings), each PEM file a ``ssl.*.location`` names
+    read here and handed over inline (``ssl.*.pem``: the executors need not hold the worker's files), checked by
+    :func:`kafka_security_options`. Empty for a PLAINTEXT backend. The result holds secrets (the password, the key).
+
+    :raises SecuritySettingsError: naming the setting (never its value) Spark's Kafka source cannot be given.
+    :raises OSError: naming the path of a PEM file that cannot be read.
+    """
+    handed = {str(k): str(v) for k, v in (settings or {}).items()
+              if str(k).startswith(_SECURITY_PREFIXES) and v is not None and v != ""}
+    kafka_security_options(handed)
+    for location, inline in _INLINED:
+        path = handed.pop(location, None)
+        if path is not None and inline not in handed:
+            handed[inline] = Path(path).expanduser().read_text()
+    if str(handed.get("security.protocol", "PLAINTEXT")).upper() == "PLAINTEXT":
+        return {}
+    return handed
+
+
+_handed: dict[str, str] | None = None
+
+
+def handed_settings(*, required: bool = False) -> dict[str, str]:
+    """In a Spark job's driver: the Kafka security settings the submitting operator handed over in the environment
+    (:data:`SETTINGS_ENV`, set by ``PyConnectSparkSubmitOperator`` from its ``pyconnect`` connection at run time), for
+    :func:`connect_runtime.spark.read_kafka_range`'s ``settings``. The variable is removed from this process's
+    environment on the first call (processes the job starts do not inherit it); later calls return the same.
+
+    :param required: fail when nothing was handed over (a secured backend's job submitted by a plain
+        ``SparkSubmitOperator``, or in cluster deploy mode); otherwise ``{}`` then (a PLAINTEXT backend).
+    :raises ValueError: naming the variable (never its value) when it is not a JSON object of strings, or is
+        missing while ``required``.
+    """
+    global _handed
+    if _handed is None:
+        raw = os.environ.pop(SETTINGS_ENV, None)
+        if raw is not None:
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                value = None
+            if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+                raise ValueError(f"${SETTINGS_ENV} must hold a JSON object of strings (Kafka client settings); "
+                                 "it does not (its value is not shown: it holds secrets)")
+            _handed = value
+    if _handed is None:
+        if required:
+            raise ValueError(f"no Kafka settings were handed to this Spark job (${SETTINGS_ENV} is not set): submit "
+                             "it with airflow_pyconnect's PyConnectSparkSubmitOperator in client deploy mode, or set "
+                             "the variable from your cluster's secret store")
+        return {}
+    return dict(_handed)
+
+
 def range_topics(ranges: Any) -> list[str]:
     """The topics ``ranges`` (any shape :func:`kafka_read_options` takes) name, sorted."""
     return sorted(_read_spans(ranges))
@@ -279,6 +348,6 @@ def consumer_group_id(options: Mapping[str, str]) -> str:
     return f"pyconnect-spark-{digest}"
 
 
-__all__ = ["AVRO_ARTIFACT", "EARLIEST", "FETCH_COMMAND", "HOME_ENV", "SecuritySettingsError", "bootstrap_servers",
-           "consumer_group_id", "kafka_jars", "kafka_read_options", "kafka_security_options", "pyspark_versions",
-           "range_topics", "spark_kafka_home"]
+__all__ = ["AVRO_ARTIFACT", "EARLIEST", "FETCH_COMMAND", "HOME_ENV", "SETTINGS_ENV", "SecuritySettingsError",
+           "bootstrap_servers", "consumer_group_id", "handed_settings", "handoff_settings", "kafka_jars",
+           "kafka_read_options", "kafka_security_options", "pyspark_versions", "range_topics", "spark_kafka_home"]

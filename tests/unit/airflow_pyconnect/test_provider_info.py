@@ -20,7 +20,8 @@ def test_manifest_lists_every_part_of_the_provider() -> None:
     assert modules == {
         "hooks": ["airflow_pyconnect.hooks.pyconnect"],
         "operators": ["airflow_pyconnect.operators.source", "airflow_pyconnect.operators.sink",
-                      "airflow_pyconnect.operators.fanout", "airflow_pyconnect.operators.fanout_sink"],
+                      "airflow_pyconnect.operators.fanout", "airflow_pyconnect.operators.fanout_sink",
+                      "airflow_pyconnect.operators.spark_submit"],
         "sensors": ["airflow_pyconnect.sensors.offsets"],
         "triggers": ["airflow_pyconnect.triggers.offsets", "airflow_pyconnect.triggers.committed"],
     }
