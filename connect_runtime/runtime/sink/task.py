@@ -25,6 +25,12 @@ from connect_runtime.api.errors import BackendUnavailableError, ConnectError, Wa
 from connect_runtime.api.records import SinkRecord, TopicPartition
 from connect_runtime.api.sink import SinkTask
 from connect_runtime.backends.base import ConsumedRecord, Consumer
+from connect_runtime.metrics import (
+    SINK_RECORD_READ_TOTAL,
+    SINK_RECORD_SEND_TOTAL,
+    TOTAL_RETRIES,
+    TaskMetrics,
+)
 from connect_runtime.runtime.errors import DeadLetters, ErrantReporter, Stopped, put_with_retries
 from connect_runtime.runtime.pipeline import SinkPipeline, gc_paused
 from connect_runtime.runtime.sink.commits import TaskCommits
@@ -60,9 +66,11 @@ class SinkWorkerTask(WorkerTask):
         self.retries = 0
         self.consumer: Consumer | None = None
         self.task: SinkTask | None = None
+        self.metrics = TaskMetrics(run.metrics, run.name, task_id)
         self.dead_letters = DeadLetters(
             run.backend, pipeline, topic=run.dlq_topic, tolerate_all=run.tolerate_all, log_errors=run.log_errors,
-            log_messages=run.log_messages, flush_timeout_s=run.flush_timeout_s, label=self.label)
+            log_messages=run.log_messages, flush_timeout_s=run.flush_timeout_s, label=self.label,
+            metrics=self.metrics)
         self.commits = TaskCommits(self)
         self.ctx = TaskContext(self, task_config, ErrantReporter(self.dead_letters))
         self.positions = TaskPositions(partitions, self.label)
@@ -125,9 +133,28 @@ class SinkWorkerTask(WorkerTask):
         else:
             self.state.fail(ConnectError(f"{self.label} failed: {type(exc).__name__}: {exc}"), exc)
 
+    def remaining(self) -> int:
+        """Records left to read up to the targets (read from another thread: a snapshot)."""
+        target = self._target
+        return sum(max(0, target[tp] - off) for tp, off in list(self.pos.items()) if tp in target)
+
+    def lag(self) -> dict[TopicPartition, int]:
+        """Per assigned partition: the run's target minus what is committed (see ``TaskCommits.acked``)."""
+        acked, target = self.commits.acked, self._target
+        return {tp: max(0, target[tp] - acked[tp]) for tp in self.assigned if tp in acked and tp in target}
+
     def close(self) -> None:
         """``close(partitions)`` if opened, ``stop()``, then the clients; a task that did not start only closes
-        its pipeline. A failing ``close``/``stop`` fails a run that was otherwise ending well."""
+        its pipeline. A failing ``close``/``stop`` fails a run that was otherwise ending well. Its metrics are
+        sent (the lag at the end too) whatever happened."""
+        try:
+            self.close_task()
+        finally:
+            if self._started:
+                self.metrics.send_lag(self.lag())
+            self.metrics.flush()
+
+    def close_task(self) -> None:
         if not self._started:
             self.pipeline.close()
             return
@@ -248,6 +275,7 @@ class SinkWorkerTask(WorkerTask):
                 batch, last = self.positions.bound(batch, self.state.budget, self.ctx)
             if not batch:
                 return False
+            self.metrics.add(SINK_RECORD_READ_TOTAL, len(batch))
             self._deliver(batch, last)
             del batch  # released before the collector resumes
             return True
@@ -272,6 +300,7 @@ class SinkWorkerTask(WorkerTask):
         for key, off in last.items():
             pos[key] = off + 1  # type: ignore[index]  # keeps the existing TopicPartition key
         self.records += len(processed.records)
+        self.metrics.add(SINK_RECORD_SEND_TOTAL, len(processed.records))
 
     def _check_ends(self, positions: TaskPositions, consumer: Consumer, remaining: list[TopicPartition],
                     ctx: TaskContext, failing_since: float | None) -> float | None:
@@ -301,6 +330,7 @@ class SinkWorkerTask(WorkerTask):
 
     def _count_retry(self) -> None:
         self.retries += 1
+        self.metrics.add(TOTAL_RETRIES, 1)
 
 
 __all__ = ["SinkWorkerTask"]

@@ -122,6 +122,8 @@ class InFlight:
     future: Future[Written]
     checkpoint: Checkpoint
     offsets: list[Any]
+    took: list[float]
+    """Seconds the commit took (set by whoever ran it; the ``offset-commit-time`` metric)."""
 
 
 __all__ = ["Checkpoint", "InFlight"]
