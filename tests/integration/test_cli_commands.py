@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import os
+import re
 import shutil
 import sqlite3
 import subprocess

@@ -129,6 +129,11 @@ class TaskCommits:
         self.acked.update(commit)
         return True
 
+    def lag(self, target: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Per assigned partition: the run's ``target`` minus what is committed (:attr:`acked`)."""
+        acked = self.acked
+        return {tp: max(0, target[tp] - acked[tp]) for tp in self.worker.assigned if tp in acked and tp in target}
+
     def committable(self, offsets: Mapping[TopicPartition, int],
                     current: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """What ``pre_commit`` returned, less what the runtime cannot commit (as WorkerSinkTask): an

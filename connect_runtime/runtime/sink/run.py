@@ -219,7 +219,7 @@ class SinkRun(ConnectorRun[SinkRunResult]):
         return sum(w.records for w in self.workers)
 
     def progress_detail(self) -> str:
-        return f"{sum(w.remaining() for w in self.workers)} records left to the target"
+        return f"{sum(w.positions.remaining() for w in self.workers)} records left to the target"
 
     def stop_connector(self) -> None:
         self.state.fence.close()

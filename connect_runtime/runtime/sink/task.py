@@ -133,28 +133,15 @@ class SinkWorkerTask(WorkerTask):
         else:
             self.state.fail(ConnectError(f"{self.label} failed: {type(exc).__name__}: {exc}"), exc)
 
-    def remaining(self) -> int:
-        """Records left to read up to the targets (read from another thread: a snapshot)."""
-        target = self._target
-        return sum(max(0, target[tp] - off) for tp, off in list(self.pos.items()) if tp in target)
-
-    def lag(self) -> dict[TopicPartition, int]:
-        """Per assigned partition: the run's target minus what is committed (see ``TaskCommits.acked``)."""
-        acked, target = self.commits.acked, self._target
-        return {tp: max(0, target[tp] - acked[tp]) for tp in self.assigned if tp in acked and tp in target}
+    def closed(self) -> None:
+        """The task's last metrics, the lag at its end included."""
+        if self._started:
+            self.metrics.send_lag(self.commits.lag(self._target))
+        self.metrics.flush()
 
     def close(self) -> None:
         """``close(partitions)`` if opened, ``stop()``, then the clients; a task that did not start only closes
-        its pipeline. A failing ``close``/``stop`` fails a run that was otherwise ending well. Its metrics are
-        sent (the lag at the end too) whatever happened."""
-        try:
-            self.close_task()
-        finally:
-            if self._started:
-                self.metrics.send_lag(self.lag())
-            self.metrics.flush()
-
-    def close_task(self) -> None:
+        its pipeline. A failing ``close``/``stop`` fails a run that was otherwise ending well."""
         if not self._started:
             self.pipeline.close()
             return
@@ -253,7 +240,8 @@ class SinkWorkerTask(WorkerTask):
             if run.deadline is not None:
                 timeout = max(0.0, min(timeout, run.deadline - now))
             if not self._poll_and_deliver(max_poll, timeout):
-                ends_failing_since = self._check_ends(positions, consumer, remaining, ctx, ends_failing_since)
+                ends_failing_since = _check_ends(run, self.label, positions, consumer, remaining, ctx,
+                                                 ends_failing_since)
                 if interval != 0 and time.monotonic() >= next_commit:
                     commit(closing=False)
                     next_commit = time.monotonic() + interval
@@ -302,25 +290,6 @@ class SinkWorkerTask(WorkerTask):
         self.records += len(processed.records)
         self.metrics.add(SINK_RECORD_SEND_TOTAL, len(processed.records))
 
-    def _check_ends(self, positions: TaskPositions, consumer: Consumer, remaining: list[TopicPartition],
-                    ctx: TaskContext, failing_since: float | None) -> float | None:
-        """The end-of-partition check of an empty poll. An empty poll is also what a broker that is restarting
-        gives: the check's query failing for want of the cluster is asked again at the next empty poll, until
-        the store ride-out bound (errors.retry.timeout) runs out; then its error fails the run. Returns since
-        when it has been failing (None once it answered)."""
-        run = self.state
-        try:
-            positions.check_ends(consumer, remaining, ctx, run.flush_timeout_s)
-        except BackendUnavailableError as exc:
-            now = time.monotonic()
-            since = now if failing_since is None else failing_since
-            if run.retry.store_bound_reached(since, now) is not None:
-                raise
-            log.info("%s: the end of its partitions could not be read (%s); asking again at the next empty poll",
-                     self.label, exc)
-            return since
-        return None
-
     def _put(self, records: list[SinkRecord]) -> None:
         task = self.task
         assert task is not None
@@ -331,6 +300,25 @@ class SinkWorkerTask(WorkerTask):
     def _count_retry(self) -> None:
         self.retries += 1
         self.metrics.add(TOTAL_RETRIES, 1)
+
+
+def _check_ends(run: SinkRunState, label: str, positions: TaskPositions, consumer: Consumer,
+                remaining: list[TopicPartition], ctx: TaskContext, failing_since: float | None) -> float | None:
+    """The end-of-partition check of an empty poll. An empty poll is also what a broker that is restarting
+    gives: the check's query failing for want of the cluster is asked again at the next empty poll, until
+    the store ride-out bound (errors.retry.timeout) runs out; then its error fails the run. Returns since
+    when it has been failing (None once it answered)."""
+    try:
+        positions.check_ends(consumer, remaining, ctx, run.flush_timeout_s)
+    except BackendUnavailableError as exc:
+        now = time.monotonic()
+        since = now if failing_since is None else failing_since
+        if run.retry.store_bound_reached(since, now) is not None:
+            raise
+        log.info("%s: the end of its partitions could not be read (%s); asking again at the next empty poll",
+                 label, exc)
+        return since
+    return None
 
 
 __all__ = ["SinkWorkerTask"]

@@ -128,14 +128,12 @@ class SourceWorkerTask(WorkerTask):
             log.error("%s failed: %r", self.label, exc)
         self.state.fail(exc)
 
-    def close(self) -> None:
-        try:
-            self.close_task()
-        finally:
-            self.metrics.flush()
-            self.metrics.send_transaction_sizes()
+    def closed(self) -> None:
+        """The task's last counts and the sizes of its transactions."""
+        self.metrics.flush()
+        self.metrics.send_transaction_sizes()
 
-    def close_task(self) -> None:
+    def close(self) -> None:
         if self.state.failed and not self.fenced:
             self.abort_quietly()
         if self.started and self.task is not None:
