@@ -2,8 +2,9 @@
 :class:`Metrics` the caller gives the run (the Airflow provider forwards them to Airflow's ``Stats``; the default,
 :data:`NO_METRICS`, drops them). The runtime imports no metrics library.
 
-The worker tasks count per batch (plain integer additions, :class:`TaskMetrics`) and send at each commit point
-and at the task's end, never per record, so the hot loop pays nothing for them. Every metric carries the tags
+The worker tasks count per batch (plain integer additions, :class:`TaskMetrics`) and send what they counted at a
+commit point at most every :data:`FLUSH_EVERY_S` seconds, and at the task's end: never per record, and a task
+whose transactions are small (a commit per poll of a few records) sends no more than one that commits rarely. Every metric carries the tags
 ``connector`` and ``task`` (the Kafka Connect task id); per-topic and per-partition ones add ``topic`` and
 ``partition``. The names, their types and their Kafka Connect counterparts are listed in docs/operations.md:
 
@@ -18,7 +19,7 @@ name                                          type     when
                                                        flush; a sink group commit)
 ``offset-commit-skip-total``                  counter  sink commit points with nothing to commit
 ``offset-commit-failure-total``               counter  commits (or a sink's ``pre_commit``) that failed
-``offset-commit-time``                        timer    ms one completed commit took
+``offset-commit-max-time-ms`` / ``-avg-``    gauge    the longest and mean commit since the last send
 ``transaction-size-min`` / ``-max`` / ``-avg``  gauge    records per committed transaction (exactly-once source),
                                                        at the task's end
 ``total-retries``                             counter  ``put`` calls redelivered after a ``RetriableError``
@@ -54,7 +55,8 @@ SINK_RECORD_SEND_TOTAL = "sink-record-send-total"
 OFFSET_COMMIT_COMPLETION_TOTAL = "offset-commit-completion-total"
 OFFSET_COMMIT_SKIP_TOTAL = "offset-commit-skip-total"
 OFFSET_COMMIT_FAILURE_TOTAL = "offset-commit-failure-total"
-OFFSET_COMMIT_TIME = "offset-commit-time"
+OFFSET_COMMIT_MAX_TIME_MS = "offset-commit-max-time-ms"
+OFFSET_COMMIT_AVG_TIME_MS = "offset-commit-avg-time-ms"
 TRANSACTION_SIZE_MIN = "transaction-size-min"
 TRANSACTION_SIZE_MAX = "transaction-size-max"
 TRANSACTION_SIZE_AVG = "transaction-size-avg"
@@ -68,11 +70,15 @@ SINK_RECORD_LAG_MAX = "sink-record-lag-max"
 
 METRIC_NAMES = (
     SOURCE_RECORD_POLL_TOTAL, SOURCE_RECORD_WRITE_TOTAL, SINK_RECORD_READ_TOTAL, SINK_RECORD_SEND_TOTAL,
-    OFFSET_COMMIT_COMPLETION_TOTAL, OFFSET_COMMIT_SKIP_TOTAL, OFFSET_COMMIT_FAILURE_TOTAL, OFFSET_COMMIT_TIME,
+    OFFSET_COMMIT_COMPLETION_TOTAL, OFFSET_COMMIT_SKIP_TOTAL, OFFSET_COMMIT_FAILURE_TOTAL, OFFSET_COMMIT_MAX_TIME_MS,
+    OFFSET_COMMIT_AVG_TIME_MS,
     TRANSACTION_SIZE_MIN, TRANSACTION_SIZE_MAX, TRANSACTION_SIZE_AVG, TOTAL_RETRIES, TOTAL_RECORD_ERRORS,
     TOTAL_RECORDS_SKIPPED, DLQ_PRODUCE_REQUESTS, DLQ_PRODUCE_FAILURES, SINK_RECORD_LAG, SINK_RECORD_LAG_MAX,
 )
 """Every metric a run sends (the names above)."""
+
+FLUSH_EVERY_S = 1.0
+"""A task sends what it counted at most this often (at a commit point), and once more at its end."""
 
 
 class Metrics(Protocol):
@@ -106,18 +112,22 @@ NO_METRICS = NoMetrics()
 
 
 class TaskMetrics:
-    """One worker task's metrics: counts are added per batch (:meth:`add`, an integer addition) and sent by
-    :meth:`flush` (each commit point and the task's end); commits, transactions and lag are sent as they happen.
-    Used from the task's own thread (and its committer thread for :meth:`commit_done`, which only sends)."""
+    """One worker task's metrics: counts (records, commits, errors) are added per batch or commit (:meth:`add`, an
+    integer addition) and sent by :meth:`flush`, at most every ``every_s`` seconds unless forced (the task's end);
+    transaction sizes and the lag are sent at the task's end. Used from the task's own thread only."""
 
-    def __init__(self, metrics: Metrics | None, connector: str, task: int) -> None:
+    def __init__(self, metrics: Metrics | None, connector: str, task: int, every_s: float = FLUSH_EVERY_S) -> None:
         self.sink = NO_METRICS if metrics is None else metrics
         self.enabled = not isinstance(self.sink, NoMetrics)
         self.tags = {"connector": connector, "task": str(task)}
+        self.every_s = every_s
         self.counts: dict[str, int] = {}
         self.topic_counts: dict[tuple[str, str], int] = {}
+        self.commit_s_sum = self.commit_s_max = 0.0
+        self.commits = 0  # completed since the last send (their times)
         self.txn_count = self.txn_sum = 0
         self.txn_min = self.txn_max = 0
+        self._sent_at = time.monotonic()
         self._warned = False
 
     def add(self, name: str, n: int) -> None:
@@ -133,32 +143,39 @@ class TaskMetrics:
             key = (name, tp[0])
             tc[key] = tc.get(key, 0) + (end - first)
 
-    def flush(self) -> None:
-        """Send what was counted since the last flush."""
-        counts, topic_counts = self.counts, self.topic_counts
-        if not (counts or topic_counts):
+    def flush(self, force: bool = False) -> None:
+        """Send what was counted since the last send, if ``every_s`` passed since it (or ``force``)."""
+        if not force and time.monotonic() - self._sent_at < self.every_s:
+            return
+        self._sent_at = time.monotonic()
+        counts, topic_counts, commits = self.counts, self.topic_counts, self.commits
+        if not (counts or topic_counts or commits):
             return
         self.counts, self.topic_counts = {}, {}
+        self.commits, s_sum, s_max = 0, self.commit_s_sum, self.commit_s_max
+        self.commit_s_sum = self.commit_s_max = 0.0
         if not self.enabled:
             return
         for name, n in counts.items():
             self._send("incr", name, n, self.tags)
         for (name, topic), n in topic_counts.items():
             self._send("incr", name, n, {**self.tags, "topic": topic})
+        if commits:
+            self._send("gauge", OFFSET_COMMIT_MAX_TIME_MS, s_max * 1000, self.tags)
+            self._send("gauge", OFFSET_COMMIT_AVG_TIME_MS, s_sum / commits * 1000, self.tags)
 
     def commit_done(self, seconds: float) -> None:
         """A commit completed in ``seconds``."""
-        if self.enabled:
-            self._send("incr", OFFSET_COMMIT_COMPLETION_TOTAL, 1, self.tags)
-            self._send("timing", OFFSET_COMMIT_TIME, seconds * 1000, self.tags)
+        self.add(OFFSET_COMMIT_COMPLETION_TOTAL, 1)
+        self.commits += 1
+        self.commit_s_sum += seconds
+        self.commit_s_max = max(self.commit_s_max, seconds)
 
     def commit_failed(self) -> None:
-        if self.enabled:
-            self._send("incr", OFFSET_COMMIT_FAILURE_TOTAL, 1, self.tags)
+        self.add(OFFSET_COMMIT_FAILURE_TOTAL, 1)
 
     def commit_skipped(self) -> None:
-        if self.enabled:
-            self._send("incr", OFFSET_COMMIT_SKIP_TOTAL, 1, self.tags)
+        self.add(OFFSET_COMMIT_SKIP_TOTAL, 1)
 
     def transaction(self, records: int) -> None:
         """A transaction of ``records`` committed (its size is summarised by :meth:`send_transaction_sizes`)."""
@@ -203,12 +220,14 @@ def elapsed(since: float) -> float:
 __all__ = [
     "DLQ_PRODUCE_FAILURES",
     "DLQ_PRODUCE_REQUESTS",
+    "FLUSH_EVERY_S",
     "METRIC_NAMES",
     "NO_METRICS",
+    "OFFSET_COMMIT_AVG_TIME_MS",
     "OFFSET_COMMIT_COMPLETION_TOTAL",
     "OFFSET_COMMIT_FAILURE_TOTAL",
+    "OFFSET_COMMIT_MAX_TIME_MS",
     "OFFSET_COMMIT_SKIP_TOTAL",
-    "OFFSET_COMMIT_TIME",
     "SINK_RECORD_LAG",
     "SINK_RECORD_LAG_MAX",
     "SINK_RECORD_READ_TOTAL",

@@ -100,7 +100,7 @@ def test_metrics_reach_statsd_with_kafka_connect_names_and_values(af: AirflowEnv
     assert total("total-retries") == sink["retries"] == 0
     assert total("offset-commit-completion-total") >= 2  # at least one commit of each
     assert total("offset-commit-failure-total") == 0
-    assert m[("pctest.pyconnect.offset-commit-time", "ms")]
+    assert m[("pctest.pyconnect.offset-commit-max-time-ms", "g")]
     # source: one transaction per poll batch of 10 lines (exactly-once, transaction.boundary=poll)
     assert m[("pctest.pyconnect.transaction-size-max", "g")] == [10.0]
     assert m[("pctest.pyconnect.transaction-size-min", "g")] == [1.0]  # 41 lines: the last batch holds one

@@ -137,7 +137,7 @@ class SinkWorkerTask(WorkerTask):
         """The task's last metrics, the lag at its end included."""
         if self._started:
             self.metrics.send_lag(self.commits.lag(self._target))
-        self.metrics.flush()
+        self.metrics.flush(force=True)
 
     def close(self) -> None:
         """``close(partitions)`` if opened, ``stop()``, then the clients; a task that did not start only closes

@@ -123,7 +123,7 @@ class InFlight:
     checkpoint: Checkpoint
     offsets: list[Any]
     took: list[float]
-    """Seconds the commit took (set by whoever ran it; the ``offset-commit-time`` metric)."""
+    """Seconds the commit took (set by whoever ran it; the ``offset-commit-max-time-ms`` and ``-avg-time-ms`` metrics)."""
 
 
 __all__ = ["Checkpoint", "InFlight"]

@@ -130,7 +130,7 @@ class SourceWorkerTask(WorkerTask):
 
     def closed(self) -> None:
         """The task's last counts and the sizes of its transactions."""
-        self.metrics.flush()
+        self.metrics.flush(force=True)
         self.metrics.send_transaction_sizes()
 
     def close(self) -> None:

@@ -36,7 +36,7 @@ def test_each_metric_goes_out_tagged_and_with_its_legacy_name() -> None:
     m = StatsMetrics({"dag_id": "d", "task_id": "t"}, stats=stats, legacy_names=True)
     m.incr("source-record-write-total", 41, {**TAGS, "topic": "orders.v1"})
     m.gauge("sink-record-lag", 3, {**TAGS, "topic": "t", "partition": "2"})
-    m.timing("offset-commit-time", 1.5, TAGS)
+    m.timing("example-time", 1.5, TAGS)
     assert stats.calls == [
         ("incr", "pyconnect.source-record-write-total", 41,
          {"dag_id": "d", "task_id": "t", "connector": "orders", "task": "0", "topic": "orders.v1"}),
@@ -44,8 +44,8 @@ def test_each_metric_goes_out_tagged_and_with_its_legacy_name() -> None:
         ("gauge", "pyconnect.sink-record-lag", 3,
          {"dag_id": "d", "task_id": "t", "connector": "orders", "task": "0", "topic": "t", "partition": "2"}),
         ("gauge", "pyconnect.sink-record-lag.orders.0.t.2", 3, None),
-        ("timing", "pyconnect.offset-commit-time", 1.5, {"dag_id": "d", "task_id": "t", **TAGS}),
-        ("timing", "pyconnect.offset-commit-time.orders.0", 1.5, None),
+        ("timing", "pyconnect.example-time", 1.5, {"dag_id": "d", "task_id": "t", **TAGS}),
+        ("timing", "pyconnect.example-time.orders.0", 1.5, None),
     ]
 
 
@@ -76,4 +76,4 @@ def test_airflows_own_stats_by_default() -> None:
     assert m.stats is Stats and m.legacy_names is True
     m.incr("total-retries", 1, TAGS)
     m.gauge("sink-record-lag-max", 0, TAGS)
-    m.timing("offset-commit-time", 2.0, TAGS)
+    m.timing("example-time", 2.0, TAGS)

@@ -118,7 +118,7 @@ def test_no_metrics_by_default_and_nothing_kept(tmp_path: Path, sqlite_url: str)
     task = TaskMetrics(None, "c", 0)
     assert task.sink is NO_METRICS and not task.enabled
     task.add("sink-record-read-total", 5)
-    task.flush()
+    task.flush(force=True)
     assert task.counts == {} and task.topic_counts == {}
 
 
@@ -138,7 +138,7 @@ def test_a_metrics_sink_that_raises_never_fails_a_run(tmp_path: Path, sqlite_url
 
 def test_task_metrics_count_per_batch_and_send_at_flush() -> None:
     m = Recorder()
-    task = TaskMetrics(m, "c", 3)
+    task = TaskMetrics(m, "c", 3, every_s=3600)
     task.add("source-record-poll-total", 10)
     task.add("source-record-poll-total", 0)
     task.add("source-record-poll-total", 5)
@@ -146,12 +146,14 @@ def test_task_metrics_count_per_batch_and_send_at_flush() -> None:
                                                  (TopicPartition("b", 0), (10, 12))])
     assert m.calls == []  # nothing sent before the commit point
     task.flush()
+    assert m.calls == []  # nor before every_s passed since the task started (or its last send)
+    task.flush(force=True)
     tags = {"connector": "c", "task": "3"}
     assert sorted(m.calls, key=str) == sorted([
         ("incr", "source-record-poll-total", 15, tags),
         ("incr", "source-record-write-total", 8, {**tags, "topic": "a"}),
         ("incr", "source-record-write-total", 2, {**tags, "topic": "b"})], key=str)
-    task.flush()
+    task.flush(force=True)
     assert len(m.calls) == 3  # nothing counted since: nothing sent
     task.send_transaction_sizes()
     assert len(m.calls) == 3  # no transaction: no size
@@ -160,6 +162,13 @@ def test_task_metrics_count_per_batch_and_send_at_flush() -> None:
     task.send_transaction_sizes()
     assert m.calls[3:] == [("gauge", "transaction-size-min", 1, tags), ("gauge", "transaction-size-max", 7, tags),
                            ("gauge", "transaction-size-avg", 4.0, tags)]
+    task.commit_done(0.002)
+    task.commit_done(0.004)
+    task.commit_failed()
+    task.flush(force=True)
+    assert sorted(m.calls[6:], key=str) == sorted([
+        ("incr", "offset-commit-completion-total", 2, tags), ("incr", "offset-commit-failure-total", 1, tags),
+        ("gauge", "offset-commit-max-time-ms", 4.0, tags), ("gauge", "offset-commit-avg-time-ms", 3.0, tags)], key=str)
 
 
 # -- progress lines ----------------------------------------------------------------------------------
@@ -218,13 +227,14 @@ def test_progress_interval_is_validated(tmp_path: Path, sqlite_url: str, value: 
 
 def test_every_metric_name_is_kafka_connects_or_says_why() -> None:
     # names Kafka Connect has as they are; our additions are its percentages and averages as counters and timers
-    ours = {"offset-commit-failure-total", "offset-commit-time", "sink-record-lag"}
+    ours = {"offset-commit-failure-total", "sink-record-lag"}
     assert set(METRIC_NAMES) - ours == set(METRIC_NAMES) & KAFKA_CONNECT_NAMES
 
 
 KAFKA_CONNECT_NAMES = {
     "source-record-poll-total", "source-record-write-total", "sink-record-read-total", "sink-record-send-total",
-    "offset-commit-completion-total", "offset-commit-skip-total", "transaction-size-min", "transaction-size-max",
+    "offset-commit-completion-total", "offset-commit-skip-total", "offset-commit-max-time-ms",
+    "offset-commit-avg-time-ms", "transaction-size-min", "transaction-size-max",
     "transaction-size-avg", "total-retries", "total-record-errors", "total-records-skipped",
     "deadletterqueue-produce-requests", "deadletterqueue-produce-failures", "sink-record-lag-max",
 }
