@@ -4,13 +4,13 @@
 
 The worker tasks count per batch (plain integer additions, :class:`TaskMetrics`) and send what they counted at a
 commit point at most every :data:`FLUSH_EVERY_S` seconds, and at the task's end: never per record, and a task
-whose transactions are small (a commit per poll of a few records) sends no more than one that commits rarely. Every metric carries the tags
-``connector`` and ``task`` (the Kafka Connect task id); per-topic and per-partition ones add ``topic`` and
-``partition``. The names, their types and their Kafka Connect counterparts are listed in docs/operations.md:
+whose transactions are small (a commit per poll of a few records) sends no more than one that commits rarely.
+Every metric carries the tags ``connector`` and ``task`` (the Kafka Connect task id); per-topic and per-partition
+ones add ``topic`` and ``partition``. The names, their types and their Kafka Connect counterparts are listed in docs/operations.md:
 
-============================================  =======  ==========================================================
-name                                          type     when
-============================================  =======  ==========================================================
+==============================================  =======  ========================================================
+name                                            type     when
+==============================================  =======  ========================================================
 ``source-record-poll-total``                  counter  records ``poll()`` returned (within ``max_records``)
 ``source-record-write-total``                 counter  records committed, per ``topic``
 ``sink-record-read-total``                    counter  records consumed (up to the run's targets)
@@ -19,7 +19,7 @@ name                                          type     when
                                                        flush; a sink group commit)
 ``offset-commit-skip-total``                  counter  sink commit points with nothing to commit
 ``offset-commit-failure-total``               counter  commits (or a sink's ``pre_commit``) that failed
-``offset-commit-max-time-ms`` / ``-avg-``    gauge    the longest and mean commit since the last send
+``offset-commit-max-time-ms`` / ``-avg-...``     gauge    the longest and the mean commit since the last send
 ``transaction-size-min`` / ``-max`` / ``-avg``  gauge    records per committed transaction (exactly-once source),
                                                        at the task's end
 ``total-retries``                             counter  ``put`` calls redelivered after a ``RetriableError``
@@ -32,7 +32,7 @@ name                                          type     when
 ``sink-record-lag``                           gauge    per ``topic``/``partition`` at the task's end: the run's
                                                        target minus the committed offset
 ``sink-record-lag-max``                       gauge    the largest of those, per task
-============================================  =======  ==========================================================
+==============================================  =======  ========================================================
 
 A :class:`Metrics` that raises never fails a run: the error is logged once per task and the metric dropped.
 """
@@ -82,8 +82,9 @@ FLUSH_EVERY_S = 1.0
 
 
 class Metrics(Protocol):
-    """Where a run's metrics go. Called from task threads (one call per metric per commit point, never per
-    record); an implementation must be thread-safe and should not block."""
+    """Where a run's metrics go. Called from task threads (each task at most once a second per metric, and at its
+    end; never per record); an implementation must be thread-safe and should not block. The runtime sends counters
+    and gauges; ``timing`` completes the protocol (StatsD's third kind): the runtime sends no timer today."""
 
     def incr(self, name: str, count: int, tags: Mapping[str, str]) -> None:
         """Add ``count`` to the counter ``name``."""

@@ -77,7 +77,7 @@ def test_metrics_reach_statsd_with_kafka_connect_names_and_values(af: AirflowEnv
                "PYCONNECT_TEST_SINK_LOG": str(tmp_path / "sink.log"), "PYCONNECT_TEST_DIR": str(lines),
                "AIRFLOW__METRICS__STATSD_ON": "True", "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
                "AIRFLOW__METRICS__STATSD_PORT": str(statsd.port), "AIRFLOW__METRICS__STATSD_PREFIX": "pctest"}
-        af.airflow("dags", "test", "pyconnect_test_metrics", "2026-03-04", extra_env=env)
+        run = af.airflow("dags", "test", "pyconnect_test_metrics", "2026-03-04", extra_env=env)
     xcoms = json.loads(out.read_text())
     src, sink = xcoms["src"], xcoms["sink"]
     assert src["records"] == GOOD + 1 and sink["records"] == GOOD and sink["dead_lettered"] == 1
@@ -115,3 +115,8 @@ def test_metrics_reach_statsd_with_kafka_connect_names_and_values(af: AirflowEnv
     assert legacy("sink-record-lag-max", "metrics-sink", "0", kind="g") == [0.0]
     assert m[("pctest.pyconnect.sink-record-lag-max", "g")] == [0.0]
     assert sink["committed"] == {"metrics-events": {"0": GOOD + 1}}
+
+    # the runtime's progress lines reach the task log (5 puts of 100 ms: the run outlasts progress.interval.ms)
+    progress = [line for line in (run.stdout + run.stderr).splitlines()
+                if "progress: sink connector 'metrics-sink':" in line]
+    assert progress and all("records left to the target" in line for line in progress), run.stdout[-3000:]

@@ -1,7 +1,8 @@
 """Test DAG: a directory source and a sink with a dead letter topic, for the metrics and progress lines.
 
 The source reads the text files of ``$PYCONNECT_TEST_DIR`` (each line a string value); the sink parses each value
-as JSON, so a line that is not JSON goes to the dead letter topic (``errors.tolerance=all``). The backend is the
+as JSON, so a line that is not JSON goes to the dead letter topic (``errors.tolerance=all``), and sleeps in each put
+so that it logs progress lines. The backend is the
 connection ``pyconnect_test``; the report task writes both XComs to ``$PYCONNECT_TEST_OUT``.
 """
 
@@ -41,6 +42,8 @@ with DAG(dag_id="pyconnect_test_metrics", schedule=None, start_date=datetime(202
             "errors.tolerance": "all",
             "errors.deadletterqueue.topic.name": "metrics-dlq",
             "consumer.max.poll.records": "10",
+            "put.sleep.ms": "100",  # 5 puts: the run outlasts progress.interval.ms
+            "progress.interval.ms": "200",
         },
         until_offsets=src.output,
         max_seconds=60,
