@@ -26,6 +26,7 @@ outputs hold the same bytes. ``--profile`` prints a cProfile of the sink task th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import statistics
@@ -33,11 +34,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from _profile import profiled  # noqa: E402
+from _statsd import statsd_metrics  # noqa: E402
 
 from connect_runtime.api import TopicPartition  # noqa: E402
 from connect_runtime.backends import ProducerRecord, open_backend  # noqa: E402
@@ -85,7 +88,7 @@ def baseline(url: str, n: int, out: Path, fmt: str = "jsonl") -> float:
 
 
 def ours(url: str, n: int, directory: Path, poll_records: int, profile: bool, run: int = 0,
-         fmt: str = "jsonl") -> float:
+         fmt: str = "jsonl", metrics: Any = None) -> float:
     config = {
         "name": f"bench-file-sink-{run}",  # a fresh consumer group (and directory) per repetition
         "connector.class": "connect_runtime.connectors.files.FileSink",
@@ -97,7 +100,7 @@ def ours(url: str, n: int, directory: Path, poll_records: int, profile: bool, ru
         config.update({"format": "text", "value.converter": "org.apache.kafka.connect.storage.StringConverter"})
     with profiled(SinkWorkerTask, "run", 20, enabled=profile):
         t0 = time.perf_counter()
-        result = run_sink(config, url)
+        result = run_sink(config, url, metrics=metrics)
         seconds = time.perf_counter() - t0
     if result.records != n:
         raise SystemExit(f"run_sink delivered {result.records} records, expected {n}")
@@ -119,9 +122,12 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3,
                     help="run baseline and ours this many times, alternating; the best of each counts "
                          "(the machine is shared: other processes add noise)")
+    ap.add_argument("--metrics", action="store_true",
+                    help="ours sends its metrics through Airflow's Stats to a local StatsD listener (bench/_statsd.py)")
     args = ap.parse_args()
     n = args.records
-    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+    with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        metrics, received = stack.enter_context(statsd_metrics()) if args.metrics else (None, [0])
         work = Path(tmp)
         url = f"sqlite:///{work / 'bench.db'}"
         fill_s = fill(url, n)
@@ -129,7 +135,8 @@ def main() -> int:
         base_runs, our_runs = [], []
         for i in range(max(1, args.repeat)):
             base_runs.append(baseline(url, n, work / "baseline.jsonl", args.format))
-            our_runs.append(ours(url, n, work / f"out{i}", args.poll_records, args.profile and i == 0, i, args.format))
+            our_runs.append(ours(url, n, work / f"out{i}", args.poll_records, args.profile and i == 0, i, args.format,
+                                 metrics))
             print(f"  run {i + 1}: baseline {n / base_runs[-1]:,.0f} rec/s, ours {n / our_runs[-1]:,.0f} rec/s")
         base_s, ours_s = min(base_runs), min(our_runs)
         base_med, ours_med = statistics.median(base_runs), statistics.median(our_runs)
@@ -151,6 +158,8 @@ def main() -> int:
         same = hashlib.sha256(b"".join(f.read_bytes() for f in sink_files)).hexdigest() == digest(
             work / "baseline.jsonl")
         print(f"outputs identical: {same}")
+        if args.metrics:
+            print(f"ours sent its metrics through Airflow's Stats: {received[0]:,} StatsD packets received so far")
         return 0 if same else 1
 
 

@@ -50,7 +50,7 @@ import logging
 import os
 import sys
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -60,9 +60,9 @@ from connect_runtime.secrets import mask_config, secret_values, url_passwords
 from connect_runtime.validation import connector_kind, validation_errors, validation_warnings
 
 DEFAULT_BACKEND = "sqlite:///pyconnect.db"
+PROGRESS_LOGGER = "connect_runtime.runtime.progress"
+"""The logger of the runtime's progress lines (:mod:`connect_runtime.runtime.progress`), shown without ``-v``."""
 BACKEND_ENV = "PYCONNECT_BACKEND"
-PROGRESS_MIN_SECONDS = 2.0
-"""Runs shorter than this print no progress line."""
 _TIMEOUT = 30.0
 
 
@@ -174,23 +174,12 @@ class _Context:
 # -------------------------------------------------------------------------------------- commands
 
 
-def _progress_printer(stream: IO[str]) -> Callable[[int, float], None]:
-    def progress(records: int, seconds: float) -> None:
-        if seconds < PROGRESS_MIN_SECONDS:
-            return
-        rate = records / seconds if seconds > 0 else 0.0
-        print(f"progress: {records} records in {seconds:.1f} s ({rate:,.0f} records/s)", file=stream, flush=True)
-
-    return progress
-
-
 def cmd_run(ctx: _Context) -> int:
     a = ctx.args
     config = _load(a.config)
     ctx.secrets = _secrets(config)
     kind = connector_kind(config)
     logging.getLogger(__name__).info("running %s connector: %s", kind, json.dumps(mask_config(config)))
-    progress = _progress_printer(sys.stderr)
     if kind == "source":
         if a.until is not None:
             raise UsageError("--until applies to sink connectors only")
@@ -198,7 +187,7 @@ def cmd_run(ctx: _Context) -> int:
 
         result: Any = run_source(config, ctx.backend_url, exactly_once=not a.at_least_once,
                                  max_records=a.max_records, max_seconds=a.max_seconds,
-                                 backend_settings=ctx.settings, progress=progress)
+                                 backend_settings=ctx.settings)
     else:
         if a.at_least_once:
             raise UsageError("--at-least-once applies to source connectors only")
@@ -206,7 +195,7 @@ def cmd_run(ctx: _Context) -> int:
 
         until = None if a.until is None else _json_arg(a.until, "--until")
         result = run_sink(config, ctx.backend_url, until_offsets=until, max_records=a.max_records,
-                          max_seconds=a.max_seconds, backend_settings=ctx.settings, progress=progress)
+                          max_seconds=a.max_seconds, backend_settings=ctx.settings)
     _out(result.to_dict())
     return 0
 
@@ -406,7 +395,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: --{flag.replace('_', '-')} must be at least 0, got {value}", file=sys.stderr)
             return 2
     # quiet by default: a failure is one ``error:`` line, not the runtime's log lines too
-    # (config warnings excepted: an unknown key is shown without -v, as ``warning: ...``)
+    # (config warnings excepted: an unknown key is shown without -v, as ``warning: ...``; and the progress lines
+    # of a long run, every progress.interval.ms: ``progress: ...``)
     level = logging.DEBUG if args.debug else logging.INFO if args.verbose else logging.CRITICAL + 1
     root = logging.getLogger()
     saved_level = root.level
@@ -420,9 +410,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings_handler = logging.StreamHandler(sys.stderr)
     warnings_handler.setFormatter(_ScrubbingFormatter("warning: %(message)s"))
     warnings_handler.setLevel(logging.WARNING)
+    progress_log = logging.getLogger(PROGRESS_LOGGER)
+    progress_handler = logging.StreamHandler(sys.stderr)
+    progress_handler.setFormatter(_ScrubbingFormatter("%(message)s"))
     if quiet:
         config_log.addHandler(warnings_handler)
         config_log.setLevel(logging.WARNING)
+        progress_log.addHandler(progress_handler)
+        progress_log.setLevel(logging.INFO)
     try:
         return _dispatch(args)
     finally:
@@ -431,6 +426,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if quiet:
             config_log.removeHandler(warnings_handler)
             config_log.setLevel(logging.NOTSET)
+            progress_log.removeHandler(progress_handler)
+            progress_log.setLevel(logging.NOTSET)
         _LOG_SECRETS.clear()
 
 

@@ -455,12 +455,12 @@ class _ConnectorOperator(BaseOperator):
         self.log.warning("%s: killed; stopping the connector run", self.task_id)
         self._stop.set()
 
-    def _progress(self, kind: str, name: str):  # type: ignore[no-untyped-def]
-        def progress(records: int, seconds: float) -> None:
-            rate = records / seconds if seconds > 0 else 0.0
-            self.log.info("%s connector %s: %d records after %.1f s (%.0f rec/s)", kind, name, records, seconds, rate)
+    def _metrics(self) -> Any:
+        """The run's metrics, through Airflow's ``Stats`` (:mod:`airflow_pyconnect.metrics`), tagged with this
+        task's ``dag_id`` and ``task_id``. Progress lines need nothing here: the runtime logs them."""
+        from airflow_pyconnect.metrics import StatsMetrics
 
-        return progress
+        return StatsMetrics({"dag_id": self.dag_id, "task_id": self.task_id})
 
     def _fail(self, exc: BaseException, what: str) -> NoReturn:
         """Turn a runtime error into an Airflow exception with the same message, chained.

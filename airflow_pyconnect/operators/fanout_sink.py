@@ -118,7 +118,7 @@ class PyConnectSinkTaskOperator(_ConnectorOperator):
             self._check_paths(config)
             with self.hook.get_backend() as backend:
                 result = run_sink_task(config, backend, plan, int(self.task_index), max_records=self.max_records,
-                                       max_seconds=self.max_seconds, progress=self._progress("sink", name),
+                                       max_seconds=self.max_seconds, metrics=self._metrics(),
                                        stop=self._stop)
         except Exception as exc:  # a connector's own error too: its text may quote secrets
             self._fail(exc, f"sink connector {name!r} task {self.task_index}")

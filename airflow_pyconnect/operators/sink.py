@@ -105,7 +105,7 @@ class PyConnectSinkOperator(_ConnectorOperator):
             self._check_paths(config)
             with self.hook.get_backend() as backend:
                 result = run_sink(config, backend, until_offsets=until, max_records=self.max_records,
-                                  max_seconds=self.max_seconds, progress=self._progress("sink", name),
+                                  max_seconds=self.max_seconds, metrics=self._metrics(),
                                   stop=self._stop)
         except Exception as exc:  # a connector's own error too: its text may quote secrets
             self._fail(exc, f"sink connector {name!r}")

@@ -49,6 +49,8 @@ _COMMON = (
             doc="At-least-once source: ms between offset flushes. Sink: ms between commit points (0: after every put).")
     .define("offset.flush.timeout.ms", Type.LONG, default=5000, validator=Range.at_least(1),
             doc="Bound on one offset flush or commit.")
+    .define("progress.interval.ms", Type.LONG, default=10000, validator=Range.at_least(0),
+            doc="ms between two progress lines in the log of a long run (records, rate, a sink's lag); 0: none.")
 )
 
 SOURCE_CONFIG = _COMMON.merge(

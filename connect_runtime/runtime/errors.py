@@ -33,6 +33,13 @@ from connect_runtime.api.errors import ConnectError, RetriableError
 from connect_runtime.api.records import SinkRecord
 from connect_runtime.api.sink import ErrantRecordReporter
 from connect_runtime.backends.base import Backend, ConsumedRecord, Producer, ProducerRecord
+from connect_runtime.metrics import (
+    DLQ_PRODUCE_FAILURES,
+    DLQ_PRODUCE_REQUESTS,
+    TOTAL_RECORD_ERRORS,
+    TOTAL_RECORDS_SKIPPED,
+    TaskMetrics,
+)
 from connect_runtime.runtime.pipeline import to_bytes
 
 if TYPE_CHECKING:
@@ -191,7 +198,8 @@ class DeadLetters:
     tolerated with no topic configured. Called from the task's own thread only."""
 
     def __init__(self, backend: Backend, pipeline: SinkPipeline, *, topic: str, tolerate_all: bool,
-                 log_errors: bool, log_messages: bool, flush_timeout_s: float, label: str) -> None:
+                 log_errors: bool, log_messages: bool, flush_timeout_s: float, label: str,
+                 metrics: TaskMetrics | None = None) -> None:
         self._backend = backend
         self._pipeline = pipeline
         self._topic = topic
@@ -200,6 +208,7 @@ class DeadLetters:
         self._log_messages = log_messages
         self._flush_timeout_s = flush_timeout_s
         self._label = label
+        self._metrics = metrics
         self.dead_lettered = 0
         self.skipped = 0
         self.report_failure: ConnectError | None = None
@@ -212,6 +221,9 @@ class DeadLetters:
 
     def send(self, rec: ConsumedRecord, exc: BaseException) -> None:
         """Dead-letter one consumed record (counted as skipped when no dead letter topic is set)."""
+        if self._metrics is not None:
+            self._metrics.add(TOTAL_RECORD_ERRORS, 1)
+            self._metrics.add(TOTAL_RECORDS_SKIPPED, 1)
         if not self._topic:
             self.skipped += 1
             return
@@ -224,7 +236,14 @@ class DeadLetters:
     def flush(self) -> None:
         """Make what was sent durable: called before every commit of offsets past the records."""
         if self.producer is not None and self._pending:
-            self.producer.flush(self._flush_timeout_s)
+            try:
+                self.producer.flush(self._flush_timeout_s)
+            except Exception:
+                if self._metrics is not None:
+                    self._metrics.add(DLQ_PRODUCE_FAILURES, self._pending)
+                raise
+            if self._metrics is not None:
+                self._metrics.add(DLQ_PRODUCE_REQUESTS, self._pending)
             self.dead_lettered += self._pending
             self._pending = 0
 

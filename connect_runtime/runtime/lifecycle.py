@@ -14,7 +14,8 @@ connector and its tasks, bounded).
             run_tasks(tasks):
                 tasks_starting(tasks) e.g. record the task count in the registry before any task starts
                 start the threads     (no more once the run failed)
-                supervise             max_seconds, external stop, progress, heartbeat, TasksStuck (supervisor.py)
+                supervise             max_seconds, external stop, progress (lines every progress.interval.ms,
+                                      progress.py), heartbeat, TasksStuck (supervisor.py)
             until reconfiguration_requested() is False, the run failed, or out_of_bounds()
         stop_connector()              ALWAYS once start_connector() returned, also after a failure
         the run's first failure (state.error) is raised here
@@ -41,6 +42,8 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from connect_runtime.backends import open_backend
 from connect_runtime.backends.base import Backend
+from connect_runtime.metrics import Metrics
+from connect_runtime.runtime.progress import ProgressLog
 from connect_runtime.runtime.supervisor import RunState, TasksStuck, supervise
 from connect_runtime.runtime.task import WorkerTask
 from connect_runtime.runtime.worker import Generation
@@ -65,13 +68,17 @@ class ConnectorRun(ABC, Generic[R]):
     """Set by :meth:`validate`: the run's stop/fail/deadline state, shared with its task threads."""
 
     def __init__(self, backend: str | Backend, backend_settings: Mapping[str, Any] | None = None, *,
-                 progress: Callable[[int, float], None] | None = None, stop: threading.Event | None = None) -> None:
+                 progress: Callable[[int, float], None] | None = None, stop: threading.Event | None = None,
+                 metrics: Metrics | None = None) -> None:
         self.t0 = time.monotonic()
         self.backend_arg = backend
         self.backend_settings = backend_settings
         self.progress = progress
         """``progress(records_so_far, seconds)``: called by :meth:`report_progress` (every ~5 s and at the end)."""
         self.external_stop = stop
+        self.metrics = metrics
+        """Where the tasks send their metrics (:mod:`~connect_runtime.metrics`); None: nowhere."""
+        self.progress_log: ProgressLog | None = None
         self.owns_backend = not isinstance(backend, Backend)
         self._backend: Backend | None = None
         self.generation: Generation | None = None
@@ -86,6 +93,8 @@ class ConnectorRun(ABC, Generic[R]):
         """The whole bounded run, in the order of the module docstring."""
         self.validate()
         self.state.external_stop = self.external_stop
+        self.progress_log = ProgressLog(self.kind, self.state.name, self.progress_interval_s(), self.records_so_far,
+                                        self.progress_detail, started=self.t0)
         self.open_backend()
         try:
             self.generation = self.begin_generation()
@@ -165,7 +174,8 @@ class ConnectorRun(ABC, Generic[R]):
             supervise(self.state, threads, self.shutdown_grace(), kind=self.kind,
                       progress=None if self.progress is None else self.report_progress,
                       generation=self.generation, topics=self.topics,
-                      names_of=lambda t: names.get(id(t), t.name))
+                      names_of=lambda t: names.get(id(t), t.name),
+                      tick=None if self.progress_log is None else self.progress_log.tick)
         except TasksStuck:
             raise
         except BaseException as exc:  # e.g. the process is being told to stop: let the tasks abort first
@@ -220,6 +230,18 @@ class ConnectorRun(ABC, Generic[R]):
 
     def report_progress(self) -> None:
         """Call :attr:`progress` with the records so far (only called when :attr:`progress` is set)."""
+
+    def progress_interval_s(self) -> float:
+        """Seconds between two progress lines (``progress.interval.ms``, validated); 0: none."""
+        return 0.0
+
+    def records_so_far(self) -> int:
+        """The records of the progress line (read from the supervisor's thread, without a lock)."""
+        return 0
+
+    def progress_detail(self) -> str:
+        """The progress line's tail (what was committed, a sink's lag to its target), or ``""``."""
+        return ""
 
     def topics(self) -> Sequence[str]:
         """Topics the run wrote or read so far (the registry heartbeat keeps them)."""

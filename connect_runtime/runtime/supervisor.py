@@ -81,10 +81,12 @@ class TasksStuck(WaitTimeoutError):
 def supervise(state: RunState, threads: Sequence[threading.Thread], grace: float, *, kind: str,
               progress: Callable[[], None] | None = None, generation: Heartbeat | None = None,
               topics: Callable[[], Sequence[str]] | None = None,
-              names_of: Callable[[threading.Thread], str] = lambda t: t.name) -> None:
+              names_of: Callable[[threading.Thread], str] = lambda t: t.name,
+              tick: Callable[[float], None] | None = None) -> None:
     """Wait for the task threads. Meanwhile: ``max_seconds`` (the state's deadline) and an external stop
     stop the run; ``progress()`` every :data:`PROGRESS_EVERY` s; the registry heartbeat every
-    :data:`HEARTBEAT_SECONDS` s; and once the run stopped, tasks that do not finish within ``grace``
+    :data:`HEARTBEAT_SECONDS` s; ``tick(now)`` at every turn of the loop (the progress lines,
+    :class:`~connect_runtime.runtime.progress.ProgressLog`); and once the run stopped, tasks that do not finish within ``grace``
     seconds fail it with :class:`TasksStuck` naming them (they are abandoned and can commit nothing:
     a later run fences them)."""
     next_progress = time.monotonic() + PROGRESS_EVERY
@@ -100,6 +102,12 @@ def supervise(state: RunState, threads: Sequence[threading.Thread], grace: float
             state.request_stop("max_seconds reached")
         if state.external_stop is not None and state.external_stop.is_set():
             state.request_stop("stop requested (e.g. the Airflow task was killed)")
+        if tick is not None:
+            try:
+                tick(now)
+            except Exception as exc:  # a progress line is for the log: it never fails the run
+                log.warning("connector %s: a progress line failed: %r", state.name, exc)
+                tick = None
         if progress is not None and now >= next_progress:
             next_progress = now + PROGRESS_EVERY
             try:

@@ -8,6 +8,7 @@
     on_failure(exc)          any exception from the two steps above (default: the run's failure, RunState.fail)
     close()                  ALWAYS, after success or failure: stop the connector's task if it started,
                              abort what is open, close the clients; an exception here is passed to on_failure
+    closed()                 ALWAYS, last: e.g. send the task's last metrics (connect_runtime.metrics); never raises
 
 The source direction (:mod:`connect_runtime.runtime.source`) fills these in for its poll -> send -> commit
 loop (exactly-once and at-least-once subclasses differ only in their commit hooks); the sink direction
@@ -60,6 +61,8 @@ class WorkerTask(ABC):
                 self.close()
             except BaseException as exc:  # a thread body, as above: e.g. the connector task's stop() raised
                 self.on_failure(exc)
+            finally:
+                self.closed()
 
     # -- hooks -------------------------------------------------------------------------------------
     @abstractmethod
@@ -75,6 +78,10 @@ class WorkerTask(ABC):
         """Called after :meth:`execute` returned or failed (or :meth:`initialize_and_start` failed): stop the
         connector's task if it started, abort anything open, close the clients. Must cope with a task that got
         only partly started."""
+
+    def closed(self) -> None:
+        """After :meth:`close`, whatever happened (e.g. the task's last metrics, the lag at its end). Must not
+        raise."""
 
     def on_failure(self, exc: BaseException) -> None:
         """A step raised: by default the run fails with ``exc`` (the first failure is the run's error)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -187,13 +188,20 @@ def test_validate(tmp_path: Path) -> None:
         assert f"  {field}: " in r.out
 
 
-def test_progress_line_on_a_long_run(tmp_path: Path, sqlite_url: str) -> None:
-    cfg = datagen(tmp_path, 60, **{"batch.size": "2", "poll.delay.ms": "80"})
+def test_progress_lines_on_a_long_run(tmp_path: Path, sqlite_url: str) -> None:
+    """The runtime's progress lines (every progress.interval.ms) show without -v: at most one per interval. The
+    run lasts at least 30 polls of 80 ms (poll.delay.ms), more than one interval, so there is at least one."""
+    cfg = datagen(tmp_path, 60, **{"batch.size": "2", "poll.delay.ms": "80", "progress.interval.ms": "500"})
+    t0 = time.monotonic()
     r = cli("run", str(cfg), url=sqlite_url)
+    elapsed = time.monotonic() - t0  # an upper bound of the run's own duration
     assert r.rc == 0, r.err
     assert r.json()["records"] == 60
     progress = [line for line in r.err.splitlines() if line.startswith("progress: ")]
-    assert progress and "60 records in" in progress[-1] and "records/s" in progress[-1]
+    assert 1 <= len(progress) <= elapsed / 0.5 + 1, (elapsed, r.err)
+    for line in progress:
+        assert re.fullmatch(r"progress: source connector 'gen': \d+ records in [\d.]+ s \([\d,]+ records/s\); "
+                            r"\d+ committed", line), line
 
 
 def test_short_run_prints_no_progress(tmp_path: Path, sqlite_url: str) -> None:

@@ -58,6 +58,10 @@ class TaskCommits:
         ``lastCommittedOffsets``): the start position, a task's rewind, or the last group commit."""
         self.committed: dict[TopicPartition, int] = {}
         """What this run committed (the result's ``committed``)."""
+        self.acked: dict[TopicPartition, int] = {}
+        """Per partition what is committed, for the lag at the end: the group's offset, or for a sink that commits
+        nothing to the group (``pre_commit`` returned ``{}``: it keeps its offsets in its destination) the offsets
+        its last ``pre_commit`` that succeeded was given."""
         self.failures = 0
         self._failing_since: float | None = None
         self._failed_at: dict[TopicPartition, int] = {}
@@ -68,6 +72,7 @@ class TaskCommits:
     def start(self, group: Mapping[TopicPartition, int | None], positions: Mapping[TopicPartition, int]) -> None:
         self.group.update(group)
         self.last_committed = dict(positions)
+        self.acked = {tp: positions[tp] if off is None else off for tp, off in group.items() if tp in positions}
 
     def commit(self, closing: bool) -> bool:
         """One commit point. Returns False when ``pre_commit`` failed and the task was rewound to its
@@ -83,31 +88,51 @@ class TaskCommits:
         w.dead_letters.flush()
         current = {tp: w.pos[tp] for tp in w.assigned}
         w.ctx.closing = closing
+        metrics = w.metrics
         try:
             offsets = task.pre_commit(current)
         except Exception as exc:
+            metrics.commit_failed()
             self.rewind_after_failure(exc, closing)
             return False
         finally:
             w.ctx.closing = False
         w.dead_letters.flush()
+        metrics.flush()  # what the task counted since the last commit point, its dead letters included
         if self._failing_since is not None and all(current[tp] >= off for tp, off in self._failed_at.items()):
             self._failing_since = None
         if not offsets:
+            self.acked.update(current)  # a sink that keeps its offsets in its destination stored them there
+            metrics.commit_skipped()
             return True
         commit = self.committable(offsets, current)
         if not commit:
+            metrics.commit_skipped()
             return True
         if run.stop.is_set():
             raise Stopped
+        t0 = time.perf_counter()
         try:
             commit_group(run, w.label, w.task_id, consumer, commit)
         except ProducerFencedError as exc:
+            metrics.commit_failed()
             raise ProducerFencedError(f"{w.label}: {exc}") from exc
+        except Stopped:
+            raise
+        except Exception:
+            metrics.commit_failed()
+            raise
+        metrics.commit_done(time.perf_counter() - t0)
         self.group.update(commit)
         self.last_committed.update(commit)
         self.committed.update(commit)
+        self.acked.update(commit)
         return True
+
+    def lag(self, target: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Per assigned partition: the run's ``target`` minus what is committed (:attr:`acked`)."""
+        acked = self.acked
+        return {tp: max(0, target[tp] - acked[tp]) for tp in self.worker.assigned if tp in acked and tp in target}
 
     def committable(self, offsets: Mapping[TopicPartition, int],
                     current: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:

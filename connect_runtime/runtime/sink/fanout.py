@@ -44,6 +44,7 @@ from connect_runtime.api.errors import (
 )
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends.base import Backend
+from connect_runtime.metrics import Metrics
 from connect_runtime.ranges import merge as merge_ranges
 from connect_runtime.runtime.fencing import fenced_by_newer, join_generation
 from connect_runtime.runtime.registry import ConnectorRecord, Registry
@@ -74,7 +75,7 @@ def plan_sink(config: Mapping[str, Any], backend: str | Backend = "sqlite:///pyc
 def run_sink_task(config: Mapping[str, Any], backend: str | Backend, plan: Mapping[str, Any], index: int, *,
                   max_records: int | None = None, max_seconds: float | None = None,
                   backend_settings: Mapping[str, Any] | None = None, progress: ProgressCallback | None = None,
-                  stop: threading.Event | None = None) -> SinkRunResult:
+                  stop: threading.Event | None = None, metrics: Metrics | None = None) -> SinkRunResult:
     """Fan-out, step 2: run task ``index`` of a :func:`plan_sink` plan, bounded, as its own run.
 
     It belongs to the plan's generation: once a newer plan or run of the connector began it is fenced
@@ -82,7 +83,7 @@ def run_sink_task(config: Mapping[str, Any], backend: str | Backend, plan: Mappi
     Each partition is one task's: the results of every task merge without overlap.
     """
     return SinkTaskRun(config, backend, plan, index, max_records=max_records, max_seconds=max_seconds,
-                       backend_settings=backend_settings, progress=progress, stop=stop).execute()
+                       backend_settings=backend_settings, progress=progress, stop=stop, metrics=metrics).execute()
 
 
 class SinkPlanRun(SinkRun):

@@ -152,6 +152,11 @@ class TaskPositions:
     def done(self, tp: TopicPartition) -> bool:
         return self.pos[tp] >= self.target[tp]
 
+    def remaining(self) -> int:
+        """Records left to read up to the targets (the progress lines read it from another thread: a snapshot)."""
+        target = self.target
+        return sum(max(0, target[tp] - off) for tp, off in list(self.pos.items()) if tp in target)
+
     def apply(self, ctx: TaskContext, consumer: Consumer, last_committed: dict[TopicPartition, int]) -> None:
         """Rewinds and pauses the task asked for since the last poll."""
         if ctx.rewinds:

@@ -17,6 +17,7 @@ from connect_runtime.api.errors import ConfigError, ConnectError
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.api.sink import SinkTask
 from connect_runtime.backends.base import Backend
+from connect_runtime.metrics import Metrics
 from connect_runtime.runtime.errors import RetryPolicy
 from connect_runtime.runtime.fencing import SinkCommitFence, begin_generation, sink_fence_id
 from connect_runtime.runtime.lifecycle import ConnectorRun
@@ -82,6 +83,8 @@ class SinkRunState(RunState):
         self.targets: dict[TopicPartition, int] = {}
         self.start_positions: dict[TopicPartition, int] = {}
         self.group_committed: dict[TopicPartition, int | None] = {}
+        self.metrics: Metrics | None = None
+        """Where the tasks send their metrics (the run's)."""
 
     def begin(self, backend: Backend, generation: int, task: int | None = None) -> None:
         """The run's generation is registered: its backend, its commit fence (``task``: task ``k`` of a fan-out
@@ -111,8 +114,8 @@ class SinkRun(ConnectorRun[SinkRunResult]):
     def __init__(self, config: Mapping[str, Any], backend: str | Backend, *, until_offsets: Any = None,
                  max_records: int | None = None, max_seconds: float | None = None,
                  backend_settings: Mapping[str, Any] | None = None, progress: ProgressCallback | None = None,
-                 stop: threading.Event | None = None) -> None:
-        super().__init__(backend, backend_settings, progress=progress, stop=stop)
+                 stop: threading.Event | None = None, metrics: Metrics | None = None) -> None:
+        super().__init__(backend, backend_settings, progress=progress, stop=stop, metrics=metrics)
         self.config = config
         self.until_offsets = until_offsets
         self.max_records = max_records
@@ -134,6 +137,7 @@ class SinkRun(ConnectorRun[SinkRunResult]):
         if self.max_seconds is not None and self.max_seconds < 0:
             raise ConfigError(errors={"max_seconds": f"expected at least 0, got {self.max_seconds}"})
         self.state = SinkRunState(name, values, self.max_records, self.max_seconds)
+        self.state.metrics = self.metrics
 
     def begin_generation(self) -> Generation:
         self.floor = _destination_floor(self.connector, self.config, self.name)
@@ -208,6 +212,15 @@ class SinkRun(ConnectorRun[SinkRunResult]):
         if self.progress is not None:
             self.progress(sum(w.records for w in self.workers), round(time.monotonic() - self.state.started, 3))
 
+    def progress_interval_s(self) -> float:
+        return float(self.values["progress.interval.ms"]) / 1000
+
+    def records_so_far(self) -> int:
+        return sum(w.records for w in self.workers)
+
+    def progress_detail(self) -> str:
+        return f"{sum(w.positions.remaining() for w in self.workers)} records left to the target"
+
     def stop_connector(self) -> None:
         self.state.fence.close()
         if not self.workers:
@@ -273,6 +286,7 @@ def run_sink(
     backend_settings: Mapping[str, Any] | None = None,
     progress: ProgressCallback | None = None,
     stop: threading.Event | None = None,
+    metrics: Metrics | None = None,
 ) -> SinkRunResult:
     """Run a sink connector once, bounded; see the package docstring for the semantics.
 
@@ -287,11 +301,13 @@ def run_sink(
     :param progress: ``progress(records_so_far, seconds)``, called at most every ~5 s and at the end.
     :param stop: an event another thread may set (Airflow's ``on_kill``): the tasks stop at once and commit
         nothing more; what they consumed since the last commit is delivered again by the next run.
+    :param metrics: where the tasks send Kafka Connect's task metrics (:mod:`connect_runtime.metrics`),
+        including the lag at the end; ``None``: nowhere. Progress lines are logged every ``progress.interval.ms``.
     :raises ConfigError: one error naming every invalid field.
     :raises ConnectError: a task failed (the message names the connector, the task and the cause).
     """
     return SinkRun(config, backend, until_offsets=until_offsets, max_records=max_records, max_seconds=max_seconds,
-                   backend_settings=backend_settings, progress=progress, stop=stop).execute()
+                   backend_settings=backend_settings, progress=progress, stop=stop, metrics=metrics).execute()
 
 
 def _destination_floor(connector: SinkConnector, config: Mapping[str, Any], name: str) -> int:
@@ -329,14 +345,15 @@ def _mirror(connector: SinkConnector, config: Mapping[str, Any], floor: int) -> 
 def end_lag(workers: Sequence[SinkWorkerTask], mirror: Mapping[str, Any]) -> dict[str, dict[str, int]]:
     """The lag a run left at its end, ``{topic: {"<partition>": records}}`` per partition its tasks were assigned:
     the target (``until_offsets``, else the end as the run started; lowered where the partition ended before it)
-    minus what it committed: the group's last commit, or for a sink that keeps its offsets in its destination, what
-    the destination holds after the run (``mirror``: :func:`destination_mirror`). For the registry."""
+    minus what it committed (:meth:`~connect_runtime.runtime.sink.commits.TaskCommits.lag`, the lag its metrics send), or for a sink that keeps its offsets
+    in its destination, what the destination holds after the run (``mirror``: :func:`destination_mirror`). For the
+    registry."""
     kept = {TopicPartition(str(t), int(p)): int(o) for t, p, o in mirror.get("destination_offsets") or ()}
     out: dict[str, dict[str, int]] = {}
     for w in workers:
-        for tp, target in sorted(w.positions.target.items()):
-            done = kept.get(tp, w.commits.last_committed.get(tp, target))
-            out.setdefault(tp.topic, {})[str(tp.partition)] = max(0, target - done)
+        target = w.positions.target
+        for tp, lag in sorted(w.commits.lag(target).items()):  # the lag the task's metrics sent
+            out.setdefault(tp.topic, {})[str(tp.partition)] = max(0, target[tp] - kept[tp]) if tp in kept else lag
     return out
 
 

@@ -25,6 +25,12 @@ from connect_runtime.api.errors import BackendUnavailableError, ConnectError, Wa
 from connect_runtime.api.records import SinkRecord, TopicPartition
 from connect_runtime.api.sink import SinkTask
 from connect_runtime.backends.base import ConsumedRecord, Consumer
+from connect_runtime.metrics import (
+    SINK_RECORD_READ_TOTAL,
+    SINK_RECORD_SEND_TOTAL,
+    TOTAL_RETRIES,
+    TaskMetrics,
+)
 from connect_runtime.runtime.errors import DeadLetters, ErrantReporter, Stopped, put_with_retries
 from connect_runtime.runtime.pipeline import SinkPipeline, gc_paused
 from connect_runtime.runtime.sink.commits import TaskCommits
@@ -60,9 +66,11 @@ class SinkWorkerTask(WorkerTask):
         self.retries = 0
         self.consumer: Consumer | None = None
         self.task: SinkTask | None = None
+        self.metrics = TaskMetrics(run.metrics, run.name, task_id)
         self.dead_letters = DeadLetters(
             run.backend, pipeline, topic=run.dlq_topic, tolerate_all=run.tolerate_all, log_errors=run.log_errors,
-            log_messages=run.log_messages, flush_timeout_s=run.flush_timeout_s, label=self.label)
+            log_messages=run.log_messages, flush_timeout_s=run.flush_timeout_s, label=self.label,
+            metrics=self.metrics)
         self.commits = TaskCommits(self)
         self.ctx = TaskContext(self, task_config, ErrantReporter(self.dead_letters))
         self.positions = TaskPositions(partitions, self.label)
@@ -124,6 +132,12 @@ class SinkWorkerTask(WorkerTask):
             self.state.fail(exc, exc.__cause__)
         else:
             self.state.fail(ConnectError(f"{self.label} failed: {type(exc).__name__}: {exc}"), exc)
+
+    def closed(self) -> None:
+        """The task's last metrics, the lag at its end included."""
+        if self._started:
+            self.metrics.send_lag(self.commits.lag(self._target))
+        self.metrics.flush(force=True)
 
     def close(self) -> None:
         """``close(partitions)`` if opened, ``stop()``, then the clients; a task that did not start only closes
@@ -226,7 +240,8 @@ class SinkWorkerTask(WorkerTask):
             if run.deadline is not None:
                 timeout = max(0.0, min(timeout, run.deadline - now))
             if not self._poll_and_deliver(max_poll, timeout):
-                ends_failing_since = self._check_ends(positions, consumer, remaining, ctx, ends_failing_since)
+                ends_failing_since = _check_ends(run, self.label, positions, consumer, remaining, ctx,
+                                                 ends_failing_since)
                 if interval != 0 and time.monotonic() >= next_commit:
                     commit(closing=False)
                     next_commit = time.monotonic() + interval
@@ -248,6 +263,7 @@ class SinkWorkerTask(WorkerTask):
                 batch, last = self.positions.bound(batch, self.state.budget, self.ctx)
             if not batch:
                 return False
+            self.metrics.add(SINK_RECORD_READ_TOTAL, len(batch))
             self._deliver(batch, last)
             del batch  # released before the collector resumes
             return True
@@ -272,25 +288,7 @@ class SinkWorkerTask(WorkerTask):
         for key, off in last.items():
             pos[key] = off + 1  # type: ignore[index]  # keeps the existing TopicPartition key
         self.records += len(processed.records)
-
-    def _check_ends(self, positions: TaskPositions, consumer: Consumer, remaining: list[TopicPartition],
-                    ctx: TaskContext, failing_since: float | None) -> float | None:
-        """The end-of-partition check of an empty poll. An empty poll is also what a broker that is restarting
-        gives: the check's query failing for want of the cluster is asked again at the next empty poll, until
-        the store ride-out bound (errors.retry.timeout) runs out; then its error fails the run. Returns since
-        when it has been failing (None once it answered)."""
-        run = self.state
-        try:
-            positions.check_ends(consumer, remaining, ctx, run.flush_timeout_s)
-        except BackendUnavailableError as exc:
-            now = time.monotonic()
-            since = now if failing_since is None else failing_since
-            if run.retry.store_bound_reached(since, now) is not None:
-                raise
-            log.info("%s: the end of its partitions could not be read (%s); asking again at the next empty poll",
-                     self.label, exc)
-            return since
-        return None
+        self.metrics.add(SINK_RECORD_SEND_TOTAL, len(processed.records))
 
     def _put(self, records: list[SinkRecord]) -> None:
         task = self.task
@@ -301,6 +299,26 @@ class SinkWorkerTask(WorkerTask):
 
     def _count_retry(self) -> None:
         self.retries += 1
+        self.metrics.add(TOTAL_RETRIES, 1)
+
+
+def _check_ends(run: SinkRunState, label: str, positions: TaskPositions, consumer: Consumer,
+                remaining: list[TopicPartition], ctx: TaskContext, failing_since: float | None) -> float | None:
+    """The end-of-partition check of an empty poll. An empty poll is also what a broker that is restarting
+    gives: the check's query failing for want of the cluster is asked again at the next empty poll, until
+    the store ride-out bound (errors.retry.timeout) runs out; then its error fails the run. Returns since
+    when it has been failing (None once it answered)."""
+    try:
+        positions.check_ends(consumer, remaining, ctx, run.flush_timeout_s)
+    except BackendUnavailableError as exc:
+        now = time.monotonic()
+        since = now if failing_since is None else failing_since
+        if run.retry.store_bound_reached(since, now) is not None:
+            raise
+        log.info("%s: the end of its partitions could not be read (%s); asking again at the next empty poll",
+                 label, exc)
+        return since
+    return None
 
 
 __all__ = ["SinkWorkerTask"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 from connect_runtime.backends.base import Producer
+from connect_runtime.metrics import SOURCE_RECORD_WRITE_TOTAL, elapsed
 from connect_runtime.runtime.source.checkpoint import Checkpoint
 from connect_runtime.runtime.source.task import RunFailed, SourceWorkerTask
 
@@ -47,19 +48,27 @@ class AtLeastOnceTask(SourceWorkerTask):
         self.boundary.committed(time.monotonic())
         if self.state.failed:
             raise RunFailed
-        self.flush()
-        cp = self.flushed
-        if not cp:
-            return
-        entries, offsets = cp.offsets()  # step 2
-        if entries:  # step 3: the offsets, then the ranges record
-            assert self.store is not None
-            # a broker restart is waited out as the flush waits for it (errors.retry.timeout), not failed after
-            # offset.flush.timeout.ms: the records are already written, only their offsets are left
-            self.store.put(entries, self.commit_timeout)
-        self.ledger.put(cp.spans, cp.records, self.commit_timeout)
+        t0 = time.perf_counter()
+        try:
+            self.flush()
+            cp = self.flushed
+            if not cp:
+                return
+            entries, offsets = cp.offsets()  # step 2
+            if entries:  # step 3: the offsets, then the ranges record
+                assert self.store is not None
+                # a broker restart is waited out as the flush waits for it (errors.retry.timeout), not failed after
+                # offset.flush.timeout.ms: the records are already written, only their offsets are left
+                self.store.put(entries, self.commit_timeout)
+            self.ledger.put(cp.spans, cp.records, self.commit_timeout)
+        except Exception:
+            self.metrics.commit_failed()
+            raise
         self.state.committed(cp.spans, cp.records, cp.filtered, cp.skipped, offsets, transaction=True,
                              writer=self.index)
+        self.metrics.add_spans(SOURCE_RECORD_WRITE_TOTAL, cp.spans)
+        self.metrics.commit_done(elapsed(t0))
+        self.metrics.flush()
         cp.clear()
         assert self.task is not None
         self.task.commit()  # step 5

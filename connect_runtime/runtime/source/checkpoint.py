@@ -122,6 +122,8 @@ class InFlight:
     future: Future[Written]
     checkpoint: Checkpoint
     offsets: list[Any]
+    took: list[float]
+    """Seconds the commit took (set by whoever ran it; the ``offset-commit-max-time-ms`` and ``-avg-time-ms`` metrics)."""
 
 
 __all__ = ["Checkpoint", "InFlight"]

@@ -13,6 +13,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 
 from connect_runtime.api.errors import BackendUnavailableError
 from connect_runtime.backends.base import Producer, TransactionalProducer, Written
+from connect_runtime.metrics import SOURCE_RECORD_WRITE_TOTAL, elapsed
 from connect_runtime.runtime.fencing import check_still_newest, generation_guard
 from connect_runtime.runtime.source.checkpoint import Checkpoint, InFlight
 from connect_runtime.runtime.source.task import RunFailed, SourceWorkerTask
@@ -81,6 +82,7 @@ class ExactlyOnceTask(SourceWorkerTask):
         extra = None if not self.ledger.active else (lambda w: self.ledger.entries(w.ranges.items(), records))
         self.pending = Checkpoint(self.plan.name)
         self.txn_open = False  # this transaction is committing; the next one begins after it completed
+        took = [0.0]
         if self.overlap:  # step 3, on the committer thread
             assert self.committer is not None
             started = threading.Event()
@@ -88,7 +90,10 @@ class ExactlyOnceTask(SourceWorkerTask):
 
             def commit_transaction() -> Written:
                 started.set()
-                return producer.commit_transaction(entries, timeout, extra)
+                t0 = time.perf_counter()
+                written = producer.commit_transaction(entries, timeout, extra)
+                took[0] = elapsed(t0)
+                return written
 
             future = self.committer.submit(commit_transaction)
             # Wait (GIL released) until the committer runs: it then holds the GIL only until its commit enters
@@ -97,11 +102,13 @@ class ExactlyOnceTask(SourceWorkerTask):
             started.wait(timeout)
         else:  # step 3, in line
             future = Future()
+            t0 = time.perf_counter()
             try:
                 future.set_result(self.producer.commit_transaction(entries, self.commit_timeout, extra))
+                took[0] = elapsed(t0)
             except BaseException as exc:  # handed over to settle() through the future, as from the committer
                 future.set_exception(exc)
-        self.inflight = InFlight(future, cp, offsets)
+        self.inflight = InFlight(future, cp, offsets, took)
         if not self.overlap:
             self.settle()
 
@@ -109,7 +116,11 @@ class ExactlyOnceTask(SourceWorkerTask):
         inflight, self.inflight = self.inflight, None
         if inflight is None:
             return
-        written = self.commit_result(inflight)  # fenced, unavailable, ...: raised here, in the task's thread
+        try:
+            written = self.commit_result(inflight)  # fenced, unavailable, ...: raised here, in the task's thread
+        except Exception:
+            self.metrics.commit_failed()
+            raise
         self.completed(written, inflight)
 
     def commit_result(self, inflight: InFlight) -> Written:
@@ -132,6 +143,11 @@ class ExactlyOnceTask(SourceWorkerTask):
         cp = inflight.checkpoint
         self.state.committed(written.ranges.items(), cp.records, cp.filtered, cp.skipped, inflight.offsets,
                              transaction=True, writer=self.index)
+        metrics = self.metrics
+        metrics.add_spans(SOURCE_RECORD_WRITE_TOTAL, written.ranges.items())
+        metrics.transaction(cp.records)
+        metrics.commit_done(inflight.took[0])
+        metrics.flush()
         self.report_records(cp, written.metadata)
         assert self.task is not None
         self.task.commit()

@@ -19,6 +19,7 @@ from connect_runtime.api.errors import (
     WaitTimeoutError,
 )
 from connect_runtime.backends.base import Backend, OffsetStore
+from connect_runtime.metrics import Metrics
 from connect_runtime.runtime.fencing import begin_generation, fenced_by_newer, join_generation
 from connect_runtime.runtime.lifecycle import ConnectorRun
 from connect_runtime.runtime.offsets import StoreOffsetReader
@@ -55,6 +56,7 @@ def run_source(
     ledger_key: Mapping[str, Any] | None = None,
     identity: str | None = None,
     stop: threading.Event | None = None,
+    metrics: Metrics | None = None,
 ) -> SourceRunResult:
     """Run a source connector once, bounded, and return what it committed.
 
@@ -75,12 +77,14 @@ def run_source(
         the same identity fences every task of the previous one.
     :param stop: an event another thread may set to stop the run early (Airflow's ``on_kill``): the
         tasks commit their last boundary and stop, as at ``max_seconds``.
+    :param metrics: where the tasks send Kafka Connect's task metrics (:mod:`connect_runtime.metrics`);
+        ``None``: nowhere. Progress lines are logged every ``progress.interval.ms`` either way.
     :raises ConfigError: naming every invalid field.
     :raises ProducerFencedError: a newer run (generation) of the connector started; nothing more was committed.
     """
     run = SourceRun(config, backend, exactly_once=exactly_once, max_records=max_records, max_seconds=max_seconds,
                     backend_settings=backend_settings, progress=progress, ledger_key=ledger_key, identity=identity,
-                    stop=stop)
+                    stop=stop, metrics=metrics)
     result = run.execute()
     log.info("source connector %s: %d records in %d transactions (%d filtered, %d skipped) in %.2f s",
              run.p.name, result.records, result.transactions, result.filtered, result.skipped, result.seconds)
@@ -124,6 +128,7 @@ def run_source_task(
     progress: Callable[[int, float], None] | None = None,
     ledger_key: Mapping[str, Any] | None = None,
     stop: threading.Event | None = None,
+    metrics: Metrics | None = None,
 ) -> SourceRunResult:
     """Fan-out, step 2: run task ``index`` of a :func:`plan_source` plan, bounded, as its own run.
 
@@ -133,7 +138,7 @@ def run_source_task(
     """
     return SourceTaskRun(config, backend, plan, index, max_records=max_records, max_seconds=max_seconds,
                          backend_settings=backend_settings, progress=progress, ledger_key=ledger_key,
-                         stop=stop).execute()
+                         stop=stop, metrics=metrics).execute()
 
 
 class SourceRun(ConnectorRun[SourceRunResult]):
@@ -148,8 +153,9 @@ class SourceRun(ConnectorRun[SourceRunResult]):
                  max_records: int | None = None, max_seconds: float | None = None,
                  backend_settings: Mapping[str, Any] | None = None,
                  progress: Callable[[int, float], None] | None = None, ledger_key: Mapping[str, Any] | None = None,
-                 identity: str | None = None, stop: threading.Event | None = None) -> None:
-        super().__init__(backend, backend_settings, progress=progress, stop=stop)
+                 identity: str | None = None, stop: threading.Event | None = None,
+                 metrics: Metrics | None = None) -> None:
+        super().__init__(backend, backend_settings, progress=progress, stop=stop, metrics=metrics)
         self.config = config
         self.exactly_once = exactly_once
         self.max_records = max_records
@@ -160,6 +166,8 @@ class SourceRun(ConnectorRun[SourceRunResult]):
         self.store: OffsetStore | None = None
         self.reader: StoreOffsetReader | None = None
         self.context: ConnectorContext | None = None
+        self.workers: list[SourceWorkerTask] = []
+        self.earlier_polled = 0  # records polled by the tasks of earlier rounds (a replan)
 
     def validate(self) -> None:
         check_bounds(self.max_records, self.max_seconds)
@@ -197,8 +205,10 @@ class SourceRun(ConnectorRun[SourceRunResult]):
 
     def create_tasks(self, configs: list[dict[str, str]]) -> list[WorkerTask]:
         cls: type[SourceWorkerTask] = ExactlyOnceTask if self.exactly_once else AtLeastOnceTask
-        return [cls(self.state, self.p, self.backend, self.first_index + i, dict(cfg))
-                for i, cfg in enumerate(configs)]
+        self.earlier_polled += sum(w.polled_records for w in self.workers)
+        self.workers = [cls(self.state, self.p, self.backend, self.first_index + i, dict(cfg), metrics=self.metrics)
+                        for i, cfg in enumerate(configs)]
+        return list(self.workers)
 
     def tasks_starting(self, tasks: Sequence[WorkerTask]) -> None:
         # the task count is recorded before the tasks start, so a successor can fence every one of them
@@ -215,6 +225,15 @@ class SourceRun(ConnectorRun[SourceRunResult]):
     def report_progress(self) -> None:
         if self.progress is not None:
             self.progress(self.state.records, time.monotonic() - self.t0)
+
+    def progress_interval_s(self) -> float:
+        return float(self.p.values["progress.interval.ms"]) / 1000
+
+    def records_so_far(self) -> int:
+        return self.earlier_polled + sum(w.polled_records for w in self.workers)
+
+    def progress_detail(self) -> str:
+        return f"{self.state.records} committed"
 
     def topics(self) -> Sequence[str]:
         return sorted(self.state.topics)

@@ -22,6 +22,13 @@ from connect_runtime.api.errors import ConnectError, DataError, ProducerFencedEr
 from connect_runtime.api.records import RecordMetadata, SourceRecord
 from connect_runtime.api.source import SourceTask
 from connect_runtime.backends.base import Backend, OffsetStore, Producer
+from connect_runtime.metrics import (
+    SOURCE_RECORD_POLL_TOTAL,
+    TOTAL_RECORD_ERRORS,
+    TOTAL_RECORDS_SKIPPED,
+    Metrics,
+    TaskMetrics,
+)
 from connect_runtime.runtime.offsets import StoreOffsetReader
 from connect_runtime.runtime.pipeline import SourcePipeline, gc_paused
 from connect_runtime.runtime.source.boundaries import boundary_for
@@ -52,8 +59,10 @@ class SourceWorkerTask(WorkerTask):
     state: SourceRunState
 
     def __init__(self, run: SourceRunState, plan: SourcePlan, backend: Backend, index: int,
-                 task_config: dict[str, str]) -> None:
+                 task_config: dict[str, str], metrics: Metrics | None = None) -> None:
         super().__init__(run, index)
+        self.metrics = TaskMetrics(metrics, plan.name, index)
+        self.polled_records = 0  # within max_records (the progress lines read it)
         self.plan = plan
         self.backend = backend
         self.task_config = task_config
@@ -118,6 +127,11 @@ class SourceWorkerTask(WorkerTask):
         else:
             log.error("%s failed: %r", self.label, exc)
         self.state.fail(exc)
+
+    def closed(self) -> None:
+        """The task's last counts and the sizes of its transactions."""
+        self.metrics.flush(force=True)
+        self.metrics.send_transaction_sizes()
 
     def close(self) -> None:
         if self.state.failed and not self.fenced:
@@ -202,6 +216,8 @@ class SourceWorkerTask(WorkerTask):
             records = run.reserve(records)
             if not records:
                 return False
+            self.polled_records += len(records)
+            self.metrics.add(SOURCE_RECORD_POLL_TOTAL, len(records))
             self.boundary.dispatch(records, self)
             del records  # released before the collector resumes
             return True
@@ -235,6 +251,8 @@ class SourceWorkerTask(WorkerTask):
             pending.filtered += len(batch.filtered)
         if batch.skipped:
             pending.skipped += len(batch.skipped)
+            self.metrics.add(TOTAL_RECORD_ERRORS, len(batch.skipped))
+            self.metrics.add(TOTAL_RECORDS_SKIPPED, len(batch.skipped))
         if self.track:
             pending.sent.extend(batch.sent)
             pending.polled.extend(records)
