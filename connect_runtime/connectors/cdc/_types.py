@@ -36,7 +36,7 @@ import datetime as dt
 import decimal
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from connect_runtime.api.data import Decimal, Schema, SchemaBuilder, Struct
 from connect_runtime.api.errors import DataError
@@ -184,7 +184,8 @@ def parse_array(text: str) -> list[str | None]:
         text = text[text.index("=") + 1:]
     if not (text.startswith("{") and text.endswith("}")):
         raise DataError(f"expected an array literal like {{1,2}}, got {text[:40]!r}")
-    body, out, i, n = text[1:-1], [], 0, len(text) - 2
+    body, i, n = text[1:-1], 0, len(text) - 2
+    out: list[str | None] = []
     if not body:
         return []
     while i <= n:
@@ -222,7 +223,7 @@ def column_type(oid: int, typmod: int, optional: bool, column: str) -> ColumnTyp
         def convert_array(text: str) -> list[Any]:
             return [None if e is None else econv(e) for e in parse_array(text)]
 
-        builder, convert = SchemaBuilder.array(ebuilt), convert_array
+        builder, convert = SchemaBuilder.array(ebuilt), cast("Convert", convert_array)
     elif scalar is None:
         builder, convert = SchemaBuilder.string(), str
     else:
