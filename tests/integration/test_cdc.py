@@ -1,0 +1,200 @@
+"""PostgresCdcSource on PostgreSQL 15 (``wal_level=logical``, tests/support/postgres.py's ``logical_postgres``) into the
+embedded backend: the capture behind the decoder's unit tests decoded live; a snapshot, then random transactions
+spanning two tables over several bounded runs, every change once and in commit order per table; a rerun with
+nothing new writes nothing; and runs SIGKILLed on observed progress, nothing lost or written twice, the slot never
+confirmed past what was committed (docs/cdc.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from connect_runtime import run_source
+from connect_runtime.api import ConfigError
+from connect_runtime.connectors.cdc._pgoutput import decode
+from tests.integration.test_sink_kill import kill_loop
+from tests.support import REPO, slow_iterations
+from tests.support.cdc import (
+    CAPTURE_SQL,
+    SLOT_AT,
+    Workload,
+    as_changes,
+    changes_in_slot,
+    committed_offset,
+    confirmed_flush,
+    topic_events,
+)
+
+SOURCE = "connect_runtime.connectors.cdc.PostgresCdcSource"
+PYCONNECT = str(Path(sys.executable).with_name("pyconnect"))
+
+
+def plain(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://")
+
+
+def test_the_capture_statements_decode_live_as_the_unit_tests_expect(logical_database: str) -> None:
+    """The statements behind pgoutput_capture.txt, run again: the live messages decode to the same kinds."""
+    import psycopg
+
+    with psycopg.connect(plain(logical_database), autocommit=True) as conn:
+        for i, statement in enumerate(CAPTURE_SQL):
+            if i == SLOT_AT:
+                with psycopg.connect(plain(logical_database) + "?replication=database", autocommit=True) as rep:
+                    res = rep.pgconn.exec_(b'CREATE_REPLICATION_SLOT "s" LOGICAL pgoutput')
+                    assert res.status == psycopg.pq.ExecStatus.TUPLES_OK, res.error_message
+            conn.execute(statement)  # type: ignore[arg-type]
+        rows = conn.execute("SELECT data FROM pg_logical_slot_peek_binary_changes('s', NULL, NULL, 'proto_version', "
+                            "'1', 'publication_names', 'p')").fetchall()
+    kinds = [type(decode(data)).__name__ for (data,) in rows]
+    captured = Path(REPO, "tests/unit/connect_runtime/connectors/pgoutput_capture.txt").read_text().splitlines()
+    assert kinds == [type(decode(bytes.fromhex(line.split()[2]))).__name__ for line in captured]
+
+
+def config(url: str, **more: str) -> dict[str, str]:
+    return {"name": "cdc", "connector.class": SOURCE, "connection.url": url, "topic.prefix": "shop",
+            "table.include.list": "a,public.b", "exactly.once.support": "required", "poll.idle.timeout.ms": "300",
+            **more}
+
+
+def check_topics(store: str, work: Workload, snapshot: dict[str, dict[int, dict[str, Any]]]) -> None:
+    """Each table's topic: the snapshot's rows (op r, in any order), then every change once, in commit order; the
+    events replayed give the table's rows."""
+    for table in ("a", "b"):
+        got = as_changes(topic_events(store, f"shop.public.{table}"))
+        reads = [c for c in got if c[0] == "r"]
+        assert {i: row for _, i, row in reads} == snapshot[table] and len(reads) == len(snapshot[table])
+        stream = got[len(reads):]
+        assert all(op != "r" for op, _, _ in stream), f"{table}: a snapshot read after the stream began"
+        expected = work.changes[table]
+        assert len(stream) == len(expected), f"{table}: {len(stream)} changes written, {len(expected)} made"
+        diff = next((n for n, (g, e) in enumerate(zip(stream, expected, strict=True)) if g != e), None)
+        assert diff is None, f"{table}: change {diff} is {stream[diff]}, expected {expected[diff]}"
+        replay: dict[int, dict[str, Any]] = {}
+        for op, i, row in got:
+            if op == "d":
+                del replay[i]
+            else:
+                assert row is not None
+                replay[i] = row
+        assert replay == work.rows[table]
+
+
+@pytest.mark.parametrize("boundary", ["connector", "poll"])
+def test_snapshot_then_changes_across_bounded_runs(logical_database: str, sqlite_url: str, boundary: str) -> None:
+    work = Workload(logical_database, seed=36)
+    work.create()
+    work.transactions(20, inserts_only=True)
+    snapshot = work.snapshot_point()
+    cfg = config(logical_database, **{"transaction.boundary": boundary, "batch.max.rows": "7"})
+
+    first = run_source(cfg, sqlite_url).to_dict()
+    assert first["records"] == sum(len(rows) for rows in snapshot.values())
+    (entry,) = first["source_offsets"]
+    assert entry["partition"] == {"server": "shop"}
+    assert entry["offset"]["snapshot"] is True and entry["offset"]["last_snapshot_record"] is True
+    if boundary == "connector":
+        assert first["transactions"] == 1  # the snapshot is all or nothing
+
+    for _ in range(3):  # changes between bounded runs: each run writes what committed before it started
+        before = work.records
+        work.transactions(15)
+        run = run_source(cfg, sqlite_url).to_dict()
+        assert run["records"] == work.records - before
+        check_topics(sqlite_url, work, snapshot)
+        offset = run["source_offsets"][0]["offset"]
+        assert set(offset) == {"lsn", "lsn_proc", "lsn_commit", "txId", "ts_usec", "event"}
+        # every transaction read is confirmed: the slot holds nothing the topics do not
+        assert changes_in_slot(logical_database, "debezium", "dbz_publication") == []
+        assert confirmed_flush(logical_database, "debezium") is not None
+
+    again = run_source(cfg, sqlite_url).to_dict()
+    assert again["records"] == 0 and again["ranges"] == {}
+    assert again["empty"]["reason"] == "committed_before"
+    check_topics(sqlite_url, work, snapshot)
+
+
+def test_config_errors_name_the_key(logical_database: str, sqlite_url: str) -> None:
+    with pytest.raises(ConfigError, match=r"table\.include\.list.*public\.nope do not exist"):
+        run_source(config(logical_database, **{"table.include.list": "nope"}), sqlite_url)
+    Workload(logical_database, seed=1).create()
+    import psycopg
+
+    with psycopg.connect(plain(logical_database), autocommit=True) as conn:
+        conn.execute("CREATE PUBLICATION only_a FOR TABLE a")
+    with pytest.raises(ConfigError, match=r"publication\.name.*does not publish public\.b"):
+        run_source(config(logical_database, **{"publication.name": "only_a"}), sqlite_url)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# SIGKILL at any instant
+
+
+def slot_not_ahead(url: str, store: str) -> None:
+    """The slot's confirmed position is at or before the first change not committed: every transaction the witness
+    slot (never advanced) holds past the committed offset is still in the connector's slot."""
+    offset = committed_offset(store, "cdc", "shop")
+    assert offset is not None and "lsn_commit" in offset, f"the snapshot committed first: {offset}"
+    done = (int(offset["lsn_commit"]), int(offset["event"]))
+    witness = changes_in_slot(url, "witness", "dbz_publication")
+    pending = [commit for commit, n in witness if (commit, n) > done and n > 0]
+    flushed = confirmed_flush(url, "debezium")
+    assert flushed is not None
+    if pending:
+        assert flushed <= pending[0], (f"the slot is confirmed to {flushed:X}, past the first change not "
+                                       f"committed (transaction {pending[0]:X}; committed {done})")
+    held = {commit for commit, _ in changes_in_slot(url, "debezium", "dbz_publication")}
+    assert set(pending) <= held
+
+
+def cdc_kill_loop(tmp_path: Path, db: str, store: str, kills: int, transactions: int) -> None:
+    import psycopg
+
+    work = Workload(db, seed=random.randrange(1 << 30))
+    work.create()
+    work.transactions(30, inserts_only=True)
+    snapshot = work.snapshot_point()
+    cfg = config(db, **{"transaction.boundary": "connector", "batch.max.rows": "40"})
+    assert run_source(cfg, store).to_dict()["records"] == sum(len(r) for r in snapshot.values())
+    with psycopg.connect(plain(db), autocommit=True) as conn:  # sees every change from here on, never advanced
+        conn.execute("SELECT pg_create_logical_replication_slot('witness', 'pgoutput')")
+    base = sum(len(r) for r in snapshot.values())
+    work.transactions(transactions)
+    cfg_path = tmp_path / "cdc.json"
+    cfg_path.write_text(json.dumps(cfg))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+
+    def launch(log: Path) -> subprocess.Popen[bytes]:
+        if log.name != "run1.log" and log.name != "final.log":
+            slot_not_ahead(db, store)  # after the previous run's kill
+        with open(log, "ab") as out:
+            return subprocess.Popen([PYCONNECT, "--backend", store, "run", str(cfg_path)], cwd=REPO, env=env,
+                                    stdout=out, stderr=subprocess.STDOUT)
+
+    def grow(total: int) -> int:  # a run ended before its kill: as many transactions more
+        work.transactions(transactions)
+        return base + work.records
+
+    def progress() -> int:
+        return sum(len(topic_events(store, f"shop.public.{t}")) for t in ("a", "b"))
+
+    kill_loop(tmp_path, store, cfg, kills=kills, progress=progress, total=base + work.records, grow=grow,
+              launch=launch)
+    check_topics(store, work, snapshot)
+    assert changes_in_slot(db, "debezium", "dbz_publication") == []
+
+
+def test_cdc_is_exactly_once_across_sigkills(tmp_path: Path, logical_database: str, sqlite_url: str) -> None:
+    cdc_kill_loop(tmp_path, logical_database, sqlite_url, kills=3, transactions=400)
+
+
+@pytest.mark.slow
+def test_cdc_sigkill_loop_long(tmp_path: Path, logical_database: str, sqlite_url: str) -> None:
+    cdc_kill_loop(tmp_path, logical_database, sqlite_url, kills=slow_iterations(6, 20), transactions=1500)
