@@ -63,9 +63,13 @@ class Snapshot:
         self._ahead: tuple[TableEvents, tuple[Any, ...]] | None = next(self._rows, None)
 
     def _all_rows(self) -> Iterator[tuple[TableEvents, tuple[Any, ...]]]:
+        from psycopg.types.string import TextLoader
+
         for _, events in self.tables:
-            cols = ", ".join(f"{quote(c.name)}::text" for c in events.columns)
+            cols = ", ".join(quote(c.name) for c in events.columns)
             with self.conn.cursor(name="pyconnect_cdc_snapshot") as cur:
+                for c in events.columns:  # each value as its type's output function writes it, as pgoutput does
+                    cur.adapters.register_loader(c.type_oid, TextLoader)
                 cur.execute(f"SELECT {cols} FROM {quote(events.schema_name)}.{quote(events.table)}")
                 while rows := cur.fetchmany(1000):
                     for row in rows:

@@ -1,8 +1,9 @@
 """PostgreSQL column types as Connect schemas and values, the way Debezium's PostgreSQL connector maps them with its
 defaults (``decimal.handling.mode=precise``, ``time.precision.mode=adaptive``, ``binary.handling.mode=bytes``).
 
-Values arrive as PostgreSQL's text output (``pgoutput``'s text tuple data, and the snapshot's ``column::text``: the
-same output functions, so a row read in the snapshot and the same row in the stream give equal values). The reading
+Values arrive as PostgreSQL's text output (``pgoutput``'s text tuple data, and the snapshot's rows fetched in text
+format, never cast to text, which differs for ``boolean`` and ``char(n)``: the same output functions, so a row read in
+the snapshot and the same row in the stream give equal values). The reading
 session runs with ``TimeZone=UTC``, ``DateStyle=ISO`` and ``bytea_output=hex`` (:data:`SESSION_OPTIONS`).
 
 =================================  ==============================================================================
