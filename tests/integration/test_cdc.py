@@ -244,3 +244,41 @@ def test_types_snapshot_and_stream_agree_toast_and_full_identity(logical_databas
     assert update["after"]["big"] == "__debezium_unavailable_value"  # unchanged TOAST: not sent by the server
     (_, _), (_, full) = topic_events(sqlite_url, "shop.public.f")
     assert (full["op"], full["before"], full["after"]) == ("u", {"id": 1, "v": "old"}, {"id": 1, "v": "new"})
+
+
+def test_a_snapshot_killed_midway_left_nothing_and_is_taken_again(tmp_path: Path, logical_database: str,
+                                                                  sqlite_url: str) -> None:
+    """SIGKILL once the slot exists and before the snapshot committed (it commits as one transaction): nothing is
+    written, and the next run drops the slot, snapshots again (with the changes made in between) and streams on."""
+    import psycopg
+
+    from tests.support.kills import kill_on_progress
+
+    work = Workload(logical_database, seed=7)
+    work.create()
+    with psycopg.connect(plain(logical_database), autocommit=True) as conn:  # a snapshot that takes a while
+        conn.execute("INSERT INTO a SELECT g, 'bulk ' || g, g FROM generate_series(1000001, 1030000) g")
+    work.rows["a"].update({i: {"id": i, "name": f"bulk {i}", "qty": i} for i in range(1000001, 1030001)})
+    cfg_path = tmp_path / "cdc.json"
+    cfg_path.write_text(json.dumps(config(logical_database, **{"transaction.boundary": "connector"})))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with open(tmp_path / "run.log", "ab") as out:
+        proc = subprocess.Popen([PYCONNECT, "--backend", sqlite_url, "run", str(cfg_path)], cwd=REPO, env=env,
+                                stdout=out, stderr=subprocess.STDOUT)
+    first = [None]
+
+    def slot_created() -> int:
+        first[0] = first[0] or confirmed_flush(logical_database, "debezium")  # type: ignore[assignment]
+        return int(first[0] is not None)
+
+    assert kill_on_progress(proc, slot_created, 1, rng=random.Random(3), what="the snapshot run"), \
+        (tmp_path / "run.log").read_text()[-2000:]
+    assert topic_events(sqlite_url, "shop.public.a") == [], "the killed snapshot committed records"
+    work.transactions(10, inserts_only=True)  # in the new snapshot, not in the stream
+    snapshot = work.snapshot_point()
+    rerun = run_source(config(logical_database, **{"transaction.boundary": "connector"}), sqlite_url).to_dict()
+    assert rerun["records"] == sum(len(rows) for rows in snapshot.values())
+    assert (confirmed_flush(logical_database, "debezium") or 0) > (first[0] or 0)  # a new slot, further on
+    work.transactions(20)
+    run_source(config(logical_database, **{"transaction.boundary": "connector"}), sqlite_url)
+    check_topics(sqlite_url, work, snapshot)
