@@ -282,3 +282,51 @@ def test_a_snapshot_killed_midway_left_nothing_and_is_taken_again(tmp_path: Path
     work.transactions(20)
     run_source(config(logical_database, **{"transaction.boundary": "connector"}), sqlite_url)
     check_topics(sqlite_url, work, snapshot)
+
+
+def test_a_zombie_run_writes_nothing_and_never_moves_the_slot_back(tmp_path: Path, logical_database: str,
+                                                                   sqlite_url: str) -> None:
+    """A run frozen (SIGSTOP) mid-stream, a second run of the connector doing the whole work, then the first thawed:
+    it is fenced (a newer generation started), commits nothing more, and every change is in the topics once."""
+    import signal
+    import time
+
+    work = Workload(logical_database, seed=11)
+    work.create()
+    work.transactions(5, inserts_only=True)
+    snapshot = work.snapshot_point()
+    cfg = config(logical_database, **{"transaction.boundary": "connector", "batch.max.rows": "20"})
+    run_source(cfg, sqlite_url)
+    work.transactions(600)
+    cfg_path = tmp_path / "cdc.json"
+    cfg_path.write_text(json.dumps(cfg))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    base = sum(len(r) for r in snapshot.values())
+
+    def written() -> int:
+        return sum(len(topic_events(sqlite_url, f"shop.public.{t}")) for t in ("a", "b"))
+
+    with open(tmp_path / "zombie.log", "ab") as out:
+        zombie = subprocess.Popen([PYCONNECT, "--backend", sqlite_url, "run", str(cfg_path)], cwd=REPO, env=env,
+                                  stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while written() < base + 100:  # the zombie committed some of the stream: freeze it there
+            assert zombie.poll() is None, "the first run ended before it could be frozen: give it more work"
+            assert time.monotonic() < deadline, "waited 120 s for the first run to commit 100 records"
+            time.sleep(0.005)
+        os.kill(zombie.pid, signal.SIGSTOP)
+        frozen_at = confirmed_flush(logical_database, "debezium")
+        run_source(cfg, sqlite_url)  # the successor: fences the frozen run's generation, does the rest
+        moved = confirmed_flush(logical_database, "debezium")
+        assert moved is not None and frozen_at is not None and moved > frozen_at
+        os.kill(zombie.pid, signal.SIGCONT)
+        zombie.wait(120)
+    finally:
+        if zombie.poll() is None:
+            zombie.kill()
+            zombie.wait(30)
+    assert zombie.returncode != 0 and "was fenced" in (tmp_path / "zombie.log").read_text()
+    assert confirmed_flush(logical_database, "debezium") == moved  # the zombie did not move it back
+    check_topics(sqlite_url, work, snapshot)
+    assert run_source(cfg, sqlite_url).to_dict()["records"] == 0
