@@ -330,3 +330,33 @@ def test_a_zombie_run_writes_nothing_and_never_moves_the_slot_back(tmp_path: Pat
     assert confirmed_flush(logical_database, "debezium") == moved  # the zombie did not move it back
     check_topics(sqlite_url, work, snapshot)
     assert run_source(cfg, sqlite_url).to_dict()["records"] == 0
+
+
+def test_add_column_is_a_new_value_schema_from_that_change_on(logical_database: str, sqlite_url: str) -> None:
+    """``ALTER TABLE ... ADD COLUMN`` between changes: the changes before it keep the old Value schema, those after
+    have the new field (PostgreSQL sends a new Relation message; a schema registry would register a new version)."""
+    import psycopg
+
+    with psycopg.connect(plain(logical_database), autocommit=True) as conn:
+        conn.execute("CREATE TABLE a (id int PRIMARY KEY, name text NOT NULL, qty int)")
+        conn.execute("CREATE TABLE b (id bigint PRIMARY KEY)")
+        conn.execute("INSERT INTO a VALUES (1, 'one', 1)")
+    cfg = config(logical_database, **{"value.converter": "org.apache.kafka.connect.json.JsonConverter",
+                                      "value.converter.schemas.enable": "true"})
+    run_source(cfg, sqlite_url)
+    with psycopg.connect(plain(logical_database), autocommit=True) as conn:
+        conn.execute("INSERT INTO a VALUES (2, 'two', 2)")
+        conn.execute("ALTER TABLE a ADD COLUMN note text NOT NULL DEFAULT 'n/a'")
+        conn.execute("INSERT INTO a VALUES (3, 'three', 3, 'hello')")
+        conn.execute("UPDATE a SET qty = 10 WHERE id = 1")
+    assert run_source(cfg, sqlite_url).to_dict()["records"] == 3
+    envelopes = [v for _, v in topic_events(sqlite_url, "shop.public.a")]  # Kafka Connect's {"schema", "payload"}
+    events = [e["payload"] for e in envelopes]
+    assert [set(v["after"]) for v in events] == [{"id", "name", "qty"}] * 2 + [{"id", "name", "qty", "note"}] * 2
+    after_fields = [[f["field"] for f in e["schema"]["fields"][1]["fields"]] for e in envelopes]
+    assert after_fields == [["id", "name", "qty"]] * 2 + [["id", "name", "qty", "note"]] * 2
+    assert {e["schema"]["name"] for e in envelopes} == {"shop.public.a.Envelope"}
+    note = envelopes[3]["schema"]["fields"][1]["fields"][3]
+    assert (note["type"], note["optional"]) == ("string", False)  # NOT NULL, from the catalog
+    assert events[2]["after"]["note"] == "hello" and events[3]["after"] == {"id": 1, "name": "one", "qty": 10,
+                                                                             "note": "n/a"}
