@@ -58,17 +58,20 @@ def test_the_capture_statements_decode_live_as_the_unit_tests_expect(logical_dat
     assert kinds == [type(decode(bytes.fromhex(line.split()[2]))).__name__ for line in captured]
 
 
-def config(url: str, **more: str) -> dict[str, str]:
-    return {"name": "cdc", "connector.class": SOURCE, "connection.url": url, "topic.prefix": "shop",
+def config(url: str, prefix: str = "shop", **more: str) -> dict[str, str]:
+    """The connector ``cdc-<prefix>`` (``cdc`` for ``shop``) capturing ``a`` and ``b`` into ``<prefix>.public.*``."""
+    return {"name": "cdc" if prefix == "shop" else f"cdc-{prefix}", "connector.class": SOURCE, "connection.url": url,
+            "topic.prefix": prefix,
             "table.include.list": "a,public.b", "exactly.once.support": "required", "poll.idle.timeout.ms": "300",
             **more}
 
 
-def check_topics(store: str, work: Workload, snapshot: dict[str, dict[int, dict[str, Any]]]) -> None:
+def check_topics(store: str, work: Workload, snapshot: dict[str, dict[int, dict[str, Any]]],
+                 prefix: str = "shop") -> None:
     """Each table's topic: the snapshot's rows (op r, in any order), then every change once, in commit order; the
     events replayed give the table's rows."""
     for table in ("a", "b"):
-        got = as_changes(topic_events(store, f"shop.public.{table}"))
+        got = as_changes(topic_events(store, f"{prefix}.public.{table}"))
         reads = [c for c in got if c[0] == "r"]
         assert {i: row for _, i, row in reads} == snapshot[table] and len(reads) == len(snapshot[table])
         stream = got[len(reads):]
@@ -137,10 +140,10 @@ def test_config_errors_name_the_key(logical_database: str, sqlite_url: str) -> N
 # SIGKILL at any instant
 
 
-def slot_not_ahead(url: str, store: str) -> None:
+def slot_not_ahead(url: str, store: str, prefix: str) -> None:
     """The slot's confirmed position is at or before the first change not committed: every transaction the witness
     slot (never advanced) holds past the committed offset is still in the connector's slot."""
-    offset = committed_offset(store, "cdc", "shop")
+    offset = committed_offset(store, config(url, prefix)["name"], prefix)
     assert offset is not None and "lsn_commit" in offset, f"the snapshot committed first: {offset}"
     done = (int(offset["lsn_commit"]), int(offset["event"]))
     witness = changes_in_slot(url, "witness", "dbz_publication")
@@ -154,14 +157,14 @@ def slot_not_ahead(url: str, store: str) -> None:
     assert set(pending) <= held
 
 
-def cdc_kill_loop(tmp_path: Path, db: str, store: str, kills: int, transactions: int) -> None:
+def cdc_kill_loop(tmp_path: Path, db: str, store: str, kills: int, transactions: int, prefix: str = "shop") -> None:
     import psycopg
 
     work = Workload(db, seed=random.randrange(1 << 30))
     work.create()
     work.transactions(30, inserts_only=True)
     snapshot = work.snapshot_point()
-    cfg = config(db, **{"transaction.boundary": "connector", "batch.max.rows": "40"})
+    cfg = config(db, prefix, **{"transaction.boundary": "connector", "batch.max.rows": "40"})
     assert run_source(cfg, store).to_dict()["records"] == sum(len(r) for r in snapshot.values())
     with psycopg.connect(plain(db), autocommit=True) as conn:  # sees every change from here on, never advanced
         conn.execute("SELECT pg_create_logical_replication_slot('witness', 'pgoutput')")
@@ -173,7 +176,7 @@ def cdc_kill_loop(tmp_path: Path, db: str, store: str, kills: int, transactions:
 
     def launch(log: Path) -> subprocess.Popen[bytes]:
         if log.name != "run1.log" and log.name != "final.log":
-            slot_not_ahead(db, store)  # after the previous run's kill
+            slot_not_ahead(db, store, prefix)  # after the previous run's kill
         with open(log, "ab") as out:
             return subprocess.Popen([PYCONNECT, "--backend", store, "run", str(cfg_path)], cwd=REPO, env=env,
                                     stdout=out, stderr=subprocess.STDOUT)
@@ -183,16 +186,22 @@ def cdc_kill_loop(tmp_path: Path, db: str, store: str, kills: int, transactions:
         return base + work.records
 
     def progress() -> int:
-        return sum(len(topic_events(store, f"shop.public.{t}")) for t in ("a", "b"))
+        return sum(len(topic_events(store, f"{prefix}.public.{t}")) for t in ("a", "b"))
 
     kill_loop(tmp_path, store, cfg, kills=kills, progress=progress, total=base + work.records, grow=grow,
               launch=launch)
-    check_topics(store, work, snapshot)
+    check_topics(store, work, snapshot, prefix)
     assert changes_in_slot(db, "debezium", "dbz_publication") == []
 
 
 def test_cdc_is_exactly_once_across_sigkills(tmp_path: Path, logical_database: str, sqlite_url: str) -> None:
     cdc_kill_loop(tmp_path, logical_database, sqlite_url, kills=3, transactions=400)
+
+
+def test_cdc_is_exactly_once_across_sigkills_on_kafka(tmp_path: Path, logical_database: str, kafka_url: str) -> None:
+    """The same on Apache Kafka (transactional producer, the offsets in its offsets topic)."""
+    cdc_kill_loop(tmp_path, logical_database, kafka_url, kills=2, transactions=300,
+                  prefix=f"cdc{random.randrange(1 << 30)}")
 
 
 @pytest.mark.slow
@@ -285,9 +294,11 @@ def test_a_snapshot_killed_midway_left_nothing_and_is_taken_again(tmp_path: Path
 
 
 def test_a_zombie_run_writes_nothing_and_never_moves_the_slot_back(tmp_path: Path, logical_database: str,
-                                                                   sqlite_url: str) -> None:
+                                                                   kafka_url: str) -> None:
     """A run frozen (SIGSTOP) mid-stream, a second run of the connector doing the whole work, then the first thawed:
-    it is fenced (a newer generation started), commits nothing more, and every change is in the topics once."""
+    it is fenced (a newer generation started), commits nothing more, and every change is in the topics once. On
+    Apache Kafka: a process frozen inside an embedded (SQLite) store's write transaction would hold its lock, and
+    the successor would wait for it, not fence it."""
     import signal
     import time
 
@@ -295,8 +306,9 @@ def test_a_zombie_run_writes_nothing_and_never_moves_the_slot_back(tmp_path: Pat
     work.create()
     work.transactions(5, inserts_only=True)
     snapshot = work.snapshot_point()
-    cfg = config(logical_database, **{"transaction.boundary": "connector", "batch.max.rows": "20"})
-    run_source(cfg, sqlite_url)
+    prefix = f"zombie{random.randrange(1 << 30)}"
+    cfg = config(logical_database, prefix, **{"transaction.boundary": "connector", "batch.max.rows": "20"})
+    run_source(cfg, kafka_url)
     work.transactions(600)
     cfg_path = tmp_path / "cdc.json"
     cfg_path.write_text(json.dumps(cfg))
@@ -304,10 +316,10 @@ def test_a_zombie_run_writes_nothing_and_never_moves_the_slot_back(tmp_path: Pat
     base = sum(len(r) for r in snapshot.values())
 
     def written() -> int:
-        return sum(len(topic_events(sqlite_url, f"shop.public.{t}")) for t in ("a", "b"))
+        return sum(len(topic_events(kafka_url, f"{prefix}.public.{t}")) for t in ("a", "b"))
 
     with open(tmp_path / "zombie.log", "ab") as out:
-        zombie = subprocess.Popen([PYCONNECT, "--backend", sqlite_url, "run", str(cfg_path)], cwd=REPO, env=env,
+        zombie = subprocess.Popen([PYCONNECT, "--backend", kafka_url, "run", str(cfg_path)], cwd=REPO, env=env,
                                   stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120
@@ -317,7 +329,7 @@ def test_a_zombie_run_writes_nothing_and_never_moves_the_slot_back(tmp_path: Pat
             time.sleep(0.005)
         os.kill(zombie.pid, signal.SIGSTOP)
         frozen_at = confirmed_flush(logical_database, "debezium")
-        run_source(cfg, sqlite_url)  # the successor: fences the frozen run's generation, does the rest
+        run_source(cfg, kafka_url)  # the successor: fences the frozen run's generation, does the rest
         moved = confirmed_flush(logical_database, "debezium")
         assert moved is not None and frozen_at is not None and moved > frozen_at
         os.kill(zombie.pid, signal.SIGCONT)
@@ -326,10 +338,10 @@ def test_a_zombie_run_writes_nothing_and_never_moves_the_slot_back(tmp_path: Pat
         if zombie.poll() is None:
             zombie.kill()
             zombie.wait(30)
-    assert zombie.returncode != 0 and "was fenced" in (tmp_path / "zombie.log").read_text()
+    assert zombie.returncode != 0 and "fenced" in (tmp_path / "zombie.log").read_text()
     assert confirmed_flush(logical_database, "debezium") == moved  # the zombie did not move it back
-    check_topics(sqlite_url, work, snapshot)
-    assert run_source(cfg, sqlite_url).to_dict()["records"] == 0
+    check_topics(kafka_url, work, snapshot, prefix)
+    assert run_source(cfg, kafka_url).to_dict()["records"] == 0
 
 
 def test_add_column_is_a_new_value_schema_from_that_change_on(logical_database: str, sqlite_url: str) -> None:
