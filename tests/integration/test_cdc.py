@@ -372,3 +372,27 @@ def test_add_column_is_a_new_value_schema_from_that_change_on(logical_database: 
     assert (note["type"], note["optional"]) == ("string", False)  # NOT NULL, from the catalog
     assert events[2]["after"]["note"] == "hello" and events[3]["after"] == {"id": 1, "name": "one", "qty": 10,
                                                                              "note": "n/a"}
+
+
+def test_extract_new_record_state_gives_rows_through_a_run(logical_database: str, sqlite_url: str) -> None:
+    """Debezium's flattening SMT by its Debezium class name in a run: rows, deletes rewritten, tombstones dropped."""
+    import psycopg
+
+    with psycopg.connect(plain(logical_database), autocommit=True) as conn:
+        conn.execute("CREATE TABLE a (id int PRIMARY KEY, name text NOT NULL, qty int)")
+        conn.execute("CREATE TABLE b (id bigint PRIMARY KEY)")
+        conn.execute("INSERT INTO a VALUES (1, 'one', 1)")
+    cfg = config(logical_database, **{"transforms": "unwrap",
+                                      "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+                                      "transforms.unwrap.delete.handling.mode": "rewrite",
+                                      "transforms.unwrap.add.fields": "op,lsn"})
+    run_source(cfg, sqlite_url)
+    with psycopg.connect(plain(logical_database), autocommit=True) as conn:
+        conn.execute("UPDATE a SET qty = 2 WHERE id = 1")
+        conn.execute("DELETE FROM a WHERE id = 1")
+    run = run_source(cfg, sqlite_url).to_dict()
+    assert run["records"] == 2 and run["filtered"] == 1  # the tombstone
+    rows = [v for _, v in topic_events(sqlite_url, "shop.public.a")]
+    assert [(r["id"], r["qty"], r["__op"], r["__deleted"]) for r in rows] == [
+        (1, 1, "r", "false"), (1, 2, "u", "false"), (1, None, "d", "true")]  # default identity: the old key
+    assert all(isinstance(r["__lsn"], int) for r in rows)
