@@ -427,3 +427,68 @@ def test_a_replica_through_sqlsink_equals_the_source_after_every_run(logical_dat
                    for i, n, q in query(pg_database, "SELECT id, name, qty FROM replica_a")}
         assert replica == work.rows["a"]
     assert {op for op, _, _ in work.changes["a"]} == {"c", "u", "d"}
+
+
+def test_a_replica_equals_the_source_at_each_runs_point_while_changes_go_on(logical_database: str, pg_database: str,
+                                                                           sqlite_url: str) -> None:
+    """Changes go on in another thread while bounded runs of the source and the sink follow one another: after each
+    pair the replica equals table ``a`` as it was after the last transaction the source run read (its committed
+    offset's ``txId``); at the end, with the changes stopped, the topics hold every change once."""
+    import threading
+    import time
+
+    from connect_runtime import run_sink
+    from tests.support.sql import query
+
+    work = Workload(logical_database, seed=8)
+    work.create()
+    work.transactions(10, inserts_only=True)
+    snapshot = work.snapshot_point()
+    source = config(logical_database, **{"transaction.boundary": "connector", "batch.max.rows": "25"})
+    sink = {"name": "replica", "connector.class": "connect_runtime.connectors.sql.SqlSink",
+            "connection.url": pg_database, "topics": "shop.public.a", "insert.mode": "upsert",
+            "pk.mode": "record_key", "delete.enabled": "true", "auto.create": "true",
+            "transforms": "unwrap,route",
+            "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+            "transforms.unwrap.drop.tombstones": "false",
+            "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+            "transforms.route.regex": "shop\\.public\\.(.*)", "transforms.route.replacement": "replica_$1"}
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            while not stop.is_set():
+                work.transactions(5)
+                time.sleep(0.05)  # changes at a pace a bounded run outruns, on a slow machine too
+        except BaseException as exc:  # reported by the test's thread, which fails on it
+            errors.append(exc)
+
+    thread = threading.Thread(target=writer, name="cdc-writer", daemon=True)
+    run_source(source, sqlite_url)  # the snapshot
+    thread.start()
+    try:
+        checked = 0
+        deadline = time.monotonic() + 120
+        while checked < 3:
+            assert time.monotonic() < deadline, f"waited 120 s for 3 runs that read changes ({checked} did)"
+            written = run_source(source, sqlite_url)
+            run_sink(sink, sqlite_url, until_offsets=written)
+            offsets = written.to_dict()["source_offsets"]
+            if not offsets or "txId" not in offsets[0]["offset"] or "lsn_commit" not in offsets[0]["offset"]:
+                continue  # no change committed before this run began
+            with work.lock:
+                expected = work.states[int(offsets[0]["offset"]["txId"])]
+            replica = {int(i): {"id": int(i), "name": n, "qty": q}
+                       for i, n, q in query(pg_database, "SELECT id, name, qty FROM replica_a")}
+            assert replica == expected
+            checked += 1
+    finally:
+        stop.set()
+        thread.join(60)
+    assert not errors, errors
+    run_sink(sink, sqlite_url, until_offsets=run_source(source, sqlite_url))
+    check_topics(sqlite_url, work, snapshot)
+    replica = {int(i): {"id": int(i), "name": n, "qty": q}
+               for i, n, q in query(pg_database, "SELECT id, name, qty FROM replica_a")}
+    assert replica == work.rows["a"]

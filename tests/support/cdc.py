@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 CAPTURE_SQL = (
@@ -56,6 +57,9 @@ class Workload:
         self.changes: dict[str, list[tuple[str, int, dict[str, Any] | None]]] = {"a": [], "b": []}
         self.records = 0
         self.next_id = 1
+        self.lock = threading.Lock()
+        self.states: dict[int, dict[int, dict[str, Any]]] = {}
+        """Table ``a``'s rows after each transaction, by its xid (what a replica shows once it has that one)."""
 
     def create(self) -> None:
         import psycopg
@@ -85,6 +89,9 @@ class Workload:
                 with conn.transaction():
                     for _ in range(self.rng.randint(1, ops)):
                         self._change(conn, inserts_only)
+                    xid = conn.execute("SELECT txid_current() % 4294967296").fetchone()[0]  # type: ignore[index]
+                with self.lock:
+                    self.states[int(xid)] = {i: dict(r) for i, r in self.rows["a"].items()}
 
     def _change(self, conn: Any, inserts_only: bool) -> None:
         table = self.rng.choice(("a", "b"))
