@@ -398,33 +398,42 @@ def test_extract_new_record_state_gives_rows_through_a_run(logical_database: str
     assert all(isinstance(r["__lsn"], int) for r in rows)
 
 
+def replica_sink(db: str) -> dict[str, str]:
+    """SqlSink of ``shop.public.a`` into ``replica_a`` of ``db``: upsert by key, delete on tombstone, Debezium's
+    ExtractNewRecordState (keeping tombstones) and a RegexRouter in the sink."""
+    return {"name": "replica", "connector.class": "connect_runtime.connectors.sql.SqlSink", "connection.url": db,
+            "topics": "shop.public.a", "insert.mode": "upsert", "pk.mode": "record_key", "delete.enabled": "true",
+            "auto.create": "true", "transforms": "unwrap,route",
+            "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+            "transforms.unwrap.drop.tombstones": "false",
+            "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+            "transforms.route.regex": "shop\\.public\\.(.*)", "transforms.route.replacement": "replica_$1"}
+
+
+def replica_rows(db: str) -> dict[int, dict[str, Any]]:
+    from tests.support.sql import query
+
+    return {int(i): {"id": int(i), "name": n, "qty": q} for i, n, q in query(db, "SELECT id, name, qty FROM replica_a")}
+
+
 def test_a_replica_through_sqlsink_equals_the_source_after_every_run(logical_database: str, pg_database: str,
                                                                      sqlite_url: str) -> None:
     """CDC source -> topic -> SqlSink (upsert by key, delete on tombstone, Debezium's ExtractNewRecordState in the
     sink) into a second database: after each pair of bounded runs the replica's table equals the source's."""
     from connect_runtime import run_sink
-    from tests.support.sql import query
 
     work = Workload(logical_database, seed=5)
     work.create()
     work.transactions(10, inserts_only=True)
     work.snapshot_point()
     source = config(logical_database, **{"transaction.boundary": "connector", "batch.max.rows": "25"})
-    sink = {"name": "replica", "connector.class": "connect_runtime.connectors.sql.SqlSink",
-            "connection.url": pg_database, "topics": "shop.public.a", "insert.mode": "upsert",
-            "pk.mode": "record_key", "delete.enabled": "true", "auto.create": "true",
-            "transforms": "unwrap,route",
-            "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
-            "transforms.unwrap.drop.tombstones": "false",
-            "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
-            "transforms.route.regex": "shop\\.public\\.(.*)", "transforms.route.replacement": "replica_$1"}
+    sink = replica_sink(pg_database)
     for round_ in range(3):
         if round_:
             work.transactions(40)
         written = run_source(source, sqlite_url)
         run_sink(sink, sqlite_url, until_offsets=written)
-        replica = {int(i): {"id": int(i), "name": n, "qty": q}
-                   for i, n, q in query(pg_database, "SELECT id, name, qty FROM replica_a")}
+        replica = replica_rows(pg_database)
         assert replica == work.rows["a"]
     assert {op for op, _, _ in work.changes["a"]} == {"c", "u", "d"}
 
@@ -438,21 +447,13 @@ def test_a_replica_equals_the_source_at_each_runs_point_while_changes_go_on(logi
     import time
 
     from connect_runtime import run_sink
-    from tests.support.sql import query
 
     work = Workload(logical_database, seed=8)
     work.create()
     work.transactions(10, inserts_only=True)
     snapshot = work.snapshot_point()
     source = config(logical_database, **{"transaction.boundary": "connector", "batch.max.rows": "25"})
-    sink = {"name": "replica", "connector.class": "connect_runtime.connectors.sql.SqlSink",
-            "connection.url": pg_database, "topics": "shop.public.a", "insert.mode": "upsert",
-            "pk.mode": "record_key", "delete.enabled": "true", "auto.create": "true",
-            "transforms": "unwrap,route",
-            "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
-            "transforms.unwrap.drop.tombstones": "false",
-            "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
-            "transforms.route.regex": "shop\\.public\\.(.*)", "transforms.route.replacement": "replica_$1"}
+    sink = replica_sink(pg_database)
     stop = threading.Event()
     errors: list[BaseException] = []
 
@@ -479,8 +480,7 @@ def test_a_replica_equals_the_source_at_each_runs_point_while_changes_go_on(logi
                 continue  # no change committed before this run began
             with work.lock:
                 expected = work.states[int(offsets[0]["offset"]["txId"])]
-            replica = {int(i): {"id": int(i), "name": n, "qty": q}
-                       for i, n, q in query(pg_database, "SELECT id, name, qty FROM replica_a")}
+            replica = replica_rows(pg_database)
             assert replica == expected
             checked += 1
     finally:
@@ -489,8 +489,7 @@ def test_a_replica_equals_the_source_at_each_runs_point_while_changes_go_on(logi
     assert not errors, errors
     run_sink(sink, sqlite_url, until_offsets=run_source(source, sqlite_url))
     check_topics(sqlite_url, work, snapshot)
-    replica = {int(i): {"id": int(i), "name": n, "qty": q}
-               for i, n, q in query(pg_database, "SELECT id, name, qty FROM replica_a")}
+    replica = replica_rows(pg_database)
     assert replica == work.rows["a"]
 
 
@@ -517,3 +516,28 @@ def test_changes_of_other_tables_do_not_hold_the_slot_back(logical_database: str
     assert run_source(cfg, sqlite_url).to_dict()["records"] == made
     assert (confirmed_flush(logical_database, "debezium") or 0) >= parse_lsn(before)
     assert run_source(cfg, sqlite_url).to_dict()["records"] == 0
+
+
+def test_snapshot_mode_never_streams_from_the_slot_and_a_lost_slot_is_named(logical_database: str,
+                                                                            sqlite_url: str) -> None:
+    """``snapshot.mode=never``: no op r, the changes after the slot was created; a slot dropped under committed
+    offsets fails the run naming it (the changes in between are gone)."""
+    import psycopg
+
+    from connect_runtime.api.errors import ConnectError
+
+    work = Workload(logical_database, seed=4)
+    work.create()
+    work.transactions(3, inserts_only=True)  # before the slot: never captured
+    cfg = config(logical_database, **{"snapshot.mode": "never"})
+    assert run_source(cfg, sqlite_url).to_dict()["records"] == 0
+    work.snapshot_point()  # forget the changes made before the slot
+    before = work.records
+    work.transactions(10)
+    assert run_source(cfg, sqlite_url).to_dict()["records"] == work.records - before
+    for table in ("a", "b"):
+        assert as_changes(topic_events(sqlite_url, f"shop.public.{table}")) == work.changes[table]
+    with psycopg.connect(plain(logical_database), autocommit=True) as conn:
+        conn.execute("SELECT pg_drop_replication_slot('debezium')")
+    with pytest.raises(ConnectError, match=r"replication slot 'debezium' \(slot\.name\) is gone"):
+        run_source(cfg, sqlite_url)
