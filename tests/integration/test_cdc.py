@@ -191,6 +191,8 @@ def cdc_kill_loop(tmp_path: Path, db: str, store: str, kills: int, transactions:
     kill_loop(tmp_path, store, cfg, kills=kills, progress=progress, total=base + work.records, grow=grow,
               launch=launch)
     check_topics(store, work, snapshot, prefix)
+    logs = "".join(log.read_text(errors="replace") for log in tmp_path.glob("*.log"))
+    assert '"records"' in logs and "not-checked-pw" not in logs  # the URL's password, in no run's output
     assert changes_in_slot(db, "debezium", "dbz_publication") == []
 
 
