@@ -91,7 +91,11 @@ def check_topics(store: str, work: Workload, snapshot: dict[str, dict[int, dict[
 
 
 @pytest.mark.parametrize("boundary", ["connector", "poll"])
-def test_snapshot_then_changes_across_bounded_runs(logical_database: str, sqlite_url: str, boundary: str) -> None:
+def test_snapshot_then_changes_across_bounded_runs(logical_database: str, sqlite_url: str, boundary: str,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    caplog.set_level(logging.INFO, logger="connect_runtime")
     work = Workload(logical_database, seed=36)
     work.create()
     work.transactions(20, inserts_only=True)
@@ -121,7 +125,10 @@ def test_snapshot_then_changes_across_bounded_runs(logical_database: str, sqlite
     again = run_source(cfg, sqlite_url).to_dict()
     assert again["records"] == 0 and again["ranges"] == {}
     assert again["empty"]["reason"] == "committed_before"
+    assert "not-checked-pw" not in json.dumps(again)
     check_topics(sqlite_url, work, snapshot)
+    assert "PostgresCdcSource: reading slot debezium on postgresql+psycopg://postgres:***@" in caplog.text
+    assert "not-checked-pw" not in caplog.text  # the URL's password, in no log line
 
 
 def test_config_errors_name_the_key(logical_database: str, sqlite_url: str) -> None:
