@@ -550,3 +550,11 @@ def test_snapshot_mode_never_streams_from_the_slot_and_a_lost_slot_is_named(logi
         conn.execute("SELECT pg_drop_replication_slot('debezium')")
     with pytest.raises(ConnectError, match=r"replication slot 'debezium' \(slot\.name\) is gone"):
         run_source(cfg, sqlite_url)
+
+
+def test_a_server_without_logical_decoding_is_named(pg_database: str, sqlite_url: str) -> None:
+    """The suite's other cluster runs with the default ``wal_level=replica``: the run says what to change."""
+    from connect_runtime.api.errors import ConnectError
+
+    with pytest.raises(ConnectError, match="wal_level=replica; change data capture needs wal_level=logical"):
+        run_source(config(pg_database, **{"table.include.list": ""}), sqlite_url)

@@ -7,7 +7,7 @@ from typing import Any, cast
 
 from connect_runtime.api.config import ConfigDef
 from connect_runtime.api.connector import ConnectorTransactionBoundaries, ExactlyOnceSupport, SourceConnector
-from connect_runtime.api.errors import ConfigError
+from connect_runtime.api.errors import ConfigError, ConnectError
 from connect_runtime.connectors.cdc import _db
 from connect_runtime.connectors.cdc._config import CDC_CONFIG, tables_of
 from connect_runtime.connectors.cdc._read import quote
@@ -44,6 +44,11 @@ class PostgresCdcSource(SourceConnector):
         publication = cfg["publication.name"]
         conn = _db.connect(cfg, "checking the publication")
         try:
+            wal_level = conn.execute("SHOW wal_level").fetchone()[0]  # type: ignore[index]
+            if wal_level != "logical":
+                raise ConnectError(f"the PostgreSQL server of {conn.info.dbname!r} runs with wal_level={wal_level}; "
+                                   "change data capture needs wal_level=logical (postgresql.conf or ALTER SYSTEM, "
+                                   "then a restart)")
             missing = [t for t in tables if conn.execute("SELECT to_regclass(%s)", (_sql_name(t),)).fetchone()[0]  # type: ignore[index]
                        is None]
             if missing:
