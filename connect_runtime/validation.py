@@ -22,6 +22,7 @@ SHIPPED_CONNECTORS = (
     "connect_runtime.connectors.sql.SqlSink",
     "connect_runtime.connectors.lake.ParquetSink",
     "connect_runtime.connectors.datagen.DataGenSource",
+    "connect_runtime.connectors.cdc.PostgresCdcSource",
 )
 """The connectors of this distribution, by ``connector.class``."""
 

@@ -13,7 +13,8 @@ Configured in the connector config::
 Transformations (``$Value`` / ``$Key`` variants are the classes ``...Value`` / ``...Key``):
 :class:`Filter`, ``InsertField``, ``ReplaceField``, ``ExtractField``, ``HoistField``,
 ``MaskField``, :class:`ValueToKey`, :class:`TimestampRouter`, :class:`RegexRouter`,
-:class:`InsertHeader`, :class:`DropHeaders`, ``Cast``. Predicates: :class:`TopicNameMatches`,
+:class:`InsertHeader`, :class:`DropHeaders`, ``Cast``; Debezium's :class:`ExtractNewRecordState`
+(``io.debezium.transforms.ExtractNewRecordState``). Predicates: :class:`TopicNameMatches`,
 :class:`HasHeaderKey`, :class:`RecordIsTombstone`. The field transforms work on schemaless (dict) keys and values
 and, as Kafka Connect's, on Structs with their schemas (the record's ``key_schema`` / ``value_schema`` replaced by
 the new schema, built once per input schema).
@@ -26,6 +27,7 @@ name (``InsertField$Value``, ``Filter``, ``TopicNameMatches``, ...).
 from __future__ import annotations
 
 from connect_runtime.transforms.cast import CastKey, CastValue
+from connect_runtime.transforms.debezium import ExtractNewRecordState
 from connect_runtime.transforms.fields import (
     ExtractFieldKey,
     ExtractFieldValue,
@@ -73,6 +75,8 @@ for _name, _cls in _NAMES.items():
     _target = f"{__name__}.{_cls.__name__}"
     ALIASES.setdefault(_KAFKA + _name, _target)
     ALIASES.setdefault(_name.rpartition(".")[2], _target)
+ALIASES["io.debezium.transforms.ExtractNewRecordState"] = ALIASES["ExtractNewRecordState"] = (
+    f"{__name__}.ExtractNewRecordState")
 
 __all__ = [
     "ALIASES",
@@ -81,6 +85,7 @@ __all__ = [
     "DropHeaders",
     "ExtractFieldKey",
     "ExtractFieldValue",
+    "ExtractNewRecordState",
     "Filter",
     "HasHeaderKey",
     "HoistFieldKey",

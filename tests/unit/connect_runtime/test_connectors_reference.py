@@ -45,10 +45,14 @@ def test_every_shipped_connector_and_every_key_is_in_the_reference() -> None:
 
 def test_every_connector_module_in_the_package_is_shipped() -> None:
     """A new connector under connect_runtime/connectors/ must be added to SHIPPED_CONNECTORS (and so to the page)."""
+    import pkgutil
+
+    import connect_runtime.connectors
     from connect_runtime.api.connector import Connector
 
     found = set()
-    for module in ("files", "sql", "lake", "datagen"):
+    for module in (m.name for m in pkgutil.iter_modules(connect_runtime.connectors.__path__)
+                   if not m.name.startswith("_")):
         mod = importlib.import_module(f"connect_runtime.connectors.{module}")
         for name in getattr(mod, "__all__", []):
             obj = getattr(mod, name)

@@ -234,7 +234,7 @@ def test_public_surface_is_pinned() -> None:
     import connect_runtime.transforms as t
 
     assert set(t.__all__) == {
-        "ALIASES", "CastKey", "CastValue", "DropHeaders", "ExtractFieldKey", "ExtractFieldValue", "Filter", "HasHeaderKey", "HoistFieldKey",
+        "ALIASES", "CastKey", "CastValue", "DropHeaders", "ExtractFieldKey", "ExtractFieldValue", "ExtractNewRecordState", "Filter", "HasHeaderKey", "HoistFieldKey",
         "HoistFieldValue", "InsertField", "InsertFieldKey", "InsertFieldValue", "InsertHeader", "MaskFieldKey",
         "MaskFieldValue", "RecordIsTombstone", "RegexRouter", "ReplaceField", "ReplaceFieldKey",
         "ReplaceFieldValue", "TimestampRouter", "TopicNameMatches", "ValueToKey",

@@ -1,0 +1,210 @@
+"""Debezium's change events: per table the Key, Value and Envelope schemas, the ``source`` block, and the records
+(``op`` r/c/u/d, a delete followed by a tombstone, a key change as delete + tombstone + create, as Debezium does).
+
+Names: ``<prefix>.<schema>.<table>.Key`` / ``.Value`` / ``.Envelope``; topic ``<prefix>.<schema>.<table>``; the
+source block ``io.debezium.connector.postgresql.Source``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from connect_runtime.api.data import Schema, SchemaBuilder, Struct
+from connect_runtime.api.errors import DataError
+from connect_runtime.api.records import SourceRecord
+from connect_runtime.connectors.cdc._pgoutput import UNCHANGED_TOAST, ColumnValue
+from connect_runtime.connectors.cdc._types import column_type, zero
+
+CONNECTOR = "postgresql"
+VERSION = "0.1.0"
+UNAVAILABLE = "__debezium_unavailable_value"
+"""Debezium's ``unavailable.value.placeholder``: an unchanged TOASTed value the server did not send."""
+
+SOURCE_SCHEMA = (
+    SchemaBuilder.struct().name("io.debezium.connector.postgresql.Source")
+    .field("version", Schema.STRING_SCHEMA)
+    .field("connector", Schema.STRING_SCHEMA)
+    .field("name", Schema.STRING_SCHEMA)
+    .field("ts_ms", Schema.INT64_SCHEMA)
+    .field("snapshot", SchemaBuilder.string().optional().name("io.debezium.data.Enum").version(1)
+           .parameter("allowed", "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental")
+           .default_value("false").build())
+    .field("db", Schema.STRING_SCHEMA)
+    .field("sequence", Schema.OPTIONAL_STRING_SCHEMA)
+    .field("ts_us", Schema.OPTIONAL_INT64_SCHEMA)
+    .field("ts_ns", Schema.OPTIONAL_INT64_SCHEMA)
+    .field("schema", Schema.STRING_SCHEMA)
+    .field("table", Schema.STRING_SCHEMA)
+    .field("txId", Schema.OPTIONAL_INT64_SCHEMA)
+    .field("lsn", Schema.OPTIONAL_INT64_SCHEMA)
+    .field("xmin", Schema.OPTIONAL_INT64_SCHEMA)
+    .build())
+
+TRANSACTION_SCHEMA = (
+    SchemaBuilder.struct().optional().name("event.block").version(1)
+    .field("id", Schema.STRING_SCHEMA)
+    .field("total_order", Schema.INT64_SCHEMA)
+    .field("data_collection_order", Schema.INT64_SCHEMA)
+    .build())
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    name: str
+    type_oid: int
+    type_modifier: int
+    optional: bool
+    key: bool
+    """Part of the primary key (the record key)."""
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a change is: what Debezium's offset says, plus the change's ordinal in its transaction."""
+
+    lsn: int
+    tx_id: int
+    ts_usec: int
+    commit_lsn: int | None = None
+    """None for a snapshot record."""
+    event: int = 0
+    last_snapshot: bool = False
+
+    def offset(self) -> dict[str, Any]:
+        """Debezium's offset keys (and ``event``, this connector's: see docs/cdc.md)."""
+        if self.commit_lsn is None:
+            return {"last_snapshot_record": self.last_snapshot, "lsn": self.lsn, "txId": self.tx_id,
+                    "ts_usec": self.ts_usec, "snapshot": True}
+        return {"lsn": self.lsn, "lsn_proc": self.lsn, "lsn_commit": self.commit_lsn, "txId": self.tx_id,
+                "ts_usec": self.ts_usec, "event": self.event}
+
+
+@dataclass
+class TableEvents:
+    """One table's schemas and the records of its changes."""
+
+    prefix: str
+    db: str
+    schema_name: str
+    table: str
+    columns: Sequence[ColumnInfo]
+    topic: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        base = f"{self.prefix}.{self.schema_name}.{self.table}"
+        self.topic = base
+        self.types = [column_type(c.type_oid, c.type_modifier, c.optional, c.name) for c in self.columns]
+        value = SchemaBuilder.struct().name(f"{base}.Value").optional()
+        for c, t in zip(self.columns, self.types, strict=True):
+            value = value.field(c.name, t.schema)
+        self.value_schema = value.build()
+        keys = [(c, t) for c, t in zip(self.columns, self.types, strict=True) if c.key]
+        self.key_schema: Schema | None = None
+        if keys:
+            kb = SchemaBuilder.struct().name(f"{base}.Key")
+            for c, _t in keys:
+                kb = kb.field(c.name, column_type(c.type_oid, c.type_modifier, False, c.name).schema)
+            self.key_schema = kb.build()
+        self.envelope_schema = (
+            SchemaBuilder.struct().name(f"{base}.Envelope")
+            .field("before", self.value_schema).field("after", self.value_schema)
+            .field("source", SOURCE_SCHEMA).field("transaction", TRANSACTION_SCHEMA)
+            .field("op", Schema.STRING_SCHEMA).field("ts_ms", Schema.OPTIONAL_INT64_SCHEMA)
+            .field("ts_us", Schema.OPTIONAL_INT64_SCHEMA).field("ts_ns", Schema.OPTIONAL_INT64_SCHEMA)
+            .build())
+        self.partition = {"server": self.prefix}
+
+    def row(self, values: Sequence[ColumnValue], *, key_only: bool = False) -> Struct:
+        """A Value struct of a tuple's texts. ``key_only``: an old key (other columns sent as NULL): a required
+        non-key column gets a stand-in (:func:`~connect_runtime.connectors.cdc._types.zero`)."""
+        if len(values) != len(self.columns):
+            raise DataError(f"{self.topic}: a row of {len(values)} columns, the table has {len(self.columns)} "
+                            f"({', '.join(c.name for c in self.columns)})")
+        s = Struct(self.value_schema)
+        for c, t, v in zip(self.columns, self.types, values, strict=True):
+            if v is UNCHANGED_TOAST:
+                s.put(c.name, _unavailable(t.schema, f"{self.topic}.{c.name}"))
+            elif v is None:
+                if key_only and not c.key and not c.optional:
+                    s.put(c.name, zero(t.schema))
+                elif not c.optional:
+                    raise DataError(f"{self.topic}: column {c.name!r} is NOT NULL, and the row has NULL in it")
+            else:
+                s.put(c.name, t.convert(str(v)))
+        return s
+
+    def key(self, row: Struct) -> Struct | None:
+        if self.key_schema is None:
+            return None
+        k = Struct(self.key_schema)
+        for f in self.key_schema.fields:
+            k.put(f.name, row[f.name])
+        return k
+
+    def _source(self, pos: Position, snapshot: str) -> Struct:
+        ts_ms = pos.ts_usec // 1000
+        seq = None if pos.commit_lsn is None else json.dumps([str(pos.commit_lsn), str(pos.lsn)], separators=(",", ":"))
+        return (Struct(SOURCE_SCHEMA).put("version", VERSION).put("connector", CONNECTOR).put("name", self.prefix)
+                .put("ts_ms", ts_ms).put("snapshot", snapshot).put("db", self.db).put("sequence", seq)
+                .put("ts_us", pos.ts_usec).put("ts_ns", pos.ts_usec * 1000).put("schema", self.schema_name)
+                .put("table", self.table).put("txId", pos.tx_id).put("lsn", pos.lsn))
+
+    def _record(self, pos: Position, key: Struct | None, value: Struct | None) -> SourceRecord:
+        return SourceRecord(source_partition=self.partition, source_offset=pos.offset(), topic=self.topic,
+                            key=key, key_schema=self.key_schema, value=value,
+                            value_schema=None if value is None else self.envelope_schema)
+
+    def event(self, op: str, pos: Position, before: Struct | None, after: Struct | None,
+              snapshot: str = "false") -> SourceRecord:
+        now_ns = time.time_ns()
+        env = (Struct(self.envelope_schema).put("before", before).put("after", after)
+               .put("source", self._source(pos, snapshot)).put("op", op).put("ts_ms", now_ns // 1_000_000)
+               .put("ts_us", now_ns // 1000).put("ts_ns", now_ns))
+        return self._record(pos, self.key(after if after is not None else before), env)  # type: ignore[arg-type]
+
+    def tombstone(self, pos: Position, before: Struct) -> SourceRecord:
+        return self._record(pos, self.key(before), None)
+
+    def changes(self, kind: str, pos: Position, old: Sequence[ColumnValue] | None, old_kind: str | None,
+                new: Sequence[ColumnValue] | None) -> list[SourceRecord]:
+        """The records of one change: ``I``nsert -> c; ``U``pdate -> u (before: the old row under REPLICA IDENTITY
+        FULL, else null), or d + tombstone + c when the key changed (Debezium's primary key update); ``D``elete
+        -> d + tombstone."""
+        if kind == "I":
+            assert new is not None
+            return [self.event("c", pos, None, self.row(new))]
+        if kind == "U":
+            assert new is not None
+            after = self.row(new)
+            before = None if old is None else self.row(old, key_only=old_kind == "K")
+            if before is not None and self.key_schema is not None and self.key(before) != self.key(after):
+                return [self.event("d", pos, before, None), self.tombstone(pos, before),
+                        self.event("c", pos, None, after)]
+            return [self.event("u", pos, before if old_kind == "O" else None, after)]
+        assert old is not None
+        before = self.row(old, key_only=old_kind == "K")
+        out = [self.event("d", pos, before, None)]
+        if self.key_schema is not None:
+            out.append(self.tombstone(pos, before))
+        return out
+
+
+def _unavailable(schema: Schema, where: str) -> Any:
+    from connect_runtime.api.data import SchemaType
+
+    if schema.type == SchemaType.STRING:
+        return UNAVAILABLE
+    if schema.type == SchemaType.BYTES and schema.name is None:
+        return UNAVAILABLE.encode()
+    if schema.type == SchemaType.ARRAY and schema.value_schema is not None \
+            and schema.value_schema.type == SchemaType.STRING:
+        return [UNAVAILABLE]
+    raise DataError(f"{where}: an unchanged TOASTed value of type {schema.name or schema.type.name} has no "
+                    "placeholder here yet (REPLICA IDENTITY FULL sends it)")
+
+
+__all__ = ["CONNECTOR", "SOURCE_SCHEMA", "UNAVAILABLE", "ColumnInfo", "Position", "TableEvents"]

@@ -1,0 +1,118 @@
+"""PostgresCdcSource's config (each bad key named) and Debezium's event shapes, without a database."""
+
+from __future__ import annotations
+
+import pytest
+
+from connect_runtime.api.data import Struct
+from connect_runtime.api.errors import ConfigError, DataError
+from connect_runtime.connectors.cdc._config import CDC_CONFIG, tables_of
+from connect_runtime.connectors.cdc._events import UNAVAILABLE, ColumnInfo, Position, TableEvents
+from connect_runtime.connectors.cdc._pgoutput import UNCHANGED_TOAST
+
+GOOD = {"connection.url": "postgresql://db:5432/shop", "topic.prefix": "shop"}
+
+
+def errors(**changes: str) -> dict[str, str]:
+    with pytest.raises(ConfigError) as info:
+        CDC_CONFIG.parse({**GOOD, **changes})
+    return info.value.errors
+
+
+def test_defaults_are_debeziums() -> None:
+    cfg = CDC_CONFIG.parse(GOOD)
+    assert (cfg["slot.name"], cfg["publication.name"], cfg["snapshot.mode"]) == ("debezium", "dbz_publication",
+                                                                                 "initial")
+    assert tables_of({**cfg, "table.include.list": ["orders", "sales.items"]}) == ["public.orders", "sales.items"]
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    ("slot.name", "My-Slot", "lower-case letters, digits and underscores"),
+    ("slot.name", "s" * 64, "1 to 63"),
+    ("publication.name", 'a"b', "without '\"'"),
+    ("topic.prefix", "shop/eu", "letters, digits, '.', '_' and '-'"),
+    ("table.include.list", "a.b.c", "schema.table or table"),
+    ("snapshot.mode", "always", "initial, never"),
+    ("batch.max.rows", "0", "at least 1"),
+])
+def test_a_bad_value_is_refused_naming_its_key(key: str, value: str, expected: str) -> None:
+    assert expected in errors(**{key: value})[key]
+
+
+def test_topic_prefix_and_url_are_required() -> None:
+    with pytest.raises(ConfigError) as info:
+        CDC_CONFIG.parse({})
+    assert {"connection.url", "topic.prefix"} <= set(info.value.errors)
+
+
+COLUMNS = [ColumnInfo("id", 23, -1, False, True), ColumnInfo("name", 25, -1, False, False),
+           ColumnInfo("note", 25, -1, True, False), ColumnInfo("big", 25, -1, True, False)]
+
+
+def events() -> TableEvents:
+    return TableEvents("shop", "db1", "public", "orders", COLUMNS)
+
+
+def test_schemas_and_topic_have_debeziums_names() -> None:
+    e = events()
+    assert e.topic == "shop.public.orders"
+    assert e.value_schema.name == "shop.public.orders.Value" and e.value_schema.optional
+    assert e.key_schema is not None and e.key_schema.name == "shop.public.orders.Key"
+    assert [f.name for f in e.key_schema.fields] == ["id"]
+    assert e.envelope_schema.name == "shop.public.orders.Envelope"
+    assert [f.name for f in e.envelope_schema.fields] == ["before", "after", "source", "transaction", "op", "ts_ms",
+                                                          "ts_us", "ts_ns"]
+    assert [f.name for f in e.value_schema.fields] == ["id", "name", "note", "big"]
+    assert [f.schema.optional for f in e.value_schema.fields] == [False, False, True, True]
+
+
+POS = Position(lsn=100, tx_id=7, ts_usec=1_700_000_000_123_456, commit_lsn=200, event=3)
+
+
+def test_insert_update_delete_records() -> None:
+    e = events()
+    (c,) = e.changes("I", POS, None, None, ("1", "a", None, "x"))
+    assert c.topic == "shop.public.orders" and c.source_partition == {"server": "shop"}
+    assert c.source_offset == {"lsn": 100, "lsn_proc": 100, "lsn_commit": 200, "txId": 7,
+                               "ts_usec": 1_700_000_000_123_456, "event": 3}
+    assert isinstance(c.key, Struct) and dict(c.key) == {"id": 1}
+    v = c.value
+    assert isinstance(v, Struct) and v["op"] == "c" and v["before"] is None
+    assert dict(v["after"]) == {"id": 1, "name": "a", "note": None, "big": "x"}
+    src = v["source"]
+    assert (src["connector"], src["name"], src["db"], src["schema"], src["table"]) == ("postgresql", "shop", "db1",
+                                                                                       "public", "orders")
+    assert (src["snapshot"], src["txId"], src["lsn"], src["ts_ms"]) == ("false", 7, 100, 1_700_000_000_123)
+    assert src["sequence"] == '["200","100"]'
+
+    (u,) = e.changes("U", POS, None, None, ("1", "b", None, UNCHANGED_TOAST))
+    assert u.value["op"] == "u" and u.value["before"] is None and u.value["after"]["big"] == UNAVAILABLE
+
+    d, tomb = e.changes("D", POS, ("1", None, None, None), "K", None)
+    assert d.value["op"] == "d" and d.value["after"] is None
+    assert dict(d.value["before"]) == {"id": 1, "name": "", "note": None, "big": None}  # NOT NULL: a stand-in
+    assert (tomb.key, tomb.value, tomb.value_schema) == (d.key, None, None)
+
+
+def test_a_key_change_is_delete_tombstone_create_and_full_identity_keeps_before() -> None:
+    e = events()
+    d, tomb, c = e.changes("U", POS, ("1", None, None, None), "K", ("2", "a", None, None))
+    assert [r.value and r.value["op"] for r in (d, tomb, c)] == ["d", None, "c"]
+    assert dict(d.key) == {"id": 1} == dict(tomb.key) and dict(c.key) == {"id": 2}  # type: ignore[arg-type]
+    (u,) = e.changes("U", POS, ("1", "a", "n", None), "O", ("1", "b", "n", None))
+    assert dict(u.value["before"])["name"] == "a" and dict(u.value["after"])["name"] == "b"
+
+
+def test_a_row_that_does_not_fit_is_a_data_error_naming_table_and_column() -> None:
+    e = events()
+    with pytest.raises(DataError, match=r"shop\.public\.orders: column 'name' is NOT NULL"):
+        e.changes("I", POS, None, None, ("1", None, None, None))
+    with pytest.raises(DataError, match="a row of 2 columns"):
+        e.changes("I", POS, None, None, ("1", "a"))
+
+
+def test_snapshot_offsets_are_debeziums() -> None:
+    pos = Position(lsn=50, tx_id=9, ts_usec=1, last_snapshot=True)
+    r = events().event("r", pos, None, events().row(("1", "a", None, None)), snapshot="last")
+    assert r.source_offset == {"last_snapshot_record": True, "lsn": 50, "txId": 9, "ts_usec": 1, "snapshot": True}
+    assert r.value["op"] == "r" and r.value["source"]["snapshot"] == "last" and r.value["source"]["sequence"] is None
