@@ -59,7 +59,8 @@ class AtLeastOnceTask(SourceWorkerTask):
             self.store.put(entries, self.commit_timeout)
         self.ledger.put(cp.spans, cp.records, self.commit_timeout)
         self.state.committed(cp.spans, cp.records, cp.filtered, cp.skipped, offsets, transaction=True,
-                             writer=self.index)
+                             writer=self.index, size=cp.bytes,
+                             schemas=cp.schemas)
         cp.clear()
         assert self.task is not None
         self.task.commit()  # step 5

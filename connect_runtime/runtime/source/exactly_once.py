@@ -131,7 +131,7 @@ class ExactlyOnceTask(SourceWorkerTask):
         (``ExactlyOnceWorkerSourceTask.commitTransaction``): every ``commit_record`` of it, then ``commit()``."""
         cp = inflight.checkpoint
         self.state.committed(written.ranges.items(), cp.records, cp.filtered, cp.skipped, inflight.offsets,
-                             transaction=True, writer=self.index)
+                             transaction=True, writer=self.index, size=cp.bytes, schemas=cp.schemas)
         self.report_records(cp, written.metadata)
         assert self.task is not None
         self.task.commit()
