@@ -184,3 +184,28 @@ def test_the_asset_converter_never_looks_a_connection_up(monkeypatch: pytest.Mon
     assert PyConnectHook("pyconnect_other").backend_config()[0] == "kafka://k:1"  # a hook resolved it: remembered
     monkeypatch.delenv("AIRFLOW_CONN_PYCONNECT_OTHER")
     assert convert_asset_to_openlineage(Asset(uri="pyconnect://pyconnect_other/t"), None).namespace == "kafka://k:1"
+
+
+def test_each_operator_reports_its_side_and_plans_report_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_pyconnect.operators.fanout import PyConnectPlanSourceOperator, PyConnectSourceTaskOperator
+    from airflow_pyconnect.operators.fanout_sink import PyConnectPlanSinkOperator, PyConnectSinkTaskOperator
+    from airflow_pyconnect.operators.sink import PyConnectSinkOperator
+    from airflow_pyconnect.operators.source import PyConnectSourceOperator
+
+    assert PyConnectSourceOperator.lineage_kind == PyConnectSourceTaskOperator.lineage_kind == "source"
+    assert PyConnectSinkOperator.lineage_kind == PyConnectSinkTaskOperator.lineage_kind == "sink"
+    assert PyConnectPlanSourceOperator.lineage_kind is PyConnectPlanSinkOperator.lineage_kind is None
+    monkeypatch.setenv("AIRFLOW_CONN_PYCONNECT_DEFAULT",
+                       json.dumps({"conn_type": "pyconnect", "host": "kafka://b1:9092,b2:9092"}))
+    sink = PyConnectSinkOperator(task_id="archive", connector_config={
+        "name": "a", "connector.class": "connect_runtime.connectors.files.FileSink", "topics": "orders",
+        "directory": "/srv/archive"})
+    assert sink.get_openlineage_facets_on_complete(None).outputs == []  # no run: nothing to report
+    sink._lineage_result = {"connector": "a", "records": 3, "bytes": 30, "committed": {}, "ranges": {"orders": {"0": [0, 3]}}}
+    lineage = sink.get_openlineage_facets_on_complete(None)
+    assert [(d.namespace, d.name) for d in lineage.inputs] == [("kafka://b1:9092", "orders")]
+    (out,) = lineage.outputs
+    assert (out.namespace, out.name, out.outputFacets["outputStatistics"].rowCount) == ("file", "/srv/archive/orders", 3)
+    plan = PyConnectPlanSinkOperator(task_id="p", connector_config={"name": "a", "connector.class": "x"})
+    plan._lineage_result = {"connector": "a"}
+    assert plan.get_openlineage_facets_on_complete(None).outputs == []
