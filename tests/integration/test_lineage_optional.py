@@ -32,7 +32,10 @@ def loaded():  # Airflow's provider discovery reads every provider's manifest: t
                   and sys.modules[m] is not None and m not in DISCOVERY)
 import airflow_pyconnect.assets, airflow_pyconnect.spark, airflow_pyconnect.sensors.offsets
 import airflow_pyconnect.operators.fanout, airflow_pyconnect.operators.fanout_sink
-out = {"loaded": loaded()}  # what a DAG file of pyconnect tasks imports
+from airflow_pyconnect.operators.source import PyConnectSourceOperator
+PyConnectSourceOperator(task_id="i", connector_config={"name": "n", "connector.class": "x", "topic": "orders"})
+out = {"loaded": loaded()}  # what a DAG file of pyconnect tasks imports (an outlet asset checked by its scheme)
+out["ours"] = sorted(m for m in sys.modules if m.startswith("airflow_pyconnect.lineage"))
 # the example DAG (its SparkSubmitOperator's provider imports OpenLineage's when it is installed: not ours)
 spec = importlib.util.spec_from_file_location("example_dag", DAG_FILE)
 module = importlib.util.module_from_spec(spec)
@@ -66,6 +69,7 @@ def _run(hide: bool) -> dict[str, object]:
 def test_a_dag_file_imports_no_openlineage_and_works_without_the_provider() -> None:
     present = _run(hide=False)
     assert present["loaded"] == []  # the provider's modules import nothing of OpenLineage
+    assert present["ours"] == []  # nor their own lineage package (its converter is imported when called)
     assert present["inject"] is True  # the provider installed: the Spark task passes its parent job
     absent = _run(hide=True)
     assert absent["loaded"] == [] and absent["inject"] is None

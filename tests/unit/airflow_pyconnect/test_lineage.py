@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from openlineage.client.serde import Serde
 
-from airflow_pyconnect.lineage import convert_asset_to_openlineage, operator_lineage
+from airflow_pyconnect.assets import convert_asset_to_openlineage
+from airflow_pyconnect.lineage import operator_lineage
 from airflow_pyconnect.lineage.datasets import (
     Dataset,
     backend_namespace,
