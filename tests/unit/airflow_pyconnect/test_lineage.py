@@ -210,3 +210,14 @@ def test_each_operator_reports_its_side_and_plans_report_nothing(monkeypatch: py
     plan = PyConnectPlanSinkOperator(task_id="p", connector_config={"name": "a", "connector.class": "x"})
     plan._lineage_result = {"connector": "a"}
     assert plan.get_openlineage_facets_on_complete(None).outputs == []
+
+
+@pytest.mark.parametrize("exactly_once", [True, False])
+def test_the_bytes_of_two_tasks_are_what_the_topic_received(sqlite_url: str, exactly_once: bool) -> None:
+    config = {"name": "gen", "connector.class": "connect_runtime.connectors.datagen.DataGenSource", "topic": "t",
+              "max.records": "50", "tasks.max": "2"}
+    result = run_source(config, sqlite_url, exactly_once=exactly_once)
+    with open_backend(sqlite_url) as be:
+        stored = [r for p in range(be.list_topics()["t"]) for r in be.read_range(TopicPartition("t", p), 0, 1 << 40)]
+    assert result.records == len(stored) == 50
+    assert result.bytes == sum(len(r.key or b"") + len(r.value or b"") for r in stored)
