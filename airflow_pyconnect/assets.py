@@ -14,7 +14,8 @@ Each event's ``extra`` holds ``{"connector", "topic", "ranges": {"<p>": [from, t
 The provider info registers the ``pyconnect`` scheme (``asset-uris``) with :func:`sanitize_uri`, which Airflow
 calls on every ``pyconnect://`` URI of an Asset (after its own normalisation: no trailing slash, no fragment):
 a URI naming no connection, or a topic Kafka would refuse (:func:`check_topic`: Kafka's rule, ``[a-zA-Z0-9._-]``,
-1 to 249 characters, not ``.`` nor ``..``), is refused when the DAG is parsed. :func:`create_asset` is its factory.
+1 to 249 characters, not ``.`` nor ``..``), is refused when the DAG is parsed. :func:`create_asset` is its factory,
+:func:`convert_asset_to_openlineage` its OpenLineage converter (docs/lineage.md).
 """
 
 from __future__ import annotations
@@ -81,6 +82,15 @@ def sanitize_uri(uri: SplitResult) -> SplitResult:
     return uri
 
 
+def convert_asset_to_openlineage(asset: Asset, lineage_context: Any = None) -> Any:
+    """The scheme's OpenLineage converter (``to_openlineage_converter`` of ``asset-uris``): the topic's dataset on
+    the connection's backend, :func:`airflow_pyconnect.lineage.convert_asset_to_openlineage` (imported only here,
+    when OpenLineage calls it: Airflow imports this module whenever it reads the scheme's handlers)."""
+    from airflow_pyconnect.lineage import convert_asset_to_openlineage as convert
+
+    return convert(asset, lineage_context)
+
+
 def topic_of(asset: object, pyconnect_conn_id: str) -> str | None:
     """The topic an outlet asset names on this connection's backend, or ``None``."""
     uri = getattr(asset, "uri", None)
@@ -90,4 +100,5 @@ def topic_of(asset: object, pyconnect_conn_id: str) -> str | None:
     return None
 
 
-__all__ = ["SCHEME", "TOPIC_RULE", "check_topic", "create_asset", "legal_topic", "pyconnect_asset", "sanitize_uri", "topic_of"]
+__all__ = ["SCHEME", "TOPIC_RULE", "check_topic", "convert_asset_to_openlineage", "create_asset", "legal_topic",
+           "pyconnect_asset", "sanitize_uri", "topic_of"]

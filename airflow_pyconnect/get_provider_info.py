@@ -118,6 +118,7 @@ def get_provider_info() -> dict[str, Any]:
                 "schemes": ["pyconnect"],
                 "handler": "airflow_pyconnect.assets.sanitize_uri",
                 "factory": "airflow_pyconnect.assets.create_asset",
+                "to_openlineage_converter": "airflow_pyconnect.assets.convert_asset_to_openlineage",
             }
         ],
         "config": CONFIG,

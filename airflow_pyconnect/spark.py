@@ -131,6 +131,7 @@ def spark_submit_kwargs(
     env: Mapping[str, str] | None = None,
     kafka: bool = False,
     avro: bool = False,
+    openlineage: bool | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for ``SparkSubmitOperator`` that hand the job its committed ranges.
 
@@ -147,7 +148,14 @@ def spark_submit_kwargs(
         with Spark's own Kafka source (:func:`connect_runtime.spark.read_kafka_range`).
     :param avro: as ``kafka``, and require Spark's Avro functions among the jars, for a job reading Avro values
         as typed columns (:func:`connect_runtime.spark.read_kafka_avro`).
-    :return: ``{"application_args": [...], "conf": {...}, "env_vars": {...}}`` (and ``"jars"`` with ``kafka``).
+    :param openlineage: pass OpenLineage's parent job information to the job
+        (``SparkSubmitOperator(openlineage_inject_parent_job_info=True)``: the Airflow task's job and run ids as
+        ``spark.openlineage.parent*`` / ``rootParent*`` conf, so the Spark job's own OpenLineage events hang under
+        the task; docs/lineage.md). Default: when ``apache-airflow-providers-openlineage`` is installed. ``False``
+        leaves it to the operator's default, ``[openlineage] spark_inject_parent_job_info``. A ``conf`` that
+        already names ``spark.openlineage.parent*`` keeps its values (the provider then injects nothing).
+    :return: ``{"application_args": [...], "conf": {...}, "env_vars": {...}}`` (and ``"jars"`` with ``kafka``,
+        ``"openlineage_inject_parent_job_info"`` with ``openlineage``).
     """
     kwargs: dict[str, Any] = {
         "application_args": [
@@ -160,6 +168,12 @@ def spark_submit_kwargs(
     }
     if kafka or avro:
         kwargs["jars"] = spark_kafka_jars(avro=avro)
+    if openlineage is None:
+        import importlib.util
+
+        openlineage = importlib.util.find_spec("airflow.providers.openlineage") is not None
+    if openlineage:
+        kwargs["openlineage_inject_parent_job_info"] = True
     return kwargs
 
 

@@ -70,6 +70,11 @@ _log = logging.getLogger(__name__)
 _default_logged = threading.Event()
 
 
+RESOLVED_URLS: dict[str, str] = {}
+"""Per connection id, the backend URL a hook of this process resolved (no secrets: settings are not kept): what
+the ``pyconnect://`` assets' OpenLineage converter may use without a connection lookup."""
+
+
 def airflow_home() -> Path:
     """``$AIRFLOW_HOME`` (Airflow's own default ``~/airflow`` when unset)."""
     return Path(os.environ.get("AIRFLOW_HOME") or "~/airflow").expanduser()
@@ -185,6 +190,7 @@ class PyConnectHook(BaseHook):
         """``(backend URL, backend client settings)`` of this hook's connection (read once)."""
         if self._resolved is None:
             self._resolved = self._resolve()
+            RESOLVED_URLS[self.pyconnect_conn_id] = self._resolved[0]
         return self._resolved
 
     def _resolve(self, create: bool = True) -> tuple[str, dict[str, Any]]:

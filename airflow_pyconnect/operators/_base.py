@@ -333,6 +333,13 @@ class _ConnectorOperator(BaseOperator):
     operator_extra_links = (ConnectorsLink(),)
     interval_args: tuple[str, ...] = ("connector_config",)
     """The arguments whose templates may use the data interval (the schedule check reads them)."""
+    lineage_kind: str | None = None
+    """``source`` or ``sink``: which side of the run is the backend's topics in its OpenLineage datasets; ``None``
+    for a task that moves no records (a fan-out's plan)."""
+    _lineage_result: Mapping[str, Any] | None = None
+    """This attempt's XCom result, kept by ``execute`` for :meth:`get_openlineage_facets_on_complete`."""
+    _lineage_schemas: Mapping[str, Any] | None = None
+    """Per topic, the Connect value schema of this attempt's records (the run result's ``value_schemas``)."""
 
     def __init__(
         self,
@@ -442,6 +449,18 @@ class _ConnectorOperator(BaseOperator):
             f"Task {self.task_id!r}: {', '.join(fields)} {_verb(fields)} the data interval, but this run's is "
             f"empty ({start.isoformat()} to {end.isoformat()}; the DAG's {schedule}): an interval-mode source "
             f"would read nothing and INTERVAL_IDENTITY would name no interval. Fix: {INTERVAL_FIX}.")
+
+    # -- OpenLineage ---------------------------------------------------------------------------------
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The task's ``OperatorLineage`` after a successful run (Airflow's OpenLineage listener calls it): the
+        datasets it read and wrote, output statistics, schemas and the committed ranges
+        (:mod:`airflow_pyconnect.lineage`, docs/lineage.md). Needs the ``lineage`` extra; imports it only here."""
+        from airflow_pyconnect.lineage import operator_lineage
+
+        if self.lineage_kind is None or self._lineage_result is None:
+            return operator_lineage(None, {}, "", None)
+        return operator_lineage(self.lineage_kind, self._config(), self.hook.backend_config()[0], self._lineage_result,
+                                self._lineage_schemas)
 
     # -- on_kill -------------------------------------------------------------------------------------
     @cached_property

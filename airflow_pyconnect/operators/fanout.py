@@ -217,6 +217,7 @@ class PyConnectSourceTaskOperator(PyConnectSourceOperator):
                                          ledger_key=key, stop=self._stop)
         except Exception as exc:  # a connector's own error too: its text may quote secrets
             self._fail(exc, f"source connector {name!r} task {self.task_index}")
+        self._lineage_schemas = result.value_schemas
         return self._finish(context, xcom_result(result.to_dict(), self.max_source_offsets), key)
 
 
@@ -231,6 +232,7 @@ def merge_source_results(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]
         "connector": connector,
         "tasks": len(results),
         "records": sum(int(r.get("records") or 0) for r in results),
+        "bytes": sum(int(r.get("bytes") or 0) for r in results),
         "ranges": ranges,
         "interval_ranges": interval,
         "interval_records": ranges_mod.count(interval) if interval else 0,

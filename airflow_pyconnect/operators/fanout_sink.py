@@ -17,7 +17,7 @@
   generation) fences them all. A task with no partitions (``tasks.max`` above the partitions) ends empty. Its
   XCom is a sink run result (:mod:`airflow_pyconnect.operators.sink`), with ``ranges``.
 - ``<task_id>_merge`` (:class:`PyConnectMergeSinkResultsOperator`): ``{"connector", "tasks", "records",
-  "committed", "ranges", "dead_lettered", "retries"}`` (:func:`merge_sink_results`);
+  "bytes", "committed", "ranges", "dead_lettered", "retries"}`` (:func:`merge_sink_results`);
   it pushes ``ranges`` under its own key too.
 
 Runs of one sink connector fence each other (one identity): as for the source fan-out, keep the DAG's runs from
@@ -96,6 +96,7 @@ class PyConnectSinkTaskOperator(_ConnectorOperator):
 
     template_fields: Sequence[str] = ("connector_config", "plan")
     ui_color = "#f4e4d9"
+    lineage_kind = "sink"
 
     def __init__(self, *, plan: Any, task_index: int, connector_config: Mapping[str, Any] | str,
                  pyconnect_conn_id: str = DEFAULT_CONN_ID, max_records: int | None = None,
@@ -122,7 +123,8 @@ class PyConnectSinkTaskOperator(_ConnectorOperator):
                                        stop=self._stop)
         except Exception as exc:  # a connector's own error too: its text may quote secrets
             self._fail(exc, f"sink connector {name!r} task {self.task_index}")
-        data = result.to_dict()
+        data = self._lineage_result = result.to_dict()
+        self._lineage_schemas = result.value_schemas
         self.log.info("Sink connector %s task %s delivered %d records; committed %s; ranges %s", name,
                       self.task_index, data["records"], json.dumps(data["committed"]), json.dumps(data["ranges"]))
         return data
@@ -130,7 +132,7 @@ class PyConnectSinkTaskOperator(_ConnectorOperator):
 
 def merge_sink_results(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """One result from the results (``SinkRunResult.to_dict()``) of every mapped task instance: ``{"connector",
-    "tasks", "records", "committed", "ranges", "dead_lettered", "retries"}`` (each partition is one task's)."""
+    "tasks", "records", "bytes", "committed", "ranges", "dead_lettered", "retries"}`` (each partition is one task's)."""
     from connect_runtime import ranges as ranges_mod
 
     results, connector = one_connector(results)
@@ -142,6 +144,7 @@ def merge_sink_results(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "connector": connector,
         "tasks": len(results),
         "records": sum(int(r.get("records") or 0) for r in results),
+        "bytes": sum(int(r.get("bytes") or 0) for r in results),
         "committed": committed,
         "ranges": ranges_mod.merge(*(r.get("ranges") or {} for r in results)),
         "dead_lettered": sum(int(r.get("dead_lettered") or 0) for r in results),

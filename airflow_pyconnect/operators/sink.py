@@ -64,6 +64,7 @@ class PyConnectSinkOperator(_ConnectorOperator):
     interval_args = ("connector_config", "until_offsets")
     template_fields_renderers = {"connector_config": "json", "until_offsets": "json"}
     ui_color = "#f4e4d9"
+    lineage_kind = "sink"
 
     def __init__(
         self,
@@ -109,7 +110,8 @@ class PyConnectSinkOperator(_ConnectorOperator):
                                   stop=self._stop)
         except Exception as exc:  # a connector's own error too: its text may quote secrets
             self._fail(exc, f"sink connector {name!r}")
-        data = result.to_dict()
+        data = self._lineage_result = result.to_dict()
+        self._lineage_schemas = result.value_schemas
         self.log.info("Sink connector %s delivered %d records (%d dead-lettered, %d retries) in %.2f s; committed %s",
                       data["connector"], data["records"], data["dead_lettered"], data["retries"], data["seconds"],
                       json.dumps(data["committed"]))

@@ -172,6 +172,7 @@ class PyConnectSourceOperator(_ConnectorOperator):
     template_fields: Sequence[str] = ("connector_config", "identity")
     interval_args = ("connector_config", "identity")
     ui_color = "#e8f4d9"
+    lineage_kind = "source"
     serialise_runs_without_identity = True
     """Whether ``max_active_tis_per_dag`` defaults to 1 without ``identity`` (not for the fan-out's
     mapped connector tasks, which are one generation and run in parallel)."""
@@ -236,6 +237,7 @@ class PyConnectSourceOperator(_ConnectorOperator):
                                     ledger_key=key, identity=identity, stop=self._stop)
         except Exception as exc:  # a connector's own error too: its text may quote secrets
             self._fail(exc, f"source connector {name!r}")
+        self._lineage_schemas = result.value_schemas
         return self._finish(context, xcom_result(result.to_dict(), self.max_source_offsets), key)
 
     def _finish(self, context: Context, data: dict[str, Any], key: Mapping[str, Any]) -> dict[str, Any]:
@@ -245,6 +247,7 @@ class PyConnectSourceOperator(_ConnectorOperator):
             "this attempt's ranges %s; the interval %s holds %s", data["connector"], data["records"],
             data["transactions"], data["filtered"], data["skipped"], data["seconds"], json.dumps(data["ranges"]),
             key["interval"], json.dumps(data["interval_ranges"]))
+        self._lineage_result = data
         ti = context["ti"]
         ti.xcom_push(key="ranges", value=data["ranges"])
         ti.xcom_push(key="interval_ranges", value=data["interval_ranges"])

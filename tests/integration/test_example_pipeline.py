@@ -4,6 +4,10 @@ embedded SQLite backend, in a temporary AIRFLOW_HOME.
 Runs three days, checks the Parquet totals against totals computed straight from the input files
 and that the archive holds every input order exactly once; then runs day two again and checks that
 the topic, the Parquet rows and the archive did not change. About 2.5 minutes (spark-submit per day).
+
+OpenLineage is on (the file transport, docs/lineage.md): every connector task's COMPLETE event names what it
+read and wrote, with the schema, the output statistics of what it committed (its XCom) and the committed ranges;
+the rerun's say row count 0; the Spark task passed its parent job information to spark-submit.
 """
 
 from __future__ import annotations
@@ -38,6 +42,10 @@ def _env(home: Path) -> dict[str, str]:
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"}),
         "PYCONNECT_EXAMPLE_DATA": str(home / "data"),
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+            {"type": "file", "log_file_path": str(home / "lineage.jsonl"), "append": True}),
+        # the listener gives up on an event after this many seconds (default 10): a busy CI machine needs more
+        "AIRFLOW__OPENLINEAGE__EXECUTION_TIMEOUT": "120",
     })
     return env
 
@@ -97,6 +105,68 @@ def _topic(home: Path) -> list[tuple[int, int, bytes | None]]:
                 for r in backend.read_range(TopicPartition("orders", p), 0, 1 << 62)]
 
 
+def _run_ids(home: Path) -> list[str]:
+    import sqlite3
+
+    with sqlite3.connect(home / "airflow" / "airflow.db") as db:
+        return [r[0] for r in db.execute("SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id", (DAG_ID,))]
+
+
+def _xcom(home: Path, run_id: str, task_id: str) -> dict[str, Any]:
+    import sqlite3
+
+    with sqlite3.connect(home / "airflow" / "airflow.db") as db:
+        row = db.execute("SELECT value FROM xcom WHERE run_id = ? AND task_id = ? AND key = 'return_value'",
+                         (run_id, task_id)).fetchone()
+    assert row is not None, f"no XCom of {task_id} in {run_id}"
+    value = json.loads(row[0])
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _check_lineage(home: Path, runs: list[str], rerun_log: str) -> None:
+    """Each connector task's COMPLETE event of each DAG run (``runs``: run ids in order, the last a rerun that moved
+    nothing): datasets by OpenLineage's naming, schema, output statistics equal to its XCom, the ranges facet."""
+    data, store = home / "data", home / "airflow" / "pyconnect" / "pyconnect.db"
+    topic = ("pyconnect+sqlite://" + str(store), "orders")
+    lake_fields = [("order_id", "string"), ("customer", "string"), ("amount", "double"), ("items", "int64"),
+                   ("ts", "string"), ("channel", "string")]
+    expected = {  # task: (inputs, outputs, output schema)
+        "ingest": ([("file", str(data / "orders"))], [topic], None),
+        "lake": ([topic], [("file", str(data / "lake" / "topics" / "orders"))], lake_fields),
+        "archive": ([topic], [("file", str(data / "archive" / "orders"))], None),
+    }
+    events = [json.loads(line) for line in (home / "lineage.jsonl").read_text().splitlines() if line.strip()]
+    complete: dict[tuple[str, str], dict[str, Any]] = {}
+    for e in events:
+        job = e["job"]["name"]
+        if e["eventType"] == "COMPLETE" and job.startswith(f"{DAG_ID}."):
+            complete[(e["run"]["facets"]["airflow"]["dagRun"]["run_id"], job.split(".", 1)[1])] = e
+    for n, run_id in enumerate(runs):
+        rerun = n == len(runs) - 1
+        for task_id, (inputs, outputs, fields) in expected.items():
+            event = complete.get((run_id, task_id))
+            assert event is not None, f"no COMPLETE event of {task_id} in {run_id}: {sorted(complete)}"
+            xcom = _xcom(home, run_id, task_id)
+            assert [(d["namespace"], d["name"]) for d in event["inputs"]] == inputs, (task_id, event["inputs"])
+            (out,) = event["outputs"]
+            assert (out["namespace"], out["name"]) == outputs[0], (task_id, out)
+            stats = out["outputFacets"]["outputStatistics"]
+            assert (stats["rowCount"], stats["size"]) == (xcom["records"], xcom["bytes"]), (task_id, run_id, stats)
+            assert (stats["rowCount"] == 0) == rerun and (stats["size"] == 0) == rerun, (task_id, run_id, stats)
+            got = [(f["name"], f["type"]) for f in out["facets"].get("schema", {}).get("fields", [])]
+            assert got == (fields or []), (task_id, got)
+            facet = event["run"]["facets"]["pyconnectRanges"]
+            assert facet["_schemaURL"].endswith("PyConnectRangesRunFacet.json#/$defs/PyConnectRangesRunFacet")
+            assert (facet["records"], facet["bytes"], facet["ranges"]) == (xcom["records"], xcom["bytes"],
+                                                                          xcom["ranges"]), (task_id, facet)
+            if task_id == "ingest":
+                assert facet["intervalRanges"] == xcom["interval_ranges"] and facet["intervalRanges"]
+    # the Spark task of the rerun handed OpenLineage's parent job, itself, to spark-submit (spark_submit_kwargs)
+    totals = complete[(runs[-1], "totals")]
+    assert f"spark.openlineage.parentRunId={totals['run']['runId']}" in rerun_log
+    assert f"spark.openlineage.parentJobName={DAG_ID}.totals" in rerun_log
+
+
 def test_example_pipeline_three_days_then_rerun_of_day_two(tmp_path: Path) -> None:
     home = tmp_path
     env = _env(home)
@@ -130,6 +200,7 @@ def test_example_pipeline_three_days_then_rerun_of_day_two(tmp_path: Path) -> No
     assert _parquet(data) == parquet
     assert _archive(data)[1] == archive_digest
     rerun_log = (home / "rerun.log").read_text(errors="replace")
+    _check_lineage(home, _run_ids(home), rerun_log)
     # the rerun's Spark job read the same records again (the day's remembered ranges)
     decoder = json.JSONDecoder()
     summaries = [decoder.raw_decode(line.split("ORDERS_DAILY_TOTALS ", 1)[1])[0]

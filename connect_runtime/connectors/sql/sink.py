@@ -60,6 +60,34 @@ class SqlSink(SinkConnector):
         alter_offsets(parse(connector_config), connector_name(connector_config), offsets, generation)
         return True
 
+    # -- what the destination is (the provider's lineage: docs/lineage.md) -------------------------------------
+
+    def table_columns(self, connector_config: Mapping[str, Any], topics: list[str]) -> dict[str, dict[str, Any]]:
+        """Per topic, its table as the database describes it: ``{"table": name, "schema": schema or None,
+        "database": name, "columns": [(column, SQL type), ...]}`` (called on a connector that is not started, after
+        a run). A table that does not exist is left out; a database that cannot be reached raises."""
+        import sqlalchemy as sa
+
+        cfg = parse(connector_config)
+        engine = create_engine(cfg)
+        out: dict[str, dict[str, Any]] = {}
+        try:
+            with connect(engine, cfg, "describing the tables", attempts=1) as conn:
+                inspector = sa.inspect(conn)
+                for topic in topics:
+                    name = str(cfg["table.name.format"]).replace("${topic}", topic)
+                    table, schema = (name.split(".", 1)[::-1] if "." in name else (name, None))
+                    if not inspector.has_table(table, schema=schema):
+                        continue
+                    if schema is None and conn.dialect.name == "postgresql":
+                        schema = conn.exec_driver_sql("SELECT current_schema()").scalar()
+                    columns = [(str(c["name"]), str(c["type"])) for c in inspector.get_columns(table, schema=schema)]
+                    out[topic] = {"table": table, "schema": schema, "database": engine.url.database,
+                                  "columns": columns}
+        finally:
+            engine.dispose()
+        return out
+
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
         # PASSWORD values stay Password objects (the runtime hands them over as they are)
         return [cast("dict[str, str]", dict(self._props)) for _ in range(max_tasks)]

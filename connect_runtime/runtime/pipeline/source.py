@@ -32,6 +32,7 @@ class SourceBatch(NamedTuple):
     sent: list[SourceRecord]           # the ORIGINAL polled record behind each entry of ``out`` (same index)
     filtered: list[SourceRecord]       # originals a transform dropped (-> commit_record(r, None))
     skipped: list[SourceRecord]        # originals that failed transform/convert under errors.tolerance=all
+    schema: tuple[str, Any] | None = None  # (topic, value schema) of the batch's last record written, if it has one
 
 
 
@@ -94,7 +95,9 @@ class SourcePipeline(Pipeline):
             if 0 < failed_in_transforms < len(skipped):  # failed in both stages: back to poll order
                 position = {id(r): i for i, r in enumerate(records)}
                 skipped.sort(key=lambda r: position[id(r)])
-        return SourceBatch(out, sent, filtered, skipped)
+        last = recs[-1] if out and recs else None  # the run's lineage: the Connect schema a topic received
+        return SourceBatch(out, sent, filtered, skipped,
+                           None if last is None or last.value_schema is None else (last.topic, last.value_schema))
 
     def _convert_batch(self, recs: list[SourceRecord]) -> list[ProducerRecord]:
         new, PR = tuple.__new__, ProducerRecord

@@ -17,7 +17,7 @@ ProgressCallback = Callable[[int, float], None]
 class SinkRunResult:
     """What one sink run did. ``to_dict()`` is the XCom shape:
     ``{"connector", "records", "committed": {topic: {"<partition>": offset}}, "dead_lettered",
-    "retries", "seconds", "ranges": {topic: {"<partition>": [from, to]}}}``.
+    "retries", "seconds", "ranges": {topic: {"<partition>": [from, to]}}, "bytes"}``.
 
     ``records``: records passed to a successful ``put``; ``committed``: the offsets this run
     committed to the group ``connect-<connector>`` (next offset to read, last commit per
@@ -25,6 +25,7 @@ class SinkRunResult:
     calls redelivered after a :class:`RetriableError`; ``ranges``: per partition the offsets the run
     read and ended at, ``[from, to)`` (from where its tasks started after ``open()``'s rewinds to where
     they ended; partitions it read nothing of are left out), in the shape of a source result's ranges.
+    ``bytes``: the keys and values (as stored in the topics) of the records delivered, dead letters not counted.
     ``skipped`` (not part of the dict) counts records tolerated with no dead letter topic configured.
     """
 
@@ -36,6 +37,9 @@ class SinkRunResult:
     seconds: float = 0.0
     skipped: int = 0
     ranges: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    bytes: int = 0
+    value_schemas: dict[str, Any] = field(default_factory=dict, compare=False)
+    """Per topic, the Connect value schema of the last record delivered that had one (not in ``to_dict()``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -46,6 +50,7 @@ class SinkRunResult:
             "retries": self.retries,
             "seconds": self.seconds,
             "ranges": {t: {p: list(r) for p, r in parts.items()} for t, parts in self.ranges.items()},
+            "bytes": self.bytes,
         }
 
     @classmethod
@@ -62,6 +67,7 @@ class SinkRunResult:
             seconds=float(data.get("seconds", 0.0)),
             ranges={str(t): {str(p): [int(r[0]), int(r[1])] for p, r in parts.items()}
                     for t, parts in (data.get("ranges") or {}).items()},
+            bytes=int(data.get("bytes") or 0),
         )
 
 

@@ -269,6 +269,8 @@ class SinkRun(ConnectorRun[SinkRunResult]):
             seconds=round(time.monotonic() - self.state.started, 3),
             skipped=sum(w.dead_letters.skipped for w in workers),
             ranges=ranges,
+            bytes=sum(w.bytes for w in workers),
+            value_schemas={t: s for w in workers for t, s in w.schemas.items()},
         )
         if result.skipped:
             log.warning("sink connector %r skipped %d failed records (errors.tolerance=all, no dead letter topic)",

@@ -37,6 +37,7 @@ from connect_runtime.runtime.sink.commits import TaskCommits
 from connect_runtime.runtime.sink.contexts import TaskContext
 from connect_runtime.runtime.sink.planning import TaskPositions
 from connect_runtime.runtime.task import WorkerTask
+from connect_runtime.runtime.worker import record_bytes
 
 if TYPE_CHECKING:
     from connect_runtime.runtime.sink.run import SinkRunState
@@ -46,6 +47,16 @@ log = logging.getLogger(__name__)
 _POLL_TIMEOUT_S = 1.0
 _PAUSED_IDLE_S = 0.05
 _JOIN_LOG_S = 30.0
+
+
+def _account(task: SinkWorkerTask, batch: list[ConsumedRecord], processed: Any) -> None:
+    """A delivered batch in the task's totals: its records, their bytes (keys and values as stored in the topics,
+    dead letters not counted) and the value schema of its last record per topic (the run's lineage)."""
+    task.records += len(processed.records)
+    task.bytes += record_bytes(batch, 3, 4) - record_bytes([r for r, _ in processed.dead], 3, 4)
+    newest = processed.records[-1] if processed.records else None
+    if newest is not None and newest.value_schema is not None:
+        task.schemas[newest.topic] = newest.value_schema
 
 
 class SinkWorkerTask(WorkerTask):
@@ -62,8 +73,8 @@ class SinkWorkerTask(WorkerTask):
         self.assigned_set = set(partitions)
         self.pipeline = pipeline
         self.label = f"sink connector {run.name!r} task {task_id}"
-        self.records = 0
-        self.retries = 0
+        self.records = self.bytes = self.retries = 0  # bytes: see _account
+        self.schemas: dict[str, Any] = {}  # per topic, the value schema of the last record delivered with one
         self.consumer: Consumer | None = None
         self.task: SinkTask | None = None
         self.metrics = TaskMetrics(run.metrics, run.name, task_id)
@@ -287,7 +298,7 @@ class SinkWorkerTask(WorkerTask):
         pos = self.pos
         for key, off in last.items():
             pos[key] = off + 1  # type: ignore[index]  # keeps the existing TopicPartition key
-        self.records += len(processed.records)
+        _account(self, batch, processed)
         self.metrics.add(SINK_RECORD_SEND_TOTAL, len(processed.records))
 
     def _put(self, records: list[SinkRecord]) -> None:

@@ -65,7 +65,7 @@ class AtLeastOnceTask(SourceWorkerTask):
             self.metrics.commit_failed()
             raise
         self.state.committed(cp.spans, cp.records, cp.filtered, cp.skipped, offsets, transaction=True,
-                             writer=self.index)
+                             writer=self.index, size=cp.bytes, schemas=cp.schemas)
         self.metrics.add_spans(SOURCE_RECORD_WRITE_TOTAL, cp.spans)
         self.metrics.commit_done(elapsed(t0))
         self.metrics.flush()

@@ -46,11 +46,13 @@ class Checkpoint:
     counts, and (only when the task overrides ``commit_record``) the records to report. Committing it is the
     task's transaction (the steps in the module docstring); dropping it forgets it."""
 
-    __slots__ = ("filtered", "polled", "records", "sent", "skipped", "spans", "writer")
+    __slots__ = ("bytes", "filtered", "polled", "records", "schemas", "sent", "skipped", "spans", "writer")
 
     def __init__(self, connector: str) -> None:
         self.writer = OffsetWriter(connector)
         self.records = self.filtered = self.skipped = 0
+        self.bytes = 0  # keys and values of the written records, as converted (the lineage's output size)
+        self.schemas: dict[str, Any] = {}  # per topic, the value schema of the last record written with one
         self.sent: list[SourceRecord] = []    # originals of written records, send order (tracking only)
         self.polled: list[SourceRecord] = []  # every polled original, poll order (tracking only)
         self.spans: list[tuple[TopicPartition, tuple[int, int]]] = []  # at-least-once: what flushes wrote
@@ -80,6 +82,8 @@ class Checkpoint:
         for p, o in other.writer.snapshot():
             self.writer.record(p, o)
         self.records += other.records
+        self.bytes += other.bytes
+        self.schemas.update(other.schemas)
         self.filtered += other.filtered
         self.skipped += other.skipped
         self.sent.extend(other.sent)
@@ -108,7 +112,8 @@ class Checkpoint:
 
     def clear(self) -> None:
         self.writer.clear()
-        self.records = self.filtered = self.skipped = 0
+        self.records = self.filtered = self.skipped = self.bytes = 0
+        self.schemas = {}
         self.sent = []
         self.polled = []
         self.spans = []

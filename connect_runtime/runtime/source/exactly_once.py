@@ -142,7 +142,7 @@ class ExactlyOnceTask(SourceWorkerTask):
         (``ExactlyOnceWorkerSourceTask.commitTransaction``): every ``commit_record`` of it, then ``commit()``."""
         cp = inflight.checkpoint
         self.state.committed(written.ranges.items(), cp.records, cp.filtered, cp.skipped, inflight.offsets,
-                             transaction=True, writer=self.index)
+                             transaction=True, writer=self.index, size=cp.bytes, schemas=cp.schemas)
         metrics = self.metrics
         metrics.add_spans(SOURCE_RECORD_WRITE_TOTAL, written.ranges.items())
         metrics.transaction(cp.records)

@@ -32,6 +32,7 @@ class SourceRunResult:
     tolerance skipped (their offsets are committed, the records are not written). ``empty``: ``None`` when
     this run committed records, else why it committed none (``{"reason", "message", "looked_at"}``, reasons
     ``committed_before``, ``filtered``, ``no_input``, ``unknown``: :mod:`~connect_runtime.runtime.source.empty`).
+    ``bytes``: the keys and values of the records this run committed, as converted (what the topics received).
     """
 
     connector: str
@@ -45,6 +46,10 @@ class SourceRunResult:
     interval_ranges: dict[str, dict[str, Any]] = field(default_factory=dict)
     generation: int | None = None
     empty: dict[str, Any] | None = None
+    bytes: int = 0
+    value_schemas: dict[str, Any] = field(default_factory=dict, compare=False)
+    """Per topic, the Connect value schema of the last committed record that had one (not in ``to_dict()``: the
+    provider's lineage reads it from the result object)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -62,6 +67,7 @@ class SourceRunResult:
             "interval_ranges": ranges_mod.dump(ranges_mod.parse(self.interval_ranges)),
             "generation": self.generation,
             "empty": None if self.empty is None else json.loads(json.dumps(self.empty)),
+            "bytes": self.bytes,
         }
 
     @classmethod
@@ -80,6 +86,7 @@ class SourceRunResult:
             filtered=int(data["filtered"]),
             skipped=int(data["skipped"]),
             seconds=float(data["seconds"]),
+            bytes=int(data.get("bytes") or 0),
         )
 
     def topic_partitions(self) -> dict[TopicPartition, list[tuple[int, int]]]:
@@ -129,7 +136,8 @@ def build_result(plan: SourcePlan, run: SourceRunState, seconds: float, be: Back
                            source_offsets=offsets, transactions=run.transactions, filtered=run.filtered,
                            skipped=run.skipped, seconds=seconds, interval_ranges=held,
                            generation=None if plan.record is None else plan.record.generation,
-                           empty=empty_reason(run.records, run.filtered, run.skipped, held, run.nothing_read))
+                           empty=empty_reason(run.records, run.filtered, run.skipped, held, run.nothing_read),
+                           bytes=run.bytes, value_schemas=dict(run.schemas))
 
 
 

@@ -23,6 +23,8 @@ class SourceRunState(RunState):
         self.n_tasks = 0
         # committed totals
         self.records = 0
+        self.bytes = 0
+        self.schemas: dict[str, Any] = {}  # per topic, the latest committed value schema (the lineage's)
         self.transactions = 0
         self.filtered = 0
         self.skipped = 0
@@ -78,10 +80,14 @@ class SourceRunState(RunState):
     # -- accounting --------------------------------------------------------------------------------
     def committed(self, spans: Iterable[tuple[TopicPartition, tuple[int, int]]], records: int, filtered: int,
                   skipped: int, offsets: Sequence[tuple[bytes, tuple[Mapping[str, Any], Mapping[str, Any] | None]]],
-                  transaction: bool, writer: int) -> None:
-        """``writer``: the index of the task that committed (its producer's transactional id)."""
+                  transaction: bool, writer: int, size: int = 0, schemas: Mapping[str, Any] | None = None) -> None:
+        """``writer``: the index of the task that committed (its producer's transactional id); ``size``: the bytes
+        of the committed records' keys and values; ``schemas``: per topic, the value schema of its last record."""
         with self.lock:
             self.records += records
+            self.bytes += size
+            if schemas:
+                self.schemas.update(schemas)
             self.filtered += filtered
             self.skipped += skipped
             if transaction:

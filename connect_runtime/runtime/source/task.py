@@ -38,7 +38,7 @@ from connect_runtime.runtime.source.contexts import TaskContext, offset_reader
 from connect_runtime.runtime.source.ledger import TaskLedger
 from connect_runtime.runtime.source.state import SourceRunState
 from connect_runtime.runtime.task import WorkerTask
-from connect_runtime.runtime.worker import store_ride_out_s
+from connect_runtime.runtime.worker import record_bytes, store_ride_out_s
 
 log = logging.getLogger(__name__)
 
@@ -247,6 +247,9 @@ class SourceWorkerTask(WorkerTask):
                 for i in range(0, len(out), self.max_batch):
                     producer.send(out[i:i + self.max_batch])
             pending.records += len(out)
+            pending.bytes += record_bytes(out, 2, 3)  # ProducerRecord's key and value
+            if batch.schema is not None:
+                pending.schemas[batch.schema[0]] = batch.schema[1]
         if batch.filtered:
             pending.filtered += len(batch.filtered)
         if batch.skipped:

@@ -36,7 +36,10 @@ def test_spark_env_puts_this_virtualenv_first_and_names_its_python(monkeypatch: 
 def test_spark_submit_kwargs_layout() -> None:
     kwargs = spark_submit_kwargs("handoff", args=["--date", "{{ ds }}"], conf={"spark.ui.enabled": "false"},
                                  env={"TZ": "UTC"})
-    assert set(kwargs) == {"application_args", "conf", "env_vars"}
+    # OpenLineage's parent job information is passed when its provider is installed (the shared venv has it)
+    assert set(kwargs) == {"application_args", "conf", "env_vars", "openlineage_inject_parent_job_info"}
+    assert kwargs["openlineage_inject_parent_job_info"] is True
+    assert "openlineage_inject_parent_job_info" not in spark_submit_kwargs("handoff", openlineage=False)
     assert kwargs["application_args"] == [
         "--backend", "{{ (ti.xcom_pull(task_ids='handoff', key='return_value') or {}).get('backend', '') }}",
         "--ranges", committed_ranges_arg("handoff"),

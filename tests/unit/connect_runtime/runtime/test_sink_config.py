@@ -75,8 +75,8 @@ def test_until_offsets_shapes() -> None:
 
 def test_result_dict_is_exactly_the_xcom_shape() -> None:
     r = SinkRunResult("c", records=5, committed={"t": {"0": 5}}, dead_lettered=1, retries=2, seconds=0.5,
-                      skipped=3, ranges={"t": {"0": [0, 5]}})
+                      skipped=3, ranges={"t": {"0": [0, 5]}}, bytes=40)
     d = r.to_dict()
     assert d == {"connector": "c", "records": 5, "committed": {"t": {"0": 5}}, "dead_lettered": 1,
-                 "retries": 2, "seconds": 0.5, "ranges": {"t": {"0": [0, 5]}}}
+                 "retries": 2, "seconds": 0.5, "ranges": {"t": {"0": [0, 5]}}, "bytes": 40}
     assert SinkRunResult.from_dict(d).to_dict() == d

@@ -12,6 +12,8 @@ import pytest
 
 from connect_runtime import run_source
 from connect_runtime.api import ConfigError, ConnectError, DataError, RecordMetadata
+from connect_runtime.api.records import TopicPartition
+from connect_runtime.backends import open_backend
 from connect_runtime.connectors.datagen import DataGenSource, generate_value
 from connect_runtime.runtime.source import SourceRunResult
 from tests.support.source_connectors import committed_offset, probe, read_topic
@@ -42,7 +44,8 @@ def test_no_task_configs_is_an_empty_successful_run(sqlite_url: str) -> None:
         "connector": "plan", "records": 0, "ranges": {}, "source_offsets": [], "transactions": 0,
         "filtered": 0, "skipped": 0, "seconds": 0, "interval_ranges": {}, "generation": 0,
         "empty": {"reason": "unknown", "looked_at": [],
-                  "message": "the source returned no records (the connector does not say where it looked)"}}
+                  "message": "the source returned no records (the connector does not say where it looked)"},
+        "bytes": 0}
 
 
 def test_one_config_error_names_every_bad_field(sqlite_url: str) -> None:
@@ -272,9 +275,12 @@ def test_result_to_dict_is_plain_json_and_round_trips(sqlite_url: str) -> None:
     result = run_source(config, sqlite_url)
     data = result.to_dict()
     assert list(data) == ["connector", "records", "ranges", "source_offsets", "transactions", "filtered",
-                          "skipped", "seconds", "interval_ranges", "generation", "empty"]
+                          "skipped", "seconds", "interval_ranges", "generation", "empty", "bytes"]
     assert json.loads(json.dumps(data)) == data
     assert data["ranges"] == {"t": {"0": [0, 24]}} and data["records"] == 24
+    with open_backend(sqlite_url) as be:  # bytes: the keys and values the topic received, as converted
+        stored = be.read_range(TopicPartition("t", 0), 0, 24)
+        assert data["bytes"] == sum(len(r.key or b"") + len(r.value or b"") for r in stored) > 24
     assert data["source_offsets"] == [{"partition": {"round": 1, "task": 0}, "offset": {"n": 12}},
                                       {"partition": {"round": 1, "task": 1}, "offset": {"n": 12}}]
     assert data["transactions"] == 6 and isinstance(data["seconds"], float)
