@@ -70,7 +70,7 @@ def test_a_run_delivers_each_record_once_and_the_next_run_nothing(tmp_path: Path
     assert result.to_dict() == {
         "connector": "rec", "records": 20, "committed": {"in": {"0": 10, "1": 10}},
         "dead_lettered": 0, "retries": 0, "seconds": result.seconds,
-        "ranges": {"in": {"0": [0, 10], "1": [0, 10]}},
+        "ranges": {"in": {"0": [0, 10], "1": [0, 10]}}, "bytes": 30,  # the values "0" to "19": 10 + 2 * 10 bytes
     }
     got = delivered(tmp_path / "calls.jsonl")
     assert sorted(got) == sorted(("in", i % 2, i // 2, i) for i in range(20))
