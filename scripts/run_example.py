@@ -60,6 +60,8 @@ def example_env(home: Path) -> dict[str, str]:
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        # a busy laptop or CI machine answers the task supervisor's API calls slower than the 5 s default
+        "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": env.get("AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT", "30"),
         # tasks run by the LocalExecutor as supervised processes, so their logs land where the UI reads them
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": env.get("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO"),

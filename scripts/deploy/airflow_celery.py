@@ -166,6 +166,7 @@ def airflow_celery(base: Path, *, dags_folder: Path, metadata_url: str, broker_u
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",  # the 5 s default fails tasks on a busy machine
         "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata_url,

@@ -39,6 +39,7 @@ def _env(home: Path) -> dict[str, str]:
     env.update({
         "AIRFLOW_HOME": str(home / "airflow"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",  # as tests/support/airflow_env.py: a busy CI machine
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"}),
         "PYCONNECT_EXAMPLE_DATA": str(home / "data"),

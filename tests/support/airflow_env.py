@@ -60,6 +60,10 @@ class AirflowEnv:
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags),
             "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+            # A task's supervisor gives the API server 5 s per call by default ([workers] execution_api_timeout);
+            # on a busy 2-core CI machine the first call of three tasks starting at once timed out and the tasks
+            # failed before running (Airflow's own advice under load: raise it)
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",
             "PYTHONPATH": os.pathsep.join([str(REPO), *_policy_path(), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
             "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
         })
