@@ -121,3 +121,43 @@ def test_the_view_shows_debeziums_offsets_and_retiring_leaves_no_slot(logical_da
         assert conn.execute("SELECT count(*) FROM pg_replication_slots WHERE database = current_database()"
                             ).fetchone()[0] == 0  # type: ignore[index]
         assert conn.execute("SELECT count(*) FROM pg_publication").fetchone()[0] == 0  # type: ignore[index]
+
+
+def test_a_role_with_replication_and_select_only_captures_from_a_publication_its_owner_made(
+        logical_database: str, sqlite_url: str) -> None:
+    """docs/cdc.md "Permissions": ``REPLICATION`` and ``SELECT`` on the tables are enough when the tables' owner
+    created the publication; without ``REPLICATION`` the run fails saying what the role lacks."""
+    import uuid
+
+    import psycopg
+
+    work = Workload(logical_database, seed=362)
+    work.create()
+    work.transactions(4, inserts_only=True)
+    role = "cdc_" + uuid.uuid4().hex[:10]
+    with psycopg.connect(plain(logical_database), autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN REPLICATION")
+        conn.execute(f"GRANT SELECT ON a, b TO {role}")
+        conn.execute("CREATE PUBLICATION ops_pub FOR TABLE a, b")  # by the tables' owner
+    try:
+        as_role = logical_database.replace("postgres:", f"{role}:", 1)
+        assert f"//{role}:" in as_role
+        cfg = config(as_role)
+        assert run_source(cfg, sqlite_url).to_dict()["records"] == sum(len(r) for r in work.rows.values())
+        before = work.records
+        work.transactions(5)
+        assert run_source(cfg, sqlite_url).to_dict()["records"] == work.records - before
+        with psycopg.connect(plain(logical_database), autocommit=True) as conn:
+            conn.execute(f"ALTER ROLE {role} NOREPLICATION")
+        with pytest.raises(ConnectError) as failed:  # at once: no retry gives the role an attribute
+            run_source({**cfg, "name": "cdc-ops-2", "slot.name": "ops_slot_2", "connection.attempts": "5",
+                        "connection.backoff.ms": "60000"}, sqlite_url)
+        message = str(failed.value)
+        assert f"the user {role!r} needs the REPLICATION attribute" in message and "not retried" in message, message
+        assert "not-checked-pw" not in message
+    finally:
+        with psycopg.connect(plain(logical_database), autocommit=True) as conn:
+            conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                         "WHERE database = current_database() AND active_pid IS NULL")
+            conn.execute(f"REVOKE ALL ON a, b FROM {role}")
+            conn.execute(f"DROP ROLE {role}")
