@@ -12,7 +12,9 @@ Two sides to every run (docs/lineage.md has the table):
   ``ParquetSink`` writes ``<path>/<topics.dir>/<topic>`` per topic (``file`` and the path for a local lake,
   ``s3://{bucket}`` and the key prefix on S3, ``{scheme}://{host}`` and the path on another fsspec store);
   ``SqlSource`` reads and ``SqlSink`` writes tables (``postgres://{host}:{port}`` and ``{database}.{schema}.{table}``
-  on PostgreSQL; ``sqlite://{path}`` and the table on a SQLite database); ``DataGenSource`` reads nothing outside.
+  on PostgreSQL; ``sqlite://{path}`` and the table on a SQLite database); ``PostgresCdcSource`` reads the tables it
+  captures (``postgres://{host}:{port}`` and ``{database}.{schema}.{table}``); ``DataGenSource`` reads nothing
+  outside.
   A connector class this module does not know reports its topics only.
 
 Each dataset may carry the columns the run knows (:attr:`Dataset.fields`): a topic's, from the Connect value schema
@@ -181,11 +183,27 @@ def _sql_source(config: Mapping[str, Any], topics: Sequence[str], extra: Mapping
     return [sql_table_dataset(url, table, topic=prefix + table.rpartition(".")[2]) for table in sorted(set(tables))]
 
 
+def _cdc_source(config: Mapping[str, Any], topics: Sequence[str], extra: Mapping[str, Any]) -> list[Dataset]:
+    """PostgresCdcSource: the tables of ``table.include.list`` (``public`` where no schema is named), else those
+    whose topics the run wrote (``<topic.prefix>.<schema>.<table>``); each with its topic."""
+    url = str(config.get("connection.url") or "")
+    prefix = str(config.get("topic.prefix") or "")
+    if not url or not prefix:
+        return []
+    listed = config.get("table.include.list") or ""
+    entries = listed if isinstance(listed, (list, tuple)) else str(listed).split(",")
+    included = [t if "." in t else f"public.{t}" for t in (str(e).strip() for e in entries) if t]
+    tables = included or [t[len(prefix) + 1:] for t in topics
+                          if t.startswith(prefix + ".") and t[len(prefix) + 1:].count(".") == 1]
+    return [sql_table_dataset(url, table, topic=f"{prefix}.{table}") for table in sorted(set(tables))]
+
+
 ExternalFn = Callable[[Mapping[str, Any], Sequence[str], Mapping[str, Any]], list[Dataset]]
 
 EXTERNAL: dict[str, tuple[str, ExternalFn]] = {
     "DirectorySource": ("input", _directory_source),
     "SqlSource": ("input", _sql_source),
+    "PostgresCdcSource": ("input", _cdc_source),
     "DataGenSource": ("input", lambda config, topics, extra: []),
     "FileSink": ("output", _file_sink),
     "ParquetSink": ("output", _parquet_sink),

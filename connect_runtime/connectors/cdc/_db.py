@@ -64,6 +64,9 @@ def connect(cfg: Mapping[str, Any], what: str, *, replication: bool = False) -> 
         except psycopg.OperationalError as exc:
             last = scrub(str(exc).strip(), url)
             why = refusal(last, url, float(kw["connect_timeout"]))
+            if why is None and "superuser or replication role" in last:  # the role lacks REPLICATION
+                why = (f"{last}; the user {url.username!r} needs the REPLICATION attribute (ALTER ROLE ... "
+                       "REPLICATION) or superuser to create and read a replication slot (docs/cdc.md, Permissions)")
             if why is not None:
                 raise DatabaseRefused(f"cannot connect to the {server(url)} for {what}: {scrub(why, url)}; not "
                                       "retried (a retry would fail the same way)") from None

@@ -63,6 +63,8 @@ class PostgresCdcTask(SourceTask):
         if state is not None and state[1] != "pgoutput":
             raise ConnectError(f"replication slot {self.slot!r} (slot.name) uses the plugin {state[1]!r}; this "
                                "connector reads pgoutput: choose another slot.name")
+        if state is not None and not snapshot_due:
+            self._check_not_invalidated()
         if snapshot_due:
             self._begin_snapshot(state is not None)
         elif state is None and self.offset:
@@ -79,6 +81,25 @@ class PostgresCdcTask(SourceTask):
         self.at_target = False
         log.info("PostgresCdcSource: reading %s up to %s (committed: %s)", self.where, lsn_text(self.target),
                  self.offset or "nothing")
+
+    def _check_not_invalidated(self) -> None:
+        """A slot the server invalidated (``wal_status`` ``lost``: it held more WAL than ``max_slot_wal_keep_size``
+        allows, PostgreSQL 13+) can never be read again: one error naming the slot, why, and the way back."""
+        row = self.control.execute("SELECT wal_status FROM pg_replication_slots WHERE slot_name = %s",
+                                   (self.slot,)).fetchone()
+        if row is not None and row[0] == "unreserved":
+            log.warning("PostgresCdcSource: replication slot %s keeps more WAL than max_slot_wal_keep_size allows "
+                        "(wal_status unreserved): the next checkpoint may invalidate it; this run reads it now",
+                        self.slot)
+        if row is not None and row[0] == "lost":
+            offset = self.offset or {}
+            raise ConnectError(
+                f"replication slot {self.slot!r} (slot.name) was invalidated by the server (wal_status lost): it "
+                "kept more WAL than max_slot_wal_keep_size allows, so the changes after this connector's committed "
+                f"offset (lsn {offset.get('lsn')}) are gone. To start again with a new snapshot: drop the slot "
+                f"(SELECT pg_drop_replication_slot('{self.slot}')) and delete the connector's offsets (pyconnect "
+                "offsets reset <connector>); to avoid it, run more often or raise max_slot_wal_keep_size "
+                "(docs/cdc.md, \"A paused DAG\")")
 
     # -- the snapshot ---------------------------------------------------------------------------------------
 

@@ -75,6 +75,25 @@ def test_each_connector_kind_names_its_external_side() -> None:
     assert external_datasets({"connector.class": "my.own.Connector"}, ["t"]) == []
 
 
+def test_the_cdc_source_names_the_tables_it_captures() -> None:
+    """PostgresCdcSource: the tables of table.include.list (public unless named), each with its Debezium topic
+    <prefix>.<schema>.<table>; with an empty list (every table of the publication) those whose topics it wrote; no
+    credentials in a name."""
+    cdc = {"connector.class": "connect_runtime.connectors.cdc.PostgresCdcSource", "topic.prefix": "shop",
+           "connection.url": "postgresql://cdc:secret@db.example:6543/sales"}
+    assert external_datasets({**cdc, "table.include.list": "orders, inv.items"}, []) == [
+        Dataset("postgres://db.example:6543", "sales.inv.items", "shop.inv.items"),
+        Dataset("postgres://db.example:6543", "sales.public.orders", "shop.public.orders")]
+    assert external_datasets({**cdc, "table.include.list": ["public.orders"]}, ["shop.public.orders"]) == [
+        Dataset("postgres://db.example:6543", "sales.public.orders", "shop.public.orders")]
+    assert external_datasets({**cdc, "table.include.list": ""}, ["shop.public.b", "shop.s.a", "other", "shop.x"]) == [
+        Dataset("postgres://db.example:6543", "sales.public.b", "shop.public.b"),
+        Dataset("postgres://db.example:6543", "sales.s.a", "shop.s.a")]
+    assert external_datasets({**cdc, "connection.url": "postgresql+psycopg://h/d", "table.include.list": "t"}, []) == [
+        Dataset("postgres://h:5432", "d.public.t", "shop.public.t")]
+    assert external_datasets({**cdc, "topic.prefix": ""}, ["x"]) == []
+
+
 def _json(obj: Any) -> Any:
     return json.loads(Serde.to_json(obj))
 
