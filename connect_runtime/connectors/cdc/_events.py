@@ -21,11 +21,13 @@ from connect_runtime.connectors.cdc._types import column_type, zero
 
 CONNECTOR = "postgresql"
 VERSION = "0.1.0"
+ENVELOPE_VERSION = 2
+"""The Envelope schema's version, Debezium 3.6's."""
 UNAVAILABLE = "__debezium_unavailable_value"
 """Debezium's ``unavailable.value.placeholder``: an unchanged TOASTed value the server did not send."""
 
 SOURCE_SCHEMA = (
-    SchemaBuilder.struct().name("io.debezium.connector.postgresql.Source")
+    SchemaBuilder.struct().name("io.debezium.connector.postgresql.Source").version(1)
     .field("version", Schema.STRING_SCHEMA)
     .field("connector", Schema.STRING_SCHEMA)
     .field("name", Schema.STRING_SCHEMA)
@@ -42,7 +44,10 @@ SOURCE_SCHEMA = (
     .field("txId", Schema.OPTIONAL_INT64_SCHEMA)
     .field("lsn", Schema.OPTIONAL_INT64_SCHEMA)
     .field("xmin", Schema.OPTIONAL_INT64_SCHEMA)
+    .field("origin", Schema.OPTIONAL_STRING_SCHEMA)
+    .field("origin_lsn", Schema.OPTIONAL_INT64_SCHEMA)
     .build())
+"""Debezium 3.6's, field for field (``origin`` / ``origin_lsn``: the replication origin, null here as there)."""
 
 TRANSACTION_SCHEMA = (
     SchemaBuilder.struct().optional().name("event.block").version(1)
@@ -110,7 +115,7 @@ class TableEvents:
                 kb = kb.field(c.name, column_type(c.type_oid, c.type_modifier, False, c.name).schema)
             self.key_schema = kb.build()
         self.envelope_schema = (
-            SchemaBuilder.struct().name(f"{base}.Envelope")
+            SchemaBuilder.struct().name(f"{base}.Envelope").version(ENVELOPE_VERSION)
             .field("before", self.value_schema).field("after", self.value_schema)
             .field("source", SOURCE_SCHEMA).field("transaction", TRANSACTION_SCHEMA)
             .field("op", Schema.STRING_SCHEMA).field("ts_ms", Schema.OPTIONAL_INT64_SCHEMA)
@@ -147,7 +152,7 @@ class TableEvents:
 
     def _source(self, pos: Position, snapshot: str) -> Struct:
         ts_ms = pos.ts_usec // 1000
-        seq = None if pos.commit_lsn is None else json.dumps([str(pos.commit_lsn), str(pos.lsn)], separators=(",", ":"))
+        seq = json.dumps([None if pos.commit_lsn is None else str(pos.commit_lsn), str(pos.lsn)], separators=(",", ":"))
         return (Struct(SOURCE_SCHEMA).put("version", VERSION).put("connector", CONNECTOR).put("name", self.prefix)
                 .put("ts_ms", ts_ms).put("snapshot", snapshot).put("db", self.db).put("sequence", seq)
                 .put("ts_us", pos.ts_usec).put("ts_ns", pos.ts_usec * 1000).put("schema", self.schema_name)

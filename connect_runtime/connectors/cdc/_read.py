@@ -59,6 +59,7 @@ class Snapshot:
         self.lsn, self.tx_id, self.ts_usec = lsn, tx_id, ts_usec
         self.count = 0
         self.done = False
+        self._previous: TableEvents | None = None
         self._rows = self._all_rows()
         self._ahead: tuple[TableEvents, tuple[Any, ...]] | None = next(self._rows, None)
 
@@ -84,13 +85,27 @@ class Snapshot:
             self.count += 1
             last = self._ahead is None
             pos = Position(self.lsn, self.tx_id, self.ts_usec, last_snapshot=last)
-            mark = "last" if last else "first" if self.count == 1 else "true"
+            mark = _snapshot_mark(self.count == 1, last, events is not self._previous,
+                                  self._ahead is None or self._ahead[0] is not events)
+            self._previous = events
             record = events.event("r", pos, None, events.row(row), snapshot=mark)
             positions[id(record)] = (0, self.count)
             out.append(record)
         if self._ahead is None:
             self.done = True
         return out
+
+
+def _snapshot_mark(first: bool, last: bool, first_of_table: bool, last_of_table: bool) -> str:
+    """``source.snapshot`` of a snapshot record, Debezium's: ``first`` / ``last`` of the whole snapshot, else
+    ``first_in_data_collection`` / ``last_in_data_collection`` of its table, else ``true``."""
+    if first:
+        return "first"
+    if last:
+        return "last"
+    if first_of_table:
+        return "first_in_data_collection"
+    return "last_in_data_collection" if last_of_table else "true"
 
 
 class Stream:
