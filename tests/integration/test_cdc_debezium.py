@@ -28,14 +28,15 @@ WAIT_S = 180.0
 TABLES = (
     "CREATE TABLE t (id int PRIMARY KEY, n numeric(10,2), s text, b boolean, d date, tm time, ts timestamp, "
     "tz timestamptz, j json, jb jsonb, u uuid, by bytea, a int[], ta text[], big text, i2 smallint, i8 bigint, "
-    "f8 float8, ch char(3), vc varchar(20) NOT NULL, f4 real)",
+    "f8 float8, ch char(3), vc varchar(20) NOT NULL, f4 real, tz3 timestamptz(3), tz0 timestamptz(0))",
     "CREATE TABLE u (k text PRIMARY KEY, v int)",
     "ALTER TABLE u REPLICA IDENTITY FULL",
 )
 ROW = ("12.30, 'hé \"x\"', true, '2026-01-02', '03:04:05.123456', '2026-01-02 03:04:05.5', "
        "'2026-01-02 03:04:05.123+02', '{\"a\": 1}', '{\"b\": [1, 2]}', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', "
        "'\\x00ff10', '{1,NULL,3}', '{\"a b\",\"c\\\"d\",NULL,\"NULL\"}', "
-       "(SELECT string_agg(md5(g::text), '') FROM generate_series(1, 400) g), -5, 9000000000, 1.5, 'ab', 'v', 2.25")
+       "(SELECT string_agg(md5(g::text), '') FROM generate_series(1, 400) g), -5, 9000000000, 1.5, 'ab', 'v', 2.25, "
+       "'2026-01-02 03:04:05.5+00', '2026-01-02 03:04:05+01'")
 BEFORE_SNAPSHOT = (
     f"INSERT INTO t VALUES (1, {ROW})",
     "INSERT INTO t (id, vc, tz) VALUES (5, 'nulls', '2026-01-02 03:04:05+00')",

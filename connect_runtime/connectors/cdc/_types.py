@@ -96,6 +96,10 @@ def _timestamp_us(text: str) -> int:
 def _zoned(digits: int) -> Convert:
     """ISO 8601 in UTC with the column's fraction digits (its precision, 6 when unset), as Debezium writes it."""
     def convert(text: str) -> Any:
+        if text.endswith("+00") and len(text) >= 22 and text[10] == " " and text[4] == "-":
+            # the server's TimeZone is UTC (the usual case): its text is already the instant, only reshaped
+            frac = text[20:-3]
+            return f"{text[:10]}T{text[11:19]}" + (f".{frac:0<6}"[:digits + 1] if digits else "") + "Z"
         d = dt.datetime.fromisoformat(_finite(text)).astimezone(dt.UTC)
         base = d.strftime("%Y-%m-%dT%H:%M:%S")
         return f"{base}.{d.microsecond:06d}"[:len(base) + 1 + digits] + "Z" if digits else f"{base}Z"
