@@ -20,7 +20,7 @@ the worker's JVM start, the connector created over REST as soon as it answers), 
 (changes - the first batch seen) / (last - first seen). Prints records/s of each, the ratios ours/Debezium against
 the targets (after the first record >= 1x, from launch >= 2x) and ours/limit.
 
-    .venv/bin/python bench/bench_cdc.py [--changes 200000] [--tx-rows 1000] [--timeout 900] [--profile FILE] [--no-debezium]
+    .venv/bin/python bench/bench_cdc.py [--changes 200000] [--tx-rows 1000] [--timeout 900] [--profile FILE] [--no-debezium] [--batch N]
 
 ``--profile FILE`` runs ours under ``py-spy record -f raw -o FILE`` (collapsed stacks; py-spy on PATH, or ``$PY_SPY``).
 """
@@ -111,13 +111,15 @@ def debezium(url: str, bootstrap: str, changes: int, timeout: float, work: Path)
         counter.close()
 
 
-def ours(url: str, bootstrap: str, changes: int, timeout: float, work: Path, profile: str | None
-         ) -> tuple[float, float]:
+def ours(url: str, bootstrap: str, changes: int, timeout: float, work: Path, profile: str | None,
+         batch: int | None = None) -> tuple[float, float]:
     config = {"name": "cdc-bench", "connector.class": "connect_runtime.connectors.cdc.PostgresCdcSource",
               "connection.url": url, "topic.prefix": "ours", "table.include.list": "bench", "slot.name": "ours",
               "publication.name": PUBLICATION, "snapshot.mode": "never", "exactly.once.support": "required",
               "key.converter": JSON, "key.converter.schemas.enable": "true",
               "value.converter": JSON, "value.converter.schemas.enable": "true"}
+    if batch:
+        config["batch.max.rows"] = str(batch)
     path = work / "ours.json"
     path.write_text(json.dumps(config))
     create_topic(bootstrap, "ours.public.bench")
@@ -151,6 +153,7 @@ def main() -> None:
     ap.add_argument("--tx-rows", type=int, default=1000)
     ap.add_argument("--timeout", type=float, default=900.0)
     ap.add_argument("--profile", default=None)
+    ap.add_argument("--batch", type=int, default=None, help="ours' batch.max.rows (default: the connector's)")
     ap.add_argument("--no-debezium", action="store_true", help="ours and the limit only (profiling)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-cdc-") as tmp, \
@@ -166,7 +169,7 @@ def main() -> None:
         if not args.no_debezium:
             d_launch, d_after = debezium(pg, bootstrap, args.changes, args.timeout, Path(tmp))
             print(f"Debezium 3.6.1: from launch  {d_launch:>10,.0f} /s   after the first record {d_after:>10,.0f} /s")
-        o_launch, o_after = ours(pg, bootstrap, args.changes, args.timeout, Path(tmp), args.profile)
+        o_launch, o_after = ours(pg, bootstrap, args.changes, args.timeout, Path(tmp), args.profile, args.batch)
         print(f"ours:           from launch  {o_launch:>10,.0f} /s   after the first record {o_after:>10,.0f} /s")
         print(f"ours / Debezium: from launch {o_launch / d_launch:.2f}x (target >= 2x), after the first record "
               f"{o_after / d_after:.2f}x (target >= 1x); ours / limit {o_after / lim:.2f}x")
