@@ -118,7 +118,7 @@ def test_snapshot_then_changes_across_bounded_runs(logical_database: str, sqlite
         assert run["records"] == work.records - before
         check_topics(sqlite_url, work, snapshot)
         offset = run["source_offsets"][0]["offset"]
-        assert set(offset) == {"lsn", "lsn_proc", "lsn_commit", "txId", "ts_usec", "event"}
+        assert set(offset) == {"lsn", "lsn_proc", "lsn_commit", "txId", "ts_usec", "event", "messageType"}
         # every transaction read is confirmed: the slot holds nothing the topics do not
         assert changes_in_slot(logical_database, "debezium", "dbz_publication") == []
         assert confirmed_flush(logical_database, "debezium") is not None

@@ -66,7 +66,6 @@ ALLOWED: dict[str, str] = {
     "offset.lsn_commit": "ours: this transaction's commit LSN (the exactly-once filter, with event); Debezium's: "
                          "the end LSN of the last transaction completely processed",
     "offset.event": "ours only: the change's ordinal in its transaction (docs/cdc.md, Offsets)",
-    "offset.messageType": "Debezium's only: the type of the last message processed",
 }
 """Paths where ours may differ from Debezium's, and why."""
 SNAPSHOT_ALLOWED: dict[str, str] = {

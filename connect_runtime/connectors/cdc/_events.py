@@ -78,14 +78,19 @@ class Position:
     """None for a snapshot record."""
     event: int = 0
     last_snapshot: bool = False
+    message_type: str | None = None
+    """Debezium's ``messageType`` of a streamed change: ``INSERT``, ``UPDATE`` or ``DELETE``."""
 
     def offset(self) -> dict[str, Any]:
         """Debezium's offset keys (and ``event``, this connector's: see docs/cdc.md)."""
         if self.commit_lsn is None:
             return {"last_snapshot_record": self.last_snapshot, "lsn": self.lsn, "txId": self.tx_id,
                     "ts_usec": self.ts_usec, "snapshot": True}
-        return {"lsn": self.lsn, "lsn_proc": self.lsn, "lsn_commit": self.commit_lsn, "txId": self.tx_id,
-                "ts_usec": self.ts_usec, "event": self.event}
+        out: dict[str, Any] = {"lsn": self.lsn, "lsn_proc": self.lsn, "lsn_commit": self.commit_lsn,
+                               "txId": self.tx_id, "ts_usec": self.ts_usec, "event": self.event}
+        if self.message_type is not None:
+            out["messageType"] = self.message_type
+        return out
 
 
 @dataclass

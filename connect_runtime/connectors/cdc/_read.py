@@ -96,6 +96,10 @@ class Snapshot:
         return out
 
 
+_MESSAGE_TYPES = {"I": "INSERT", "U": "UPDATE", "D": "DELETE"}
+"""Debezium's offset ``messageType`` of each kind of change."""
+
+
 def _snapshot_mark(first: bool, last: bool, first_of_table: bool, last_of_table: bool) -> str:
     """``source.snapshot`` of a snapshot record, Debezium's: ``first`` / ``last`` of the whole snapshot, else
     ``first_in_data_collection`` / ``last_in_data_collection`` of its table, else ``true``."""
@@ -171,7 +175,9 @@ class Stream:
         events = self.relations.get(msg.relation_id)
         if pos <= self.skip or events is None:
             return []
-        where = Position(lsn, xid, self.txn.commit_ts + PG_EPOCH_US, self.txn.final_lsn, self.event)
+        kind = "I" if isinstance(msg, Insert) else "U" if isinstance(msg, Update) else "D"
+        where = Position(lsn, xid, self.txn.commit_ts + PG_EPOCH_US, self.txn.final_lsn, self.event,
+                         message_type=_MESSAGE_TYPES[kind])
         if isinstance(msg, Insert):
             records = events.changes("I", where, None, None, msg.new)
         elif isinstance(msg, Update):
