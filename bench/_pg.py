@@ -39,8 +39,9 @@ def _as_postgres(*cmd: str, timeout: float = 120) -> subprocess.CompletedProcess
 
 
 @contextmanager
-def pg_cluster() -> Iterator[str]:
-    """``postgresql+psycopg://postgres@127.0.0.1:PORT/postgres`` of a cluster that lives for the block."""
+def pg_cluster(options: str = "") -> Iterator[str]:
+    """``postgresql+psycopg://postgres@127.0.0.1:PORT/postgres`` of a cluster that lives for the block; ``options``:
+    more server settings (``-c wal_level=logical``)."""
     bindir = _bin_dir()
     root = Path(tempfile.mkdtemp(prefix="pyconnect-bench-pg-"))
     data = root / "data"
@@ -54,7 +55,7 @@ def pg_cluster() -> Iterator[str]:
                             "-E", "UTF8", "--no-sync")
         if init.returncode != 0:
             raise SystemExit(f"initdb failed: {init.stdout[-2000:]} {init.stderr[-2000:]}")
-        opts = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=20"
+        opts = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=20 {options}"
         start = _as_postgres(str(bindir / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(root / "log"),
                              "-w", "-t", "60", "start")
         started = True

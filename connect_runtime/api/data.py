@@ -596,6 +596,21 @@ class Struct(Mapping[str, Any]):
             for name, value in values.items():
                 self.put(name, value)
 
+    @classmethod
+    def from_values(cls, schema: Schema, values: list[Any]) -> Struct:
+        """A struct holding ``values``, one per field in field order (the list is kept, not copied), **not
+        validated**: for code whose values have their fields' types by construction (a connector's own type
+        converters), where ``put``'s checks would repeat work on every record. ``validate()`` still checks it."""
+        if schema.type is not SchemaType.STRUCT:
+            raise DataError(f"a Struct needs a STRUCT schema, not {schema.type.name}")
+        if len(values) != len(schema.fields):
+            raise DataError(f"{len(values)} values for the struct {schema.name or ''} of {len(schema.fields)} fields "
+                            f"({', '.join(f.name for f in schema.fields)})".replace("struct  of", "struct of"))
+        s = cls.__new__(cls)
+        s.schema = schema
+        s._values = values
+        return s
+
     def _field(self, name: str) -> Field:
         f = self.schema.field(name)
         if f is None:

@@ -59,6 +59,7 @@ class Snapshot:
         self.lsn, self.tx_id, self.ts_usec = lsn, tx_id, ts_usec
         self.count = 0
         self.done = False
+        self._previous: TableEvents | None = None
         self._rows = self._all_rows()
         self._ahead: tuple[TableEvents, tuple[Any, ...]] | None = next(self._rows, None)
 
@@ -84,13 +85,31 @@ class Snapshot:
             self.count += 1
             last = self._ahead is None
             pos = Position(self.lsn, self.tx_id, self.ts_usec, last_snapshot=last)
-            mark = "last" if last else "first" if self.count == 1 else "true"
+            mark = _snapshot_mark(self.count == 1, last, events is not self._previous,
+                                  self._ahead is None or self._ahead[0] is not events)
+            self._previous = events
             record = events.event("r", pos, None, events.row(row), snapshot=mark)
             positions[id(record)] = (0, self.count)
             out.append(record)
         if self._ahead is None:
             self.done = True
         return out
+
+
+_MESSAGE_TYPES = {"I": "INSERT", "U": "UPDATE", "D": "DELETE"}
+"""Debezium's offset ``messageType`` of each kind of change."""
+
+
+def _snapshot_mark(first: bool, last: bool, first_of_table: bool, last_of_table: bool) -> str:
+    """``source.snapshot`` of a snapshot record, Debezium's: ``first`` / ``last`` of the whole snapshot, else
+    ``first_in_data_collection`` / ``last_in_data_collection`` of its table, else ``true``."""
+    if first:
+        return "first"
+    if last:
+        return "last"
+    if first_of_table:
+        return "first_in_data_collection"
+    return "last_in_data_collection" if last_of_table else "true"
 
 
 class Stream:
@@ -156,7 +175,9 @@ class Stream:
         events = self.relations.get(msg.relation_id)
         if pos <= self.skip or events is None:
             return []
-        where = Position(lsn, xid, self.txn.commit_ts + PG_EPOCH_US, self.txn.final_lsn, self.event)
+        kind = "I" if isinstance(msg, Insert) else "U" if isinstance(msg, Update) else "D"
+        where = Position(lsn, xid, self.txn.commit_ts + PG_EPOCH_US, self.txn.final_lsn, self.event,
+                         message_type=_MESSAGE_TYPES[kind])
         if isinstance(msg, Insert):
             records = events.changes("I", where, None, None, msg.new)
         elif isinstance(msg, Update):

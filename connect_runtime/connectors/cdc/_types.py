@@ -93,11 +93,18 @@ def _timestamp_us(text: str) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def _zoned(text: str) -> str:
-    d = dt.datetime.fromisoformat(_finite(text)).astimezone(dt.UTC)
-    base = d.strftime("%Y-%m-%dT%H:%M:%S")
-    frac = f".{d.microsecond:06d}".rstrip("0") if d.microsecond else ""
-    return f"{base}{frac}Z"
+def _zoned(digits: int) -> Convert:
+    """ISO 8601 in UTC with the column's fraction digits (its precision, 6 when unset), as Debezium writes it."""
+    def convert(text: str) -> Any:
+        if text.endswith("+00") and len(text) >= 22 and text[10] == " " and text[4] == "-":
+            # the server's TimeZone is UTC (the usual case): its text is already the instant, only reshaped
+            frac = text[20:-3]
+            return f"{text[:10]}T{text[11:19]}" + (f".{frac:0<6}"[:digits + 1] if digits else "") + "Z"
+        d = dt.datetime.fromisoformat(_finite(text)).astimezone(dt.UTC)
+        base = d.strftime("%Y-%m-%dT%H:%M:%S")
+        return f"{base}.{d.microsecond:06d}"[:len(base) + 1 + digits] + "Z" if digits else f"{base}Z"
+
+    return convert
 
 
 def _bytea(text: str) -> bytes:
@@ -160,7 +167,7 @@ def _scalar(oid: int, typmod: int) -> tuple[SchemaBuilder, Convert] | None:
             return _named(SchemaBuilder.int64(), "io.debezium.time.Timestamp"), lambda t: _timestamp_us(t) // 1000
         return _named(SchemaBuilder.int64(), "io.debezium.time.MicroTimestamp"), _timestamp_us
     if oid == 1184:
-        return _named(SchemaBuilder.string(), "io.debezium.time.ZonedTimestamp"), _zoned
+        return _named(SchemaBuilder.string(), "io.debezium.time.ZonedTimestamp"), _zoned(typmod if 0 <= typmod <= 6 else 6)
     if oid == 1266:
         return _named(SchemaBuilder.string(), "io.debezium.time.ZonedTime"), str
     if oid in (114, 3802):

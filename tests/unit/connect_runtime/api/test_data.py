@@ -210,3 +210,16 @@ def test_time_edges() -> None:
         Time.to_logical(Time.schema(), 86_400_000)
     with pytest.raises(DataError, match="holds a date, not a datetime"):
         Date.from_logical(Date.schema(), dt.datetime(2024, 1, 1))
+
+
+def test_struct_from_values_keeps_them_unchecked_and_validate_still_checks() -> None:
+    schema = SchemaBuilder.struct().field("a", Schema.INT32_SCHEMA).field("b", Schema.OPTIONAL_STRING_SCHEMA).build()
+    s = Struct.from_values(schema, [1, None])
+    assert s == Struct(schema).put("a", 1) and s["a"] == 1 and s.get("b") is None
+    bad = Struct.from_values(schema, ["x", None])  # not checked here: the caller vouches for the types
+    with pytest.raises(DataError, match="'a'"):
+        bad.validate()
+    with pytest.raises(DataError, match="2 fields"):
+        Struct.from_values(schema, [1])
+    with pytest.raises(DataError, match="STRUCT"):
+        Struct.from_values(Schema.INT32_SCHEMA, [1])

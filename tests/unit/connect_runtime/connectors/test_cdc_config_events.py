@@ -115,4 +115,4 @@ def test_snapshot_offsets_are_debeziums() -> None:
     pos = Position(lsn=50, tx_id=9, ts_usec=1, last_snapshot=True)
     r = events().event("r", pos, None, events().row(("1", "a", None, None)), snapshot="last")
     assert r.source_offset == {"last_snapshot_record": True, "lsn": 50, "txId": 9, "ts_usec": 1, "snapshot": True}
-    assert r.value["op"] == "r" and r.value["source"]["snapshot"] == "last" and r.value["source"]["sequence"] is None
+    assert r.value["op"] == "r" and r.value["source"]["snapshot"] == "last" and r.value["source"]["sequence"] == '[null,"50"]'
