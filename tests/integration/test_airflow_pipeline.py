@@ -57,7 +57,7 @@ def test_source_sensor_sink_pipeline_passes_committed_ranges_through_xcom(af: Ai
     assert src["connector"] == "pipe-gen" and src["records"] == 500
     assert set(src) == {"connector", "records", "ranges", "source_offsets", "transactions", "filtered",
                         "skipped", "seconds", "generation", "interval_ranges", "interval_records",
-                        "source_offsets_total", "source_offsets_truncated", "empty"}
+                        "source_offsets_total", "source_offsets_truncated", "empty", "bytes"}
     assert src["empty"] is None
     assert src["interval_records"] == 500 and src["interval_ranges"] == src["ranges"]
     assert src["source_offsets_total"] == 2 and src["source_offsets_truncated"] is False
