@@ -150,7 +150,7 @@ def ui_logs(env: dict[str, str], home: Path) -> tuple[int, int]:
         # the task runner's own lines (not a "log not found" placeholder); the connector tasks' summaries
         ran = any("Pre Execute" in e or "DAG bundles loaded" in e for e in events)
         wanted = {"ingest": "source connector", "archive": "sink connector"}.get(task_id)
-        shown += ran and (wanted is None or any(wanted in e for e in events))
+        shown += ran and (wanted is None or any(wanted in e.lower() for e in events))
     return shown, len(tis)
 
 
