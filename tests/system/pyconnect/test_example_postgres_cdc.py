@@ -1,7 +1,7 @@
 """System test of ``dags/example_postgres_cdc.py``: one hourly run captures two tables of a PostgreSQL database
 (the session's ``wal_level=logical`` cluster, tests/support/postgres.py) and replicates them into another.
 Runs with changes between and during them, a SIGKILLed run and the replica checked after each:
-tests/integration/test_example_postgres_cdc.py."""
+tests/integration/test_example_cdc_replica.py."""
 
 from __future__ import annotations
 
