@@ -8,10 +8,12 @@ the same logical date (a retry: a new attempt, the same data interval).
 After every run the replica equals the source as it was after the last transaction ``capture`` read (its XCom's
 committed offset: the snapshot, or the transaction ``txId``); the run after the changes stopped brings it to the
 source as it is, and the topics hold every change once, in commit order per table. After every run the lake holds
-exactly the topics' changes up to their end, each once (the files cover the topic from 0 to its end, no offset,
-and no ``(__lsn, __txId, id)``, twice), each row the event's row with its ``__op``, ``__lsn``, ``__txId``,
-``__source_ts_ms`` and ``__offset``; the last run's lake, folded by key, is the source's table. The ``capture`` task's
-OpenLineage event names the captured tables; no log shows the source's password. About 2 minutes: slow.
+exactly the topics' changes up to their end, each once (the files cover the topic from 0 to its end, each in the
+folder of the day its rows committed; no offset, and no ``(__lsn, __txId, id)``, twice), each row the event's row
+with its ``__op``, ``__lsn``, ``__txId``, ``__source_ts_ms`` and ``__offset``; the retry of the killed run writes
+what the killed ``capture`` committed into the lake once; the last run's lake, folded by key, is the source's table. The ``capture`` task's
+OpenLineage event names the captured tables; no log shows the source's password. About 2 minutes on a quiet
+2-core machine (6.5 at a load of 18): slow.
 """
 
 from __future__ import annotations
