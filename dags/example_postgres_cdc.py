@@ -1,8 +1,10 @@
-"""Change data capture: a PostgreSQL database replicated into another, exactly, by an hourly DAG.
+"""Change data capture: a PostgreSQL database replicated, exactly, into a warehouse table and the lake by an hourly
+DAG.
 
 Every hour::
 
-    capture ─▶ replicate
+    capture ─┬─▶ replicate   (the warehouse: tables equal to the source's)
+             └─▶ lake        (the history: every change once, as a Parquet row)
 
 - ``capture`` (:class:`PyConnectSourceOperator`, ``PostgresCdcSource``, exactly-once): the changes of
   ``public.customers`` and ``public.orders`` committed before the run started, read from the logical
@@ -18,6 +20,18 @@ Every hour::
   deletes on a tombstone, in the replica database, up to what ``capture`` committed
   (``until_offsets=capture.output``). The sink keeps its offsets in the replica, in the same transaction as the
   rows. After the run the replica equals the source as it was at the last transaction ``capture`` read.
+- ``lake`` (:class:`PyConnectSinkOperator`, ``ParquetSink``): every change as one row, appended, never updated:
+  ``ExtractNewRecordState`` with ``delete.handling.mode=rewrite`` gives the row the change left (a delete: the
+  event's ``before``, the key and, unless ``REPLICA IDENTITY FULL``, nulls or a ``NOT NULL`` column's stand-in, and
+  ``__deleted`` ``"true"``; tombstones dropped) plus ``__op`` (``r`` snapshot, ``c``, ``u``,
+  ``d``), ``__lsn`` and ``__txId`` (the change's LSN and PostgreSQL transaction: joins the changes of one
+  transaction across tables) and ``__source_ts_ms`` (the commit time), and ``InsertField`` adds ``__offset``, the
+  record's offset in its topic: the commit order of the table's changes (the snapshot first). Files
+  ``<lake>/topics/shop.public.orders/dt=<commit day, UTC>/shop.public.orders+0+<offset>.parquet``, up to what
+  ``capture`` committed; the files are the sink's offsets, so a retry writes no row twice. The table as of any
+  point is the last row per key up to that ``__offset`` whose ``__op`` is not ``d``. Flat rows,
+  not Debezium's envelope: one column per source column is what Spark and SQL query, and with the default
+  ``REPLICA IDENTITY`` the envelope's ``before`` holds only the key anyway.
 
 Unlike the other examples, the run does not read "its" data interval: a replication slot has one position, and
 each run reads from there to the changes committed before it started. So the schedule has no catch-up
@@ -27,6 +41,9 @@ anyway), and a manual run (``airflow dags test example_postgres_cdc``) is just a
 DAG is paused the slot keeps the WAL the runs have not read yet: docs/cdc.md ("A paused DAG") says what that costs
 and how to bound it.
 
+The two sinks read the same topics independently, each with its own offsets: one failing does not hold back the
+other, and a retry of either catches up to the same ``capture`` output.
+
 Connections: the Airflow connections ``pyconnect_cdc_source`` (the captured database; its user needs the
 ``REPLICATION`` attribute, ``SELECT`` on the tables, and to own them for the first run's ``CREATE PUBLICATION``:
 docs/cdc.md "Permissions") and ``pyconnect_cdc_replica`` (the replica), of type ``postgres`` (host, port, schema
@@ -35,7 +52,11 @@ docs/cdc.md "Permissions") and ``pyconnect_cdc_replica`` (the replica), of type 
 "login": "cdc", "password": "..."}'``. The topics live on the backend of the ``pyconnect_default`` connection
 (the embedded ``$AIRFLOW_HOME/pyconnect/pyconnect.db`` when it is not defined); ``capture``'s outlets are the
 topics' assets (``pyconnect://pyconnect_default/shop.public.orders``, ...), updated when ``capture`` wrote to
-them. The Airflow Variable ``pyconnect_cdc_batch_rows`` (default 1000) is the changes per transaction.
+them. The Airflow Variable ``pyconnect_cdc_batch_rows`` (default 1000) is the changes per transaction. The lake:
+the Variables ``pyconnect_lake_url`` (an fsspec URL, ``s3://bucket/lake``; default ``<data>/lake``, ``<data>`` as
+in ``example_orders_pipeline``: ``PYCONNECT_EXAMPLE_DATA`` or ``$AIRFLOW_HOME/pyconnect-example``) and
+``pyconnect_lake_storage_options`` (JSON for fsspec, e.g. s3fs's endpoint and keys), the ones
+``example_orders_distributed`` writes its lake with.
 
 Retiring the pipeline: pause the DAG, then drop the slot and the publication (docs/cdc.md "Retiring a
 pipeline"), or the slot keeps WAL forever.
@@ -43,7 +64,9 @@ pipeline"), or the slot keeps WAL forever.
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from airflow.sdk import dag
 
@@ -58,6 +81,11 @@ PREFIX = "shop"
 TABLES = ("public.customers", "public.orders")
 TOPICS = tuple(f"{PREFIX}.{t}" for t in TABLES)
 SLOT = PUBLICATION = "pyconnect_shop"
+
+_default_data = os.environ.get("PYCONNECT_EXAMPLE_DATA") or str(
+    Path(os.environ.get("AIRFLOW_HOME") or "~/airflow").expanduser() / "pyconnect-example")
+LAKE = "{{ var.value.get('pyconnect_lake_url', " + repr(_default_data + "/lake") + ") }}"
+"""The lake's root, rendered when the task runs (no Variable lookup at parse time)."""
 
 
 @dag(
@@ -112,7 +140,34 @@ def example_postgres_cdc() -> None:
         max_seconds=1800,
     )
 
-    capture >> replicate
+    # [START howto_cdc_lake]
+    lake = PyConnectSinkOperator(
+        task_id="lake",
+        connector_config={
+            "name": "shop-lake",
+            "connector.class": "connect_runtime.connectors.lake.ParquetSink",
+            "topics": ",".join(TOPICS),
+            "path": LAKE,
+            "storage.options": "{{ var.value.get('pyconnect_lake_storage_options', '{}') }}",
+            "transforms": "unwrap,offset",
+            "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+            "transforms.unwrap.delete.handling.mode": "rewrite",  # a delete is a row too: its key, __deleted=true
+            "transforms.unwrap.add.fields": "op,lsn,txId,source.ts_ms",  # __op, __lsn, __txId, __source_ts_ms
+            "transforms.offset.type": "org.apache.kafka.connect.transforms.InsertField$Value",
+            "transforms.offset.offset.field": "__offset",  # the topic's order: the table's changes in commit order
+            "partitioner.class": "time",  # one folder per commit day: dt=2026-01-01
+            "timestamp.extractor": "RecordField",
+            "timestamp.field": "__source_ts_ms",
+            "path.format": "'dt'=YYYY-MM-dd",
+            "partition.duration.ms": str(24 * 3600 * 1000),
+            "timezone": "UTC",
+        },
+        until_offsets=capture.output,
+        max_seconds=1800,
+    )
+    # [END howto_cdc_lake]
+
+    capture >> [replicate, lake]
 
 
 example_postgres_cdc()
