@@ -86,7 +86,7 @@ CDC_CONFIG = (
 
 
 def snapshot_mode(cfg: dict[str, Any]) -> str:
-    """``snapshot.mode``, ``never`` read as ``no_data`` (its name since Debezium 2.6)."""
+    """``snapshot.mode``, ``never`` read as ``no_data`` (its current name in Debezium)."""
     mode = str(cfg["snapshot.mode"])
     return "no_data" if mode == "never" else mode
 

@@ -60,12 +60,14 @@ class PostgresCdcTask(SourceTask):
         self.finished: list[tuple[Pos, int]] = []
         self.mode = snapshot_mode(cfg)
         if cfg["snapshot.mode"] == "never":
-            log.warning("PostgresCdcSource: snapshot.mode=never is deprecated (Debezium 3 no longer accepts it): "
+            log.warning("PostgresCdcSource: snapshot.mode=never is deprecated (Debezium 3.6 no longer accepts it): "
                         "it reads as no_data")
         self.beat_ms: int = cfg["heartbeat.interval.ms"] if self.mode != "initial_only" else 0
         self.last_offset: dict[str, Any] | None = dict(self.offset) if self.offset else None
         self.last_beat = time.monotonic()
         self.marker: SourceRecord | None = None
+        """``when_needed``'s heartbeat marking a snapshot begun, committed before the slot is dropped."""
+        self._marker_sent = self._marker_committed = self._beat_done = False
         self.target = 0
         self.at_target = False
         unfinished = not self.offset or bool(self.offset.get("snapshot") and not self.offset.get("last_snapshot_record"))
@@ -299,7 +301,7 @@ class PostgresCdcTask(SourceTask):
     def _end_beat(self) -> SourceRecord | None:
         """With heartbeats on, once per run: a heartbeat at the target LSN when the offset is behind it (the run read
         transactions with nothing to write, or none: an idle captured database), so the committed offset moves."""
-        if not self.beat_ms or getattr(self, "_beat_done", False):
+        if not self.beat_ms or self._beat_done:
             return None
         self._beat_done = True
         if self.last_offset is not None and int(self.last_offset.get("lsn", 0)) >= self.target:
@@ -314,12 +316,12 @@ class PostgresCdcTask(SourceTask):
         """``when_needed`` after a lost slot: the marker first (its own transaction), the snapshot once it is
         committed."""
         assert self.marker is not None
-        if not getattr(self, "_marker_sent", False):
+        if not self._marker_sent:
             self._marker_sent = True
             if txn is not None:
                 txn.commit_transaction()
             return [self.marker]
-        if not getattr(self, "_marker_committed", False):
+        if not self._marker_committed:
             time.sleep(0.05)
             return None
         self.marker = None
