@@ -295,3 +295,7 @@ def test_heartbeats_move_the_offset_of_an_idle_captured_database(logical_databas
     run_source(action, sqlite_url)
     ops = [v["payload"]["op"] for _, v in topic_events(sqlite_url, "shop.public.beat") if v is not None]
     assert ops == ["c", "u"]  # each run's own action, read by that run
+    from connect_runtime.api.errors import ConnectError
+
+    with pytest.raises(ConnectError, match=r"heartbeat\.action\.query failed on slot debezium .*nope"):
+        run_source({**action, "heartbeat.action.query": "UPDATE nope SET x = 1"}, sqlite_url)
