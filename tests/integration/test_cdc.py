@@ -165,14 +165,15 @@ def slot_not_ahead(url: str, store: str, prefix: str) -> None:
     assert set(pending) <= held
 
 
-def cdc_kill_loop(tmp_path: Path, db: str, store: str, kills: int, transactions: int, prefix: str = "shop") -> None:
+def cdc_kill_loop(tmp_path: Path, db: str, store: str, kills: int, transactions: int, prefix: str = "shop",
+                  **more: str) -> None:
     import psycopg
 
     work = Workload(db, seed=random.randrange(1 << 30))
     work.create()
     work.transactions(30, inserts_only=True)
     snapshot = work.snapshot_point()
-    cfg = config(db, prefix, **{"transaction.boundary": "connector", "batch.max.rows": "40"})
+    cfg = config(db, prefix, **{"transaction.boundary": "connector", "batch.max.rows": "40", **more})
     assert run_source(cfg, store).to_dict()["records"] == sum(len(r) for r in snapshot.values())
     with psycopg.connect(plain(db), autocommit=True) as conn:  # sees every change from here on, never advanced
         conn.execute("SELECT pg_create_logical_replication_slot('witness', 'pgoutput')")
@@ -206,10 +207,13 @@ def cdc_kill_loop(tmp_path: Path, db: str, store: str, kills: int, transactions:
     logs = "".join(log.read_text(errors="replace") for log in tmp_path.glob("*.log"))
     assert '"records"' in logs and "not-checked-pw" not in logs  # the URL's password, in no run's output
     assert changes_in_slot(db, "debezium", "dbz_publication") == []
+    if more.get("heartbeat.interval.ms"):
+        assert topic_events(store, f"__debezium-heartbeat.{prefix}"), "no heartbeat was written"
 
 
 def test_cdc_is_exactly_once_across_sigkills(tmp_path: Path, logical_database: str, sqlite_url: str) -> None:
-    cdc_kill_loop(tmp_path, logical_database, sqlite_url, kills=3, transactions=400)
+    """With heartbeats after every batch (heartbeat.interval.ms=1): their offsets commit with the records."""
+    cdc_kill_loop(tmp_path, logical_database, sqlite_url, kills=3, transactions=400, **{"heartbeat.interval.ms": "1"})
 
 
 def test_cdc_is_exactly_once_across_sigkills_on_kafka(tmp_path: Path, logical_database: str, kafka_url: str) -> None:

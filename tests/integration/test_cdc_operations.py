@@ -6,6 +6,7 @@ pipeline with the documented SQL leaves no slot and no publication."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -35,11 +36,12 @@ def wal_status(url: str, slot: str) -> str | None:
     return None if row is None else row[0]
 
 
-def test_an_invalidated_slot_is_one_error_naming_it_and_the_fix_and_the_fix_works(logical_database: str,
-                                                                                  sqlite_url: str) -> None:
+def test_an_invalidated_slot_is_one_error_naming_it_and_the_fix_and_the_fix_works(
+        logical_database: str, sqlite_url: str, caplog: pytest.LogCaptureFixture) -> None:
     """``max_slot_wal_keep_size`` set low, the slot left behind while WAL grows, a checkpoint: the server
     invalidates the slot (``wal_status`` ``lost``); the next run fails naming the slot, the setting and the two
-    steps back; after them, a run takes a new snapshot holding every row."""
+    steps back (or snapshot.mode=when_needed, which takes them itself); after them, a run takes a new snapshot
+    holding every row."""
     import psycopg
 
     from connect_runtime import admin
@@ -68,14 +70,21 @@ def test_an_invalidated_slot_is_one_error_naming_it_and_the_fix_and_the_fix_work
     for said in ("replication slot 'ops_slot' (slot.name) was invalidated", "max_slot_wal_keep_size",
                  "SELECT pg_drop_replication_slot('ops_slot')", "pyconnect offsets reset"):
         assert said in message, f"{said!r} is not in the error: {message}"
-    assert "not-checked-pw" not in message
+    assert "not-checked-pw" not in message and "snapshot.mode=when_needed" in message
+
+    # snapshot.mode=when_needed instead: a WARNING naming the slot, the marker heartbeat, then a new snapshot
+    caplog.set_level(logging.WARNING, logger="connect_runtime")
+    rows = sum(len(r) for r in work.rows.values())
+    renewed = run_source({**cfg, "snapshot.mode": "when_needed"}, sqlite_url).to_dict()
+    assert renewed["records"] == rows + 1 and renewed["source_offsets"][0]["offset"]["last_snapshot_record"]
+    assert "replication slot ops_slot (slot.name) is invalidated by the server (wal_status lost)" in caplog.text
+    assert wal_status(logical_database, "ops_slot") == "reserved"
 
     # the fix the error names: drop the slot, delete the offsets; the next run is a new snapshot of every row
     with psycopg.connect(plain(logical_database), autocommit=True) as conn:
         conn.execute("SELECT pg_drop_replication_slot('ops_slot')")
     with open_backend(sqlite_url) as backend:
         admin.reset_offsets(backend, "cdc-ops")
-    rows = sum(len(r) for r in work.rows.values())
     again = run_source(cfg, sqlite_url).to_dict()
     assert again["records"] == rows and again["source_offsets"][0]["offset"]["last_snapshot_record"], again
     assert wal_status(logical_database, "ops_slot") == "reserved"

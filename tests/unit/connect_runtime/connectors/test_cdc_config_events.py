@@ -32,11 +32,39 @@ def test_defaults_are_debeziums() -> None:
     ("publication.name", 'a"b', "without '\"'"),
     ("topic.prefix", "shop/eu", "letters, digits, '.', '_' and '-'"),
     ("table.include.list", "a.b.c", "schema.table or table"),
-    ("snapshot.mode", "always", "initial, never"),
+    ("snapshot.mode", "custom", "one of initial, initial_only, no_data, always, when_needed"),
+    ("snapshot.mode", "configuration_based", "Java snapshotter SPI"),
+    ("heartbeat.interval.ms", "-1", "at least 0"),
+    ("topic.heartbeat.prefix", "beat/s", "letters, digits, '.', '_' and '-'"),
     ("batch.max.rows", "0", "at least 1"),
 ])
 def test_a_bad_value_is_refused_naming_its_key(key: str, value: str, expected: str) -> None:
     assert expected in errors(**{key: value})[key]
+
+
+def test_heartbeats_are_off_by_default_and_never_reads_as_no_data() -> None:
+    from connect_runtime.connectors.cdc._config import snapshot_mode
+
+    cfg = CDC_CONFIG.parse(GOOD)
+    assert (cfg["heartbeat.interval.ms"], cfg["topic.heartbeat.prefix"], cfg["heartbeat.action.query"]) == (
+        0, "__debezium-heartbeat", None)
+    assert snapshot_mode(CDC_CONFIG.parse({**GOOD, "snapshot.mode": "never"})) == "no_data"
+
+
+def test_a_heartbeat_is_debeziums_record() -> None:
+    from connect_runtime.connectors.cdc._heartbeat import heartbeat, moved_offset
+
+    offset = moved_offset({"lsn": 5, "txId": 7, "snapshot": True, "last_snapshot_record": True, "lsn_commit": 3}, 9)
+    assert {k: v for k, v in offset.items() if k != "ts_usec"} == {"lsn": 9, "lsn_proc": 9, "txId": 7,
+                                                                    "lsn_commit": 3}
+    record = heartbeat("__debezium-heartbeat", "shop", offset)
+    assert (record.topic, record.partition, record.source_partition) == ("__debezium-heartbeat.shop", 0,
+                                                                               {"server": "shop"})
+    assert record.key_schema is not None and record.value_schema is not None
+    assert (record.key_schema.name, record.key_schema.version, record.value_schema.name,
+            record.value_schema.version) == ("io.debezium.connector.common.ServerNameKey", 1,
+                                             "io.debezium.connector.common.Heartbeat", 1)
+    assert record.key.get("serverName") == "shop" and record.value.get("ts_ms") > 0
 
 
 def test_topic_prefix_and_url_are_required() -> None:
