@@ -145,6 +145,24 @@ def topic_events(store: str, topic: str) -> list[tuple[Any, Any]]:
                 for r in backend.read_range(tp, 0, end)]
 
 
+def topic_headers(store: str, topic: str) -> list[list[tuple[str, bytes | None]]]:
+    """The headers of every record of partition 0 of ``topic``, as the topic holds them (bytes)."""
+    from connect_runtime.api import TopicPartition
+    from connect_runtime.backends import open_backend
+
+    with open_backend(store) as backend:
+        if topic not in backend.list_topics():
+            return []
+        tp = TopicPartition(topic, 0)
+        consumer = backend.consumer(None)
+        try:
+            end = consumer.end_offsets([tp], 10)[tp]
+        finally:
+            consumer.close()
+        return [[(n, None if v is None else bytes(v)) for n, v in r.headers or []]
+                for r in backend.read_range(tp, 0, end)]
+
+
 def as_changes(events: list[tuple[Any, Any]]) -> list[tuple[str, int, dict[str, Any] | None]]:
     """Events as the workload's changes: ``(op, id, after)``; tombstones checked (they follow their delete) and
     left out; snapshot reads (``r``) as they are."""
@@ -207,4 +225,5 @@ def committed_offset(store: str, connector: str, prefix: str) -> dict[str, Any] 
     return next((e["offset"] for e in entries if e["partition"] == {"server": prefix}), None)
 
 
-__all__ += ["Workload", "as_changes", "changes_in_slot", "committed_offset", "confirmed_flush", "topic_events"]
+__all__ += ["Workload", "as_changes", "changes_in_slot", "committed_offset", "confirmed_flush", "topic_events",
+            "topic_headers"]

@@ -56,6 +56,9 @@ CDC_CONFIG = (
                 "stream only, from when the slot was created.")
     .define("batch.max.rows", Type.INT, default=1000, validator=Range.at_least(1),
             doc="Rows (snapshot) or changes (stream) per poll at most.")
+    .define("extended.headers.enabled", Type.BOOLEAN, default=True,
+            doc="Debezium's: every record carries the headers __debezium.context.connectorLogicalName (topic.prefix), "
+                ".taskId, .connectorName (postgresql) and .runId (one per run).")
 )
 
 
