@@ -216,7 +216,7 @@ class TableEvents:
                 old_key, new_key = self.key(before), self.key(after)
                 if old_key != new_key:
                     assert old_key is not None and new_key is not None
-                    to_new = [(NEWKEY_HEADER, header_text(new_key))]
+                    to_new: Headers = [(NEWKEY_HEADER, header_text(new_key))]
                     return [self.event("d", pos, before, None, headers=to_new),
                             self.tombstone(pos, before, headers=list(to_new)),
                             self.event("c", pos, None, after, headers=[(OLDKEY_HEADER, header_text(old_key))])]
