@@ -118,7 +118,11 @@ def test_snapshot_then_changes_across_bounded_runs(logical_database: str, sqlite
         assert run["records"] == work.records - before
         check_topics(sqlite_url, work, snapshot)
         offset = run["source_offsets"][0]["offset"]
-        assert set(offset) == {"lsn", "lsn_proc", "lsn_commit", "txId", "ts_usec", "event", "messageType"}
+        # Debezium's keys (lsn_commit: the end of the transaction before), ours (tx_commit_lsn, event) and, as
+        # the run's last record is its transaction's last change, that transaction's end (tx_end_lsn)
+        assert set(offset) == {"lsn", "lsn_proc", "lsn_commit", "txId", "ts_usec", "messageType", "tx_commit_lsn",
+                               "event", "tx_end_lsn"}
+        assert offset["lsn_commit"] < offset["tx_commit_lsn"] < offset["tx_end_lsn"]
         # every transaction read is confirmed: the slot holds nothing the topics do not
         assert changes_in_slot(logical_database, "debezium", "dbz_publication") == []
         assert confirmed_flush(logical_database, "debezium") is not None
@@ -130,6 +134,41 @@ def test_snapshot_then_changes_across_bounded_runs(logical_database: str, sqlite
     check_topics(sqlite_url, work, snapshot)
     assert "PostgresCdcSource: reading slot debezium on postgresql+psycopg://postgres:***@" in caplog.text
     assert "not-checked-pw" not in caplog.text  # the URL's password, in no log line
+
+
+def test_an_offset_of_the_previous_version_resumes_without_loss_or_duplicates(logical_database: str,
+                                                                              sqlite_url: str) -> None:
+    """An offset committed by the previous version (``lsn_commit``: the transaction's own commit LSN, with
+    ``event``; no ``tx_commit_lsn``) is read as it was written: a run stopped after some records, its offset
+    rewritten in the old shape, the next run writes every change left once (the transaction it stopped in is read
+    again and filtered by ``event``), then offsets of this version's shape."""
+    from connect_runtime.admin import alter_offsets
+    from connect_runtime.backends import open_backend
+
+    work = Workload(logical_database, seed=3606)
+    work.create()
+    work.transactions(5, inserts_only=True)
+    snapshot = work.snapshot_point()
+    cfg = config(logical_database, **{"transaction.boundary": "connector", "batch.max.rows": "3"})
+    run_source(cfg, sqlite_url)
+    before = work.records
+    work.transactions(12, ops=6)
+    total = work.records - before
+    first = run_source(cfg, sqlite_url, max_records=total // 2).to_dict()
+    assert 0 < first["records"] < total
+    new = committed_offset(sqlite_url, "cdc", "shop")
+    assert new is not None and "tx_commit_lsn" in new
+    old = {k: v for k, v in new.items() if k not in ("tx_commit_lsn", "tx_end_lsn")}
+    old["lsn_commit"] = new["tx_commit_lsn"]  # the previous version's meaning
+    with open_backend(sqlite_url) as backend:
+        alter_offsets(backend, "cdc", [{"partition": {"server": "shop"}, "offset": old}])
+    assert committed_offset(sqlite_url, "cdc", "shop") == old
+    rest = run_source(cfg, sqlite_url).to_dict()
+    assert first["records"] + rest["records"] == total
+    check_topics(sqlite_url, work, snapshot)
+    after = committed_offset(sqlite_url, "cdc", "shop")
+    assert after is not None and after["tx_commit_lsn"] > old["lsn_commit"], (after, old)
+    assert run_source(cfg, sqlite_url).to_dict()["records"] == 0
 
 
 def test_config_errors_name_the_key(logical_database: str, sqlite_url: str) -> None:
@@ -152,8 +191,8 @@ def slot_not_ahead(url: str, store: str, prefix: str) -> None:
     """The slot's confirmed position is at or before the first change not committed: every transaction the witness
     slot (never advanced) holds past the committed offset is still in the connector's slot."""
     offset = committed_offset(store, config(url, prefix)["name"], prefix)
-    assert offset is not None and "lsn_commit" in offset, f"the snapshot committed first: {offset}"
-    done = (int(offset["lsn_commit"]), int(offset["event"]))
+    assert offset is not None and "tx_commit_lsn" in offset, f"the snapshot committed first: {offset}"
+    done = (int(offset["tx_commit_lsn"]), int(offset["event"]))
     witness = changes_in_slot(url, "witness", "dbz_publication")
     pending = [commit for commit, n in witness if (commit, n) > done and n > 0]
     flushed = confirmed_flush(url, "debezium")

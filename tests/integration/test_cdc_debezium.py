@@ -3,12 +3,15 @@ on the tests' Apache Kafka broker): both capture the same snapshot and the same 
 database (every mapped type, a TOASTed column left unchanged, a key change, ``REPLICA IDENTITY FULL``, an
 ``ADD COLUMN``), each through its own slot and publication, both with Kafka Connect's JsonConverter and
 ``schemas.enable=true``; their records are compared topic by topic, key and value, schema and payload, field by field,
-and their committed offsets key by key. What may differ is named in :data:`ALLOWED` (and in docs/cdc.md)."""
+their headers (a key change's ``__debezium.newkey`` / ``oldkey``, as the worker's default SimpleHeaderConverter
+writes them), and their committed offsets key by key; ours are written to the same Kafka broker (topics renamed
+``ours.*`` by a RegexRouter). What may differ is named in :data:`ALLOWED` (and in docs/cdc.md)."""
 
 from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,7 +19,7 @@ from typing import Any, TypeVar
 import pytest
 
 from connect_runtime import run_source
-from tests.support.cdc import committed_offset, topic_events
+from tests.support.cdc import committed_offset, topic_events, topic_headers
 from tests.support.debezium import debezium_worker, postgres_connector
 
 pytestmark = pytest.mark.kafka
@@ -53,6 +56,8 @@ CHANGES = (
     "ALTER TABLE t ADD COLUMN note text",
     f"INSERT INTO t VALUES (4, {ROW}, 'a note')",
 )
+SPLIT = 4
+"""Ours reads the changes before this index in one run, the rest in the next (Debezium streams them all at once)."""
 EXPECTED = {"t": 2 + 1 + 1 + 3 + 2 + 1, "u": 2 + 1 + 3 + 2}
 """Records per topic: the snapshot's, then the changes' (a delete is two: the event and its tombstone)."""
 
@@ -61,10 +66,9 @@ ALLOWED: dict[str, str] = {
     "payload.ts_us": "when the connector processed the change",
     "payload.ts_ns": "when the connector processed the change",
     "payload.source.version": "the connector's own version (Debezium's: 3.6.1.Final)",
-    "payload.source.sequence[0]": "ours: this transaction's commit LSN; Debezium's: the end LSN of the transaction "
-                                  "before (null for the first one it streams); the change's LSN ([1]) is the same",
-    "offset.lsn_commit": "ours: this transaction's commit LSN (the exactly-once filter, with event); Debezium's: "
-                         "the end LSN of the last transaction completely processed",
+    "offset.tx_commit_lsn": "ours only: this transaction's commit LSN (the exactly-once filter, with event; "
+                            "docs/cdc.md, Offsets)",
+    "offset.tx_end_lsn": "ours only, on a transaction's last change: its end LSN (the next run's lsn_commit)",
     "offset.event": "ours only: the change's ordinal in its transaction (docs/cdc.md, Offsets)",
 }
 """Paths where ours may differ from Debezium's, and why."""
@@ -75,6 +79,10 @@ SNAPSHOT_ALLOWED: dict[str, str] = {
     "payload.source.txId": "each snapshot's own transaction",
 }
 """Where a snapshot record (``op`` r) may differ too: each connector took its own snapshot, with its own slot."""
+
+
+RUN_ID = "__debezium.context.runId"
+"""Debezium 3's context header of the run (``extended.headers.enabled``): each connector's own UUID."""
 
 
 def wait_for(what: str, read: Callable[[], T], done: Callable[[T], bool], timeout: float = WAIT_S) -> T:
@@ -116,12 +124,13 @@ def _comparable(value: Any) -> Any:
     return value
 
 
+Captured = tuple[dict[str, list[Any]], dict[str, list[Any]], Any, Any, dict[str, list[Any]], dict[str, list[Any]]]
+
+
 @pytest.fixture
-def captured(tmp_path: Path, logical_database: str, kafka_url: str, kafka_bootstrap: str, sqlite_url: str
-             ) -> tuple[dict[str, list[Any]], dict[str, list[Any]], Any, Any]:
-    """Both connectors' records per table (``(key, value)``, JSON) and their last offsets: ``(ours, theirs,
-    our offset, their offset)``."""
-    import uuid
+def captured(tmp_path: Path, logical_database: str, kafka_url: str, kafka_bootstrap: str) -> Captured:
+    """Both connectors' records per table (``(key, value)``, JSON), their last offsets and their records' headers:
+    ``(ours, theirs, our offset, their offset, our headers, their headers)``."""
 
     import psycopg
 
@@ -133,7 +142,8 @@ def captured(tmp_path: Path, logical_database: str, kafka_url: str, kafka_bootst
     ours_cfg = {"name": "cdc", "connector.class": "connect_runtime.connectors.cdc.PostgresCdcSource",
                 "connection.url": logical_database, "topic.prefix": PREFIX, "table.include.list": "t,u",
                 "slot.name": "ours", "publication.name": "ours_publication", "exactly.once.support": "required",
-                "poll.idle.timeout.ms": "300",
+                "poll.idle.timeout.ms": "300", "transforms": "ours", "transforms.ours.type": "org.apache.kafka.connect.transforms.RegexRouter",
+                "transforms.ours.regex": rf"{PREFIX}\.(.*)", "transforms.ours.replacement": "ours.$1",
                 **{f"{side}.converter{key}": value for side in ("key", "value")
                    for key, value in ((".schemas.enable", "true"),
                                       ("", "org.apache.kafka.connect.json.JsonConverter"))}}
@@ -146,12 +156,14 @@ def captured(tmp_path: Path, logical_database: str, kafka_url: str, kafka_bootst
             return {t: len(topic_events(kafka_url, f"{ns}.public.{t}")) for t in EXPECTED}
 
         wait_for("Debezium's snapshot (3 rows of t, 2 of u)", counts, lambda c: c == {"t": 2, "u": 2})
-        run_source(ours_cfg, sqlite_url)
+        run_source(ours_cfg, kafka_url)
         with psycopg.connect(plain, autocommit=True) as conn:
-            for statement in CHANGES:
+            for n, statement in enumerate(CHANGES):
+                if n == SPLIT:  # a run of ours in the middle: the next run's first lsn_commit is from the offset
+                    run_source(ours_cfg, kafka_url)
                 conn.execute(statement)  # type: ignore[arg-type]
         wait_for(f"Debezium's records of the changes ({EXPECTED})", counts, lambda c: c == EXPECTED)
-        run_source(ours_cfg, sqlite_url)
+        run_source(ours_cfg, kafka_url)
         time.sleep(1.5)  # offset.flush.interval.ms is 500
 
         def their_offset() -> Any:
@@ -160,14 +172,15 @@ def captured(tmp_path: Path, logical_database: str, kafka_url: str, kafka_bootst
 
         theirs_offset = wait_for("Debezium's committed offset of the last change", their_offset,
                                  lambda o: o is not None and "lsn_commit" in o, 60)
-    ours = {t: topic_events(sqlite_url, f"{PREFIX}.public.{t}") for t in EXPECTED}
+    ours = {t: topic_events(kafka_url, f"ours.public.{t}") for t in EXPECTED}
     theirs = {t: topic_events(kafka_url, f"{ns}.public.{t}") for t in EXPECTED}
-    return ours, theirs, committed_offset(sqlite_url, "cdc", PREFIX), theirs_offset
+    return (ours, theirs, committed_offset(kafka_url, "cdc", PREFIX), theirs_offset,
+            {t: topic_headers(kafka_url, f"ours.public.{t}") for t in EXPECTED},
+            {t: topic_headers(kafka_url, f"{ns}.public.{t}") for t in EXPECTED})
 
 
-def test_events_match_debeziums_field_by_field(captured: tuple[dict[str, list[Any]], dict[str, list[Any]], Any, Any]
-                                               ) -> None:
-    ours, theirs, our_offset, their_offset = captured
+def test_events_match_debeziums_field_by_field(captured: Captured) -> None:
+    ours, theirs, our_offset, their_offset, our_headers, their_headers = captured
     found: list[str] = []
     for table in EXPECTED:
         assert len(ours[table]) == len(theirs[table]) == EXPECTED[table], (table, len(ours[table]),
@@ -183,6 +196,17 @@ def test_events_match_debeziums_field_by_field(captured: tuple[dict[str, list[An
                 for path, x, y in differences(a, b):
                     if not _allowed(path, snapshot):
                         found.append(f"{table} record {n} {part} {path}: ours {x!r}, Debezium's {y!r}")
+    run_ids: set[tuple[bytes | None, bytes | None]] = set()
+    for table in EXPECTED:  # the headers, record by record, in order; the run ids are each connector's own
+        for n, (oh, th) in enumerate(zip(our_headers[table], their_headers[table], strict=True)):
+            run_ids |= {(dict(oh).get(RUN_ID), dict(th).get(RUN_ID))}
+            assert [h for h in oh if h[0] != RUN_ID] == [h for h in th if h[0] != RUN_ID], (table, n, oh, th)
+    for ours_id, theirs_id in run_ids:
+        assert ours_id is not None and theirs_id is not None and len(uuid.UUID(ours_id.decode()).hex) == 32
+    key_change = [[h for h in hs if not h[0].startswith("__debezium.context.")] for hs in our_headers["t"][-6:-3]]
+    assert key_change == [[("__debezium.newkey", b'{"id":3}')]] * 2 + [[("__debezium.oldkey", b'{"id":2}')]], \
+        our_headers["t"]
+    assert len(run_ids) == 3, f"one run id per run of ours (three runs), Debezium's one: {run_ids}"
     for path, x, y in differences(our_offset, their_offset):
         if not _allowed(f"offset.{path}"):
             found.append(f"offset {path}: ours {x!r}, Debezium's {y!r}")

@@ -125,10 +125,8 @@ class Workload:
         return {t: {i: dict(r) for i, r in rows.items()} for t, rows in self.rows.items()}
 
 
-def topic_events(store: str, topic: str) -> list[tuple[Any, Any]]:
-    """``(key, value)`` of every record of partition 0 of ``topic``, JSON decoded (value None for a tombstone)."""
-    import json
-
+def _records(store: str, topic: str) -> list[Any]:
+    """Every record of partition 0 of ``topic`` (the backend's ``ConsumedRecord``), none when it does not exist."""
     from connect_runtime.api import TopicPartition
     from connect_runtime.backends import open_backend
 
@@ -141,8 +139,20 @@ def topic_events(store: str, topic: str) -> list[tuple[Any, Any]]:
             end = consumer.end_offsets([tp], 10)[tp]
         finally:
             consumer.close()
-        return [(json.loads(r.key) if r.key else None, json.loads(r.value) if r.value else None)
-                for r in backend.read_range(tp, 0, end)]
+        return list(backend.read_range(tp, 0, end))
+
+
+def topic_events(store: str, topic: str) -> list[tuple[Any, Any]]:
+    """``(key, value)`` of every record of partition 0 of ``topic``, JSON decoded (value None for a tombstone)."""
+    import json
+
+    return [(json.loads(r.key) if r.key else None, json.loads(r.value) if r.value else None)
+            for r in _records(store, topic)]
+
+
+def topic_headers(store: str, topic: str) -> list[list[tuple[str, bytes | None]]]:
+    """The headers of every record of partition 0 of ``topic``, as the topic holds them (bytes)."""
+    return [[(n, None if v is None else bytes(v)) for n, v in r.headers or []] for r in _records(store, topic)]
 
 
 def as_changes(events: list[tuple[Any, Any]]) -> list[tuple[str, int, dict[str, Any] | None]]:
@@ -207,4 +217,5 @@ def committed_offset(store: str, connector: str, prefix: str) -> dict[str, Any] 
     return next((e["offset"] for e in entries if e["partition"] == {"server": prefix}), None)
 
 
-__all__ += ["Workload", "as_changes", "changes_in_slot", "committed_offset", "confirmed_flush", "topic_events"]
+__all__ += ["Workload", "as_changes", "changes_in_slot", "committed_offset", "confirmed_flush", "topic_events",
+            "topic_headers"]

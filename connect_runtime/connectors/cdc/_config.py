@@ -82,6 +82,9 @@ CDC_CONFIG = (
                 "so an idle captured database shows a change. Debezium runs it at every heartbeat.")
     .define("batch.max.rows", Type.INT, default=1000, validator=Range.at_least(1),
             doc="Rows (snapshot) or changes (stream) per poll at most.")
+    .define("extended.headers.enabled", Type.BOOLEAN, default=True,
+            doc="Debezium's: every record carries the headers __debezium.context.connectorLogicalName (topic.prefix), "
+                ".taskId, .connectorName (postgresql) and .runId (one per run).")
 )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from connect_runtime.api.data import Schema, SchemaBuilder, Struct
 from connect_runtime.api.errors import DataError
-from connect_runtime.api.records import SourceRecord
+from connect_runtime.api.records import Headers, SourceRecord
 from connect_runtime.connectors.cdc._pgoutput import UNCHANGED_TOAST, ColumnValue
 from connect_runtime.connectors.cdc._types import column_type, zero
 
@@ -67,27 +67,42 @@ class ColumnInfo:
     """Part of the primary key (the record key)."""
 
 
+TX_COMMIT_LSN = "tx_commit_lsn"
+"""This connector's offset key: the LSN of the change's own transaction's commit record (with ``event``, the
+position the exactly-once filter compares; Debezium's ``lsn_commit`` is the end of the transaction before)."""
+TX_END_LSN = "tx_end_lsn"
+"""This connector's offset key, on the records of a transaction's last change only: the transaction's end LSN
+(what ``lsn_commit`` and ``source.sequence[0]`` of the next transaction say, when the next run starts after it)."""
+
+
 @dataclass(frozen=True)
 class Position:
-    """Where a change is: what Debezium's offset says, plus the change's ordinal in its transaction."""
+    """Where a change is: what Debezium's offset says, plus this connector's own position of it (its transaction's
+    commit LSN and the change's ordinal in that transaction)."""
 
     lsn: int
     tx_id: int
     ts_usec: int
     commit_lsn: int | None = None
-    """None for a snapshot record."""
+    """This transaction's commit LSN; None for a snapshot record."""
     event: int = 0
     last_snapshot: bool = False
     message_type: str | None = None
     """Debezium's ``messageType`` of a streamed change: ``INSERT``, ``UPDATE`` or ``DELETE``."""
+    last_commit: int | None = None
+    """Debezium's ``lastCommitLsn``: the end LSN of the transaction streamed before this one (None: none yet since
+    the snapshot, or not known)."""
 
     def offset(self) -> dict[str, Any]:
-        """Debezium's offset keys (and ``event``, this connector's: see docs/cdc.md)."""
+        """Debezium's offset keys (``lsn_commit`` absent while ``last_commit`` is None, as Debezium's), and this
+        connector's ``tx_commit_lsn`` and ``event`` (docs/cdc.md, Offsets)."""
         if self.commit_lsn is None:
             return {"last_snapshot_record": self.last_snapshot, "lsn": self.lsn, "txId": self.tx_id,
                     "ts_usec": self.ts_usec, "snapshot": True}
-        out: dict[str, Any] = {"lsn": self.lsn, "lsn_proc": self.lsn, "lsn_commit": self.commit_lsn,
-                               "txId": self.tx_id, "ts_usec": self.ts_usec, "event": self.event}
+        out: dict[str, Any] = {"lsn": self.lsn, "lsn_proc": self.lsn, "txId": self.tx_id, "ts_usec": self.ts_usec,
+                               TX_COMMIT_LSN: self.commit_lsn, "event": self.event}
+        if self.last_commit is not None:
+            out["lsn_commit"] = self.last_commit
         if self.message_type is not None:
             out["messageType"] = self.message_type
         return out
@@ -102,6 +117,8 @@ class TableEvents:
     schema_name: str
     table: str
     columns: Sequence[ColumnInfo]
+    context: Headers = field(default_factory=list)
+    """Headers every record carries after its own (Debezium's context headers: :func:`context_headers`)."""
     topic: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -157,30 +174,36 @@ class TableEvents:
         return Struct.from_values(self.key_schema, [row.get_without_default(f.name) for f in self.key_schema.fields])
 
     def _source(self, pos: Position, snapshot: str) -> Struct:
-        seq = json.dumps([None if pos.commit_lsn is None else str(pos.commit_lsn), str(pos.lsn)], separators=(",", ":"))
+        seq = json.dumps([None if pos.last_commit is None else str(pos.last_commit), str(pos.lsn)],
+                         separators=(",", ":"))
         return Struct.from_values(SOURCE_SCHEMA, [
             VERSION, CONNECTOR, self.prefix, pos.ts_usec // 1000, snapshot, self.db, seq, pos.ts_usec,
             pos.ts_usec * 1000, self.schema_name, self.table, pos.tx_id, pos.lsn, None, None, None])
 
-    def _record(self, pos: Position, key: Struct | None, value: Struct | None) -> SourceRecord:
+    def _record(self, pos: Position, key: Struct | None, value: Struct | None,
+                headers: Headers | None = None) -> SourceRecord:
+        if self.context:
+            headers = [*headers, *self.context] if headers else list(self.context)
         return SourceRecord(source_partition=self.partition, source_offset=pos.offset(), topic=self.topic,
                             key=key, key_schema=self.key_schema, value=value,
-                            value_schema=None if value is None else self.envelope_schema)
+                            value_schema=None if value is None else self.envelope_schema, headers=headers)
 
     def event(self, op: str, pos: Position, before: Struct | None, after: Struct | None,
-              snapshot: str = "false") -> SourceRecord:
+              snapshot: str = "false", headers: Headers | None = None) -> SourceRecord:
         now_ns = time.time_ns()
         env = Struct.from_values(self.envelope_schema, [before, after, self._source(pos, snapshot), None, op,
                                                         now_ns // 1_000_000, now_ns // 1000, now_ns])
-        return self._record(pos, self.key(after if after is not None else before), env)  # type: ignore[arg-type]
+        return self._record(pos, self.key(after if after is not None else before), env,  # type: ignore[arg-type]
+                            headers)
 
-    def tombstone(self, pos: Position, before: Struct) -> SourceRecord:
-        return self._record(pos, self.key(before), None)
+    def tombstone(self, pos: Position, before: Struct, headers: Headers | None = None) -> SourceRecord:
+        return self._record(pos, self.key(before), None, headers)
 
     def changes(self, kind: str, pos: Position, old: Sequence[ColumnValue] | None, old_kind: str | None,
                 new: Sequence[ColumnValue] | None) -> list[SourceRecord]:
         """The records of one change: ``I``nsert -> c; ``U``pdate -> u (before: the old row under REPLICA IDENTITY
-        FULL, else null), or d + tombstone + c when the key changed (Debezium's primary key update); ``D``elete
+        FULL, else null), or d + tombstone + c when the key changed (Debezium's primary key update: the d and the
+        tombstone with the header ``__debezium.newkey``, the c with ``__debezium.oldkey``); ``D``elete
         -> d + tombstone."""
         if kind == "I":
             assert new is not None
@@ -189,9 +212,14 @@ class TableEvents:
             assert new is not None
             after = self.row(new)
             before = None if old is None else self.row(old, key_only=old_kind == "K")
-            if before is not None and self.key_schema is not None and self.key(before) != self.key(after):
-                return [self.event("d", pos, before, None), self.tombstone(pos, before),
-                        self.event("c", pos, None, after)]
+            if before is not None and self.key_schema is not None:
+                old_key, new_key = self.key(before), self.key(after)
+                if old_key != new_key:
+                    assert old_key is not None and new_key is not None
+                    to_new: Headers = [(NEWKEY_HEADER, header_text(new_key))]
+                    return [self.event("d", pos, before, None, headers=to_new),
+                            self.tombstone(pos, before, headers=list(to_new)),
+                            self.event("c", pos, None, after, headers=[(OLDKEY_HEADER, header_text(old_key))])]
             return [self.event("u", pos, before if old_kind == "O" else None, after)]
         assert old is not None
         before = self.row(old, key_only=old_kind == "K")
@@ -199,6 +227,55 @@ class TableEvents:
         if self.key_schema is not None:
             out.append(self.tombstone(pos, before))
         return out
+
+
+NEWKEY_HEADER = "__debezium.newkey"
+"""Debezium's header on the delete and the tombstone of a primary key change: the new key."""
+OLDKEY_HEADER = "__debezium.oldkey"
+"""Debezium's header on the create of a primary key change: the old key."""
+
+
+CONTEXT_HEADER = "__debezium.context."
+
+
+def context_headers(prefix: str, task_id: int, run_id: str) -> Headers:
+    """Debezium 3's context headers (``extended.headers.enabled``, its default), in its order: the logical name
+    (``topic.prefix``), the task's number, the connector (``postgresql``) and the run's id (a UUID), as bytes."""
+    return [(CONTEXT_HEADER + "connectorLogicalName", prefix.encode()), (CONTEXT_HEADER + "taskId",
+            str(task_id).encode()), (CONTEXT_HEADER + "connectorName", CONNECTOR.encode()),
+            (CONTEXT_HEADER + "runId", run_id.encode())]
+
+
+def header_text(value: Any) -> bytes:
+    """A header value as Kafka Connect's default header converter (``SimpleHeaderConverter``, through
+    ``Values.convertToString``) writes a key Struct Debezium puts in a header: ``{"id":2}``, strings quoted with
+    ``"`` and ``\\`` escaped, numbers and booleans bare, bytes in base64, null as ``null``. The runtime's headers
+    are bytes or text without a schema, so the key is rendered here, in the worker default's bytes."""
+    return _header_part(value, embedded=False).encode()
+
+
+def _header_part(value: Any, embedded: bool) -> str:
+    import base64
+    from decimal import Decimal
+
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, Decimal)):
+        return str(value) if not isinstance(value, Decimal) else format(value, "f")
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (bytes, bytearray)):
+        text = base64.b64encode(bytes(value)).decode()
+        return f'"{text}"' if embedded else text
+    if isinstance(value, Struct):
+        return "{" + ",".join(f"{_header_part(f.name, True)}:{_header_part(value.get(f.name), True)}"
+                              for f in value.schema.fields) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_header_part(v, True) for v in value) + "]"
+    text = str(value)
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"' if embedded else text
 
 
 def _unavailable(schema: Schema, where: str) -> Any:
@@ -215,4 +292,5 @@ def _unavailable(schema: Schema, where: str) -> Any:
                     "placeholder here yet (REPLICA IDENTITY FULL sends it)")
 
 
-__all__ = ["CONNECTOR", "SOURCE_SCHEMA", "UNAVAILABLE", "ColumnInfo", "Position", "TableEvents"]
+__all__ = ["CONNECTOR", "CONTEXT_HEADER", "NEWKEY_HEADER", "OLDKEY_HEADER", "SOURCE_SCHEMA", "TX_COMMIT_LSN", "TX_END_LSN", "UNAVAILABLE",
+           "ColumnInfo", "Position", "TableEvents", "context_headers", "header_text"]

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from connect_runtime.api.records import SourceRecord
-from connect_runtime.connectors.cdc._events import ColumnInfo, Position, TableEvents
+from connect_runtime.connectors.cdc._events import TX_END_LSN, ColumnInfo, Position, TableEvents
 from connect_runtime.connectors.cdc._pgoutput import (
     PG_EPOCH_US,
     Begin,
@@ -121,9 +121,18 @@ class Stream:
     every record up to position ``needs`` is committed."""
 
     def __init__(self, conn: psycopg.Connection[Any], slot: str, publication: str, target: int, skip: Pos,
-                 table_for: Callable[[Relation], TableEvents | None]) -> None:
+                 table_for: Callable[[Relation], TableEvents | None],
+                 before: tuple[int | None, int | None] = (None, None)) -> None:
         self.conn, self.table_for = conn, table_for
         self.skip = self.emitted = skip
+        self.before = before
+        """What the committed offset says of the transactions before the peek's first: Debezium's ``lsn_commit``
+        of the committed transaction (``skip``'s) and that transaction's end LSN when it was read to its end."""
+        self.last_end: int | None = None
+        """The end LSN of the last transaction this peek showed (Debezium's ``lastCommitLsn``)."""
+        self.last_commit: int | None = None
+        self._tail: list[SourceRecord] = []
+        """The records of the current transaction's latest change, while they are still in the batch being built."""
         self.relations: dict[int, TableEvents | None] = {}
         self.txn: Begin | None = None
         self.event = 0
@@ -149,7 +158,8 @@ class Stream:
     def batch(self, n: int, positions: dict[int, Pos]) -> list[SourceRecord]:
         """At least ``n`` records when that many are left (a change's records are never split), or what is left."""
         out: list[SourceRecord] = []
-        while len(out) < n:
+        self._tail = []
+        while len(out) < n or self._commit_ahead():  # a transaction's last change goes out with its end
             row = self._next_row()
             if row is None:
                 self.close()
@@ -157,15 +167,39 @@ class Stream:
             lsn, xid, data = row
             msg = decode(data)
             if isinstance(msg, Begin):
-                self.txn, self.event = msg, 0
+                self.txn, self.event, self._tail = msg, 0, []
+                self.last_commit = self.last_end if self.last_end is not None else self._before(msg.final_lsn)
             elif isinstance(msg, Commit):
                 self.finished.append((self.emitted, msg.end_lsn))
-                self.txn = None
+                for r in self._tail:  # the records of the transaction's last change, not handed out yet
+                    r.source_offset[TX_END_LSN] = msg.end_lsn  # type: ignore[index]
+                self.txn, self.last_end, self._tail = None, msg.end_lsn, []
             elif isinstance(msg, Relation):
                 self.relations[msg.relation_id] = self.table_for(msg)
             elif isinstance(msg, (Insert, Update, Delete)):
-                out.extend(self._change(parse_lsn(lsn), xid, msg, positions))
+                records = self._change(parse_lsn(lsn), xid, msg, positions)
+                if records:
+                    self._tail = records
+                out.extend(records)
         return out
+
+    def _commit_ahead(self) -> bool:
+        """The next message is the commit of the transaction whose records the batch ends with."""
+        if not self._tail or self.exhausted:
+            return False
+        if self._i >= len(self._buffer):
+            self._buffer, self._i = self._cur.fetchmany(2000), 0
+            if not self._buffer:
+                return False
+        return self._buffer[self._i][2][:1] == b"C"
+
+    def _before(self, final_lsn: int) -> int | None:
+        """Debezium's ``lsn_commit`` for the peek's first transaction: the committed offset's own when it is the
+        committed transaction read again, the committed transaction's end when it comes after it."""
+        committed_lsn_commit, committed_end = self.before
+        if final_lsn == self.skip[0]:
+            return committed_lsn_commit
+        return committed_end if final_lsn > self.skip[0] else None
 
     def _change(self, lsn: int, xid: int, msg: Insert | Update | Delete,
                 positions: dict[int, Pos]) -> list[SourceRecord]:
@@ -177,7 +211,7 @@ class Stream:
             return []
         kind = "I" if isinstance(msg, Insert) else "U" if isinstance(msg, Update) else "D"
         where = Position(lsn, xid, self.txn.commit_ts + PG_EPOCH_US, self.txn.final_lsn, self.event,
-                         message_type=_MESSAGE_TYPES[kind])
+                         message_type=_MESSAGE_TYPES[kind], last_commit=self.last_commit)
         if isinstance(msg, Insert):
             records = events.changes("I", where, None, None, msg.new)
         elif isinstance(msg, Update):

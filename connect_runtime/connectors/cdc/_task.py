@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -11,7 +12,13 @@ from connect_runtime.api.records import RecordMetadata, SourceRecord
 from connect_runtime.api.source import COMMITTED_BEFORE, NothingRead, SourceTask
 from connect_runtime.connectors.cdc import _db
 from connect_runtime.connectors.cdc._config import CDC_CONFIG, snapshot_mode
-from connect_runtime.connectors.cdc._events import ColumnInfo, TableEvents
+from connect_runtime.connectors.cdc._events import (
+    TX_COMMIT_LSN,
+    TX_END_LSN,
+    ColumnInfo,
+    TableEvents,
+    context_headers,
+)
 from connect_runtime.connectors.cdc._heartbeat import heartbeat, moved_offset
 from connect_runtime.connectors.cdc._pgoutput import Relation, lsn_text, parse_lsn
 from connect_runtime.connectors.cdc._read import Pos, Snapshot, Stream, now_usec, table_columns
@@ -21,6 +28,26 @@ if TYPE_CHECKING:
     import psycopg
 
 VERSION = "0.1.0"
+
+
+def committed_position(offset: Mapping[str, Any] | None) -> tuple[Pos, tuple[int | None, int | None]]:
+    """The position a committed offset covers up to (``(commit LSN of its transaction, event)``; ``(0, 0)`` for
+    none or a snapshot's) and what it says of the transactions before the next one: ``(lsn_commit, end LSN of its
+    transaction)``, Debezium's ``lsn_commit`` of the next transaction being that end when it was read to its end.
+
+    Two shapes: this version's (``tx_commit_lsn`` and ``event``; ``lsn_commit`` Debezium's, the end of the
+    transaction before) and the previous version's (no ``tx_commit_lsn``: ``lsn_commit`` was the transaction's own
+    commit LSN, with ``event``), which is read as it was written; what came before it is not known then."""
+    if not offset or offset.get("snapshot"):
+        return (0, 0), (None, None)
+    event = int(offset.get("event", 1 << 62))
+    if offset.get(TX_COMMIT_LSN) is not None:
+        lsn_commit, end = offset.get("lsn_commit"), offset.get(TX_END_LSN)
+        return ((int(offset[TX_COMMIT_LSN]), event),
+                (None if lsn_commit is None else int(lsn_commit), None if end is None else int(end)))
+    if offset.get("lsn_commit") is not None:  # the previous version's shape
+        return (int(offset["lsn_commit"]), event), (None, None)
+    return (0, 0), (None, None)
 
 
 class PostgresCdcTask(SourceTask):
@@ -41,6 +68,8 @@ class PostgresCdcTask(SourceTask):
         self.slot: str = cfg["slot.name"]
         self.publication: str = cfg["publication.name"]
         self.batch: int = cfg["batch.max.rows"]
+        # one task (a slot has one reader): task 0, as Debezium's; a new run id per run, as per task start there
+        self.headers = context_headers(self.prefix, 0, str(uuid.uuid4())) if cfg["extended.headers.enabled"] else []
         self.include = {t if "." in t else f"public.{t}" for t in cfg["table.include.list"]}
         self.where = f"slot {self.slot} on {safe_url(build_url(cfg))}"
         self.control = _db.connect(cfg, "reading the replication slot")
@@ -53,9 +82,7 @@ class PostgresCdcTask(SourceTask):
         self.tables: dict[tuple[int, tuple[Any, ...]], TableEvents | None] = {}
         self.beat_prefix: str = cfg["topic.heartbeat.prefix"]
         self.offset = self.context.offset_storage_reader.offset({"server": self.prefix})
-        committed: Pos = (0, 0)
-        if self.offset and self.offset.get("lsn_commit") is not None:
-            committed = (int(self.offset["lsn_commit"]), int(self.offset.get("event", 1 << 62)))
+        committed, self.before = committed_position(self.offset)
         self.committed = self.emitted = committed
         self.finished: list[tuple[Pos, int]] = []
         self.mode = snapshot_mode(cfg)
@@ -225,7 +252,7 @@ class PostgresCdcTask(SourceTask):
                  consistent, len(tables), ", ".join(f"{t.schema_name}.{t.table}" for _, t in tables)[:500])
 
     def _events(self, schema: str, table: str, columns: list[ColumnInfo]) -> TableEvents:
-        return TableEvents(self.prefix, self.db, schema, table, columns)
+        return TableEvents(self.prefix, self.db, schema, table, columns, self.headers)
 
     def _table_for(self, rel: Relation) -> TableEvents | None:
         """The events of a Relation message's table (None for a table not captured): its columns as the message
@@ -333,7 +360,8 @@ class PostgresCdcTask(SourceTask):
         _db.when_free(self.control, self.slot, "read it")
         conn = self._stream_conn = _db.connect(self.cfg, "reading the slot's changes")
         conn.autocommit = False
-        self.stream = Stream(conn, self.slot, self.publication, self.target, self.committed, self._table_for)
+        self.stream = Stream(conn, self.slot, self.publication, self.target, self.committed, self._table_for,
+                             self.before)
 
     def _end_snapshot(self) -> None:
         conn, self._snapshot_conn, self.snapshot = self._snapshot_conn, None, None
@@ -380,4 +408,4 @@ class PostgresCdcTask(SourceTask):
 
 
 
-__all__ = ["PostgresCdcTask"]
+__all__ = ["PostgresCdcTask", "committed_position"]

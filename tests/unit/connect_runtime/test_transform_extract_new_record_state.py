@@ -81,3 +81,78 @@ def test_a_bad_mode_names_the_key() -> None:
     with pytest.raises(ConfigError) as info:
         smt(**{"delete.handling.mode": "soft"})
     assert "delete.handling.mode" in info.value.errors
+
+
+def key_change() -> list[SourceRecord]:
+    return EVENTS.changes("U", POS, ("1", None), "K", ("2", "b"))
+
+
+@pytest.mark.parametrize(("mode", "delete_becomes", "tombstone_kept"), [
+    ("drop", "dropped", False),
+    ("tombstone", "null value, the row's schema", False),
+    ("rewrite", "before row, __deleted true", False),
+    ("rewrite-with-tombstone", "before row, __deleted true", True),
+    ("delete-to-tombstone", "tombstone", False),
+])
+def test_delete_tombstone_handling_mode_is_debeziums(mode: str, delete_becomes: str, tombstone_kept: bool) -> None:
+    """Debezium 3.6's DefaultDeleteHandlingStrategy, mode by mode: what a delete becomes, whether the tombstone after
+    it stays, and what a create becomes (``__deleted: "false"`` in the rewrite modes)."""
+    t = smt(**{"delete.tombstone.handling.mode": mode})
+    d, tomb = delete()
+    out = t.apply(d)
+    if delete_becomes == "dropped":
+        assert out is None
+    elif delete_becomes == "tombstone":
+        assert out is not None and (out.value, out.value_schema) == (None, None) and out.key == d.key
+    elif delete_becomes.startswith("null value"):  # a null payload with the Value schema, not a Kafka tombstone
+        assert out is not None and out.value is None and out.value_schema is EVENTS.value_schema
+    else:
+        assert out is not None and dict(out.value) == {"id": 1, "name": None, "__deleted": "true"}
+    assert (t.apply(tomb) is tomb) if tombstone_kept else (t.apply(tomb) is None)
+    c = t.apply(insert())
+    assert c is not None
+    assert dict(c.value) == ({"id": 1, "name": "a", "__deleted": "false"} if mode.startswith("rewrite")
+                             else {"id": 1, "name": "a"})
+
+
+def test_the_new_mode_with_debezium_2s_options_is_an_error_naming_them() -> None:
+    with pytest.raises(ConfigError) as info:
+        smt(**{"delete.tombstone.handling.mode": "rewrite", "drop.tombstones": "false"})
+    assert set(info.value.errors) == {"drop.tombstones"}
+    with pytest.raises(ConfigError) as info:
+        smt(**{"delete.tombstone.handling.mode": "soft"})
+    assert "delete.tombstone.handling.mode" in info.value.errors
+
+
+def test_rewrite_field_is_debeziums_constant_whatever_the_prefix() -> None:
+    out = smt(**{"delete.handling.mode": "rewrite", "add.fields": "op", "add.fields.prefix": "m_"}).apply(insert())
+    assert out is not None and dict(out.value) == {"id": 1, "name": "a", "m_op": "c", "__deleted": "false"}
+
+
+def test_add_fields_renames_with_a_colon() -> None:
+    out = smt(**{"add.fields": "op:OP,source.ts_ms:EVENT_TS,table"}).apply(insert())
+    assert out is not None and dict(out.value) == {"id": 1, "name": "a", "__OP": "c",
+                                                   "__EVENT_TS": 1_700_000_000_123, "__table": "orders"}
+    with pytest.raises(ConfigError) as info:
+        smt(**{"add.fields": "op:"})
+    assert "add.fields" in info.value.errors
+
+
+def test_add_headers_are_debeziums() -> None:
+    """``add.headers``: Debezium's references as headers after the record's own, their values as text; a tombstone
+    gets only ``op`` (``d``); the headers are there whatever the delete mode makes of the record."""
+    t = smt(**{"add.headers": "op,source.ts_ms,table:TBL,lsn,transaction.id", "add.headers.prefix": "h_",
+               "delete.tombstone.handling.mode": "rewrite-with-tombstone"})
+    c = t.apply(insert())
+    assert c is not None and c.headers == [("h_op", "c"), ("h_source_ts_ms", "1700000000123"), ("h_TBL", "orders"),
+                                           ("h_lsn", "100"), ("h_transaction_id", None)]
+    assert dict(c.value) == {"id": 1, "name": "a", "__deleted": "false"}  # headers, not fields
+    d, tomb = delete()
+    out_d, out_t = t.apply(d), t.apply(tomb)
+    assert out_d is not None and out_d.headers is not None and ("h_op", "d") in out_d.headers
+    assert out_t is not None and out_t.headers == [("h_op", "d")]
+    old_new = key_change()  # a record's own headers (Debezium's key change headers) stay first
+    out = smt(**{"add.headers": "op"}).apply(old_new[2])
+    assert out is not None and out.headers == [("__debezium.oldkey", b'{"id":1}'), ("__op", "c")]
+    with pytest.raises(DataError, match=r"add\.headers names nope"):
+        smt(**{"add.headers": "nope"}).apply(insert())

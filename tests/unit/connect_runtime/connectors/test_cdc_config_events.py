@@ -94,15 +94,16 @@ def test_schemas_and_topic_have_debeziums_names() -> None:
     assert [f.schema.optional for f in e.value_schema.fields] == [False, False, True, True]
 
 
-POS = Position(lsn=100, tx_id=7, ts_usec=1_700_000_000_123_456, commit_lsn=200, event=3)
+POS = Position(lsn=100, tx_id=7, ts_usec=1_700_000_000_123_456, commit_lsn=200, event=3, last_commit=90)
 
 
 def test_insert_update_delete_records() -> None:
     e = events()
     (c,) = e.changes("I", POS, None, None, ("1", "a", None, "x"))
     assert c.topic == "shop.public.orders" and c.source_partition == {"server": "shop"}
-    assert c.source_offset == {"lsn": 100, "lsn_proc": 100, "lsn_commit": 200, "txId": 7,
-                               "ts_usec": 1_700_000_000_123_456, "event": 3}
+    # Debezium's lsn_commit: the end of the transaction before; this transaction's commit LSN is ours
+    assert c.source_offset == {"lsn": 100, "lsn_proc": 100, "lsn_commit": 90, "txId": 7,
+                               "ts_usec": 1_700_000_000_123_456, "tx_commit_lsn": 200, "event": 3}
     assert isinstance(c.key, Struct) and dict(c.key) == {"id": 1}
     v = c.value
     assert isinstance(v, Struct) and v["op"] == "c" and v["before"] is None
@@ -111,7 +112,11 @@ def test_insert_update_delete_records() -> None:
     assert (src["connector"], src["name"], src["db"], src["schema"], src["table"]) == ("postgresql", "shop", "db1",
                                                                                        "public", "orders")
     assert (src["snapshot"], src["txId"], src["lsn"], src["ts_ms"]) == ("false", 7, 100, 1_700_000_000_123)
-    assert src["sequence"] == '["200","100"]'
+    assert src["sequence"] == '["90","100"]'
+    first = Position(lsn=100, tx_id=7, ts_usec=1, commit_lsn=200, event=1)  # the first since the snapshot
+    (c,) = e.changes("I", first, None, None, ("1", "a", None, "x"))
+    assert "lsn_commit" not in c.source_offset  # type: ignore[operator]
+    assert c.value["source"]["sequence"] == '[null,"100"]'
 
     (u,) = e.changes("U", POS, None, None, ("1", "b", None, UNCHANGED_TOAST))
     assert u.value["op"] == "u" and u.value["before"] is None and u.value["after"]["big"] == UNAVAILABLE
@@ -127,6 +132,9 @@ def test_a_key_change_is_delete_tombstone_create_and_full_identity_keeps_before(
     d, tomb, c = e.changes("U", POS, ("1", None, None, None), "K", ("2", "a", None, None))
     assert [r.value and r.value["op"] for r in (d, tomb, c)] == ["d", None, "c"]
     assert dict(d.key) == {"id": 1} == dict(tomb.key) and dict(c.key) == {"id": 2}  # type: ignore[arg-type]
+    # Debezium's headers, as Kafka Connect's SimpleHeaderConverter writes the key Struct
+    assert d.headers == tomb.headers == [("__debezium.newkey", b'{"id":2}')]
+    assert c.headers == [("__debezium.oldkey", b'{"id":1}')]
     (u,) = e.changes("U", POS, ("1", "a", "n", None), "O", ("1", "b", "n", None))
     assert dict(u.value["before"])["name"] == "a" and dict(u.value["after"])["name"] == "b"
 
@@ -144,3 +152,49 @@ def test_snapshot_offsets_are_debeziums() -> None:
     r = events().event("r", pos, None, events().row(("1", "a", None, None)), snapshot="last")
     assert r.source_offset == {"last_snapshot_record": True, "lsn": 50, "txId": 9, "ts_usec": 1, "snapshot": True}
     assert r.value["op"] == "r" and r.value["source"]["snapshot"] == "last" and r.value["source"]["sequence"] == '[null,"50"]'
+
+
+def test_key_headers_are_written_as_kafka_connects_simple_header_converter_writes_a_struct() -> None:
+    from decimal import Decimal
+
+    from connect_runtime.api.data import Schema, SchemaBuilder
+    from connect_runtime.connectors.cdc._events import header_text
+
+    schema = (SchemaBuilder.struct().name("k").field("s", Schema.STRING_SCHEMA).field("i", Schema.INT64_SCHEMA)
+              .field("b", Schema.BOOLEAN_SCHEMA).field("y", Schema.BYTES_SCHEMA)
+              .field("n", Schema.OPTIONAL_STRING_SCHEMA).field("d", Schema.OPTIONAL_STRING_SCHEMA).build())
+    key = Struct.from_values(schema, ['a "q" \\ é', -5, True, b"\x00\xff", None, None])
+    assert header_text(key) == '{"s":"a \\"q\\" \\\\ é","i":-5,"b":true,"y":"AP8=","n":null,"d":null}'.encode()
+    assert header_text(Decimal("12.30")) == b"12.30" and header_text("plain") == b"plain"
+
+
+def test_committed_position_reads_this_versions_offsets_and_the_previous_ones() -> None:
+    from connect_runtime.connectors.cdc._task import committed_position
+
+    assert committed_position(None) == ((0, 0), (None, None))
+    assert committed_position({"lsn": 5, "txId": 1, "ts_usec": 1, "snapshot": True,
+                               "last_snapshot_record": True}) == ((0, 0), (None, None))
+    now = {"lsn": 100, "lsn_proc": 100, "lsn_commit": 90, "txId": 7, "ts_usec": 1, "tx_commit_lsn": 200, "event": 3}
+    assert committed_position(now) == ((200, 3), (90, None))
+    assert committed_position({**now, "tx_end_lsn": 230}) == ((200, 3), (90, 230))
+    first = {k: v for k, v in now.items() if k != "lsn_commit"}  # the first transaction since the snapshot
+    assert committed_position(first) == ((200, 3), (None, None))
+    # the previous version: lsn_commit was the transaction's own commit LSN
+    old = {"lsn": 100, "lsn_proc": 100, "lsn_commit": 200, "txId": 7, "ts_usec": 1, "event": 3,
+           "messageType": "INSERT"}
+    assert committed_position(old) == ((200, 3), (None, None))
+
+
+def test_context_headers_are_debeziums_after_a_records_own() -> None:
+    from connect_runtime.connectors.cdc._events import context_headers
+
+    ctx = context_headers("shop", 0, "0190a2b4-0000-7000-8000-000000000001")
+    assert ctx == [("__debezium.context.connectorLogicalName", b"shop"), ("__debezium.context.taskId", b"0"),
+                   ("__debezium.context.connectorName", b"postgresql"),
+                   ("__debezium.context.runId", b"0190a2b4-0000-7000-8000-000000000001")]
+    e = TableEvents("shop", "db1", "public", "orders", events().columns, ctx)
+    (c,) = e.changes("I", POS, None, None, ("1", "a", None, "x"))
+    assert c.headers == ctx and c.headers is not ctx
+    d, tomb, c = e.changes("U", POS, ("1", None, None, None), "K", ("2", "a", None, None))
+    assert d.headers == tomb.headers == [("__debezium.newkey", b'{"id":2}'), *ctx]
+    assert c.headers == [("__debezium.oldkey", b'{"id":1}'), *ctx]
