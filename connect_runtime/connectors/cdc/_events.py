@@ -7,7 +7,6 @@ source block ``io.debezium.connector.postgresql.Source``.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -113,6 +112,7 @@ class TableEvents:
             value = value.field(c.name, t.schema)
         self.value_schema = value.build()
         keys = [(c, t) for c, t in zip(self.columns, self.types, strict=True) if c.key]
+        self.key_index = [i for i, c in enumerate(self.columns) if c.key]
         self.key_schema: Schema | None = None
         if keys:
             kb = SchemaBuilder.struct().name(f"{base}.Key")
@@ -154,10 +154,11 @@ class TableEvents:
     def key(self, row: Struct) -> Struct | None:
         if self.key_schema is None:
             return None
-        return Struct.from_values(self.key_schema, [row.get_without_default(f.name) for f in self.key_schema.fields])
+        values = row._values
+        return Struct.from_values(self.key_schema, [values[i] for i in self.key_index])
 
     def _source(self, pos: Position, snapshot: str) -> Struct:
-        seq = json.dumps([None if pos.commit_lsn is None else str(pos.commit_lsn), str(pos.lsn)], separators=(",", ":"))
+        seq = _sequence(pos.commit_lsn, pos.lsn)
         return Struct.from_values(SOURCE_SCHEMA, [
             VERSION, CONNECTOR, self.prefix, pos.ts_usec // 1000, snapshot, self.db, seq, pos.ts_usec,
             pos.ts_usec * 1000, self.schema_name, self.table, pos.tx_id, pos.lsn, None, None, None])
@@ -199,6 +200,12 @@ class TableEvents:
         if self.key_schema is not None:
             out.append(self.tombstone(pos, before))
         return out
+
+
+def _sequence(commit_lsn: int | None, lsn: int) -> str:
+    """``source.sequence``: the JSON text of ``[commit_lsn, lsn]`` as strings (``json.dumps`` without spaces: the
+    LSNs are digits only, so no escaping is needed)."""
+    return f'["{commit_lsn}","{lsn}"]' if commit_lsn is not None else f'[null,"{lsn}"]'
 
 
 def _unavailable(schema: Schema, where: str) -> Any:
