@@ -154,8 +154,10 @@ def json_string(s: str) -> str:
     """A JSON string as Jackson writes it: UTF-8, the short escapes ``\\b \\t \\n \\f \\r \\" \\\\``, other
     control characters as ``\\u00XX`` and characters beyond U+FFFF as their UTF-16 surrogate pair
     (``\\uD83D\\uDE00``), hex in upper case."""
-    if s.isascii() and s.isprintable() and '"' not in s and "\\" not in s:
-        return f'"{s}"'  # nothing to escape (the common case)
+    if s.isascii() and s.isprintable():
+        if '"' not in s and "\\" not in s:
+            return f'"{s}"'  # nothing to escape (the common case)
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'  # only these two (JSON text in a string)
     out = json.dumps(s, ensure_ascii=False)
     if "\\u00" in out:
         out = _CONTROL_ESCAPE.sub(_upper, out)
