@@ -154,8 +154,10 @@ def json_string(s: str) -> str:
     """A JSON string as Jackson writes it: UTF-8, the short escapes ``\\b \\t \\n \\f \\r \\" \\\\``, other
     control characters as ``\\u00XX`` and characters beyond U+FFFF as their UTF-16 surrogate pair
     (``\\uD83D\\uDE00``), hex in upper case."""
-    if s.isascii() and s.isprintable() and '"' not in s and "\\" not in s:
-        return f'"{s}"'  # nothing to escape (the common case)
+    if s.isascii() and s.isprintable():
+        if '"' not in s and "\\" not in s:
+            return f'"{s}"'  # nothing to escape (the common case)
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'  # only these two (JSON text in a string)
     out = json.dumps(s, ensure_ascii=False)
     if "\\u00" in out:
         out = _CONTROL_ESCAPE.sub(_upper, out)
@@ -248,6 +250,9 @@ class ConnectJson:
         self._to_json_cache = _LRU(cache_size)
         self._writers = _LRU(cache_size)
         self._to_connect_cache = _LRU(cache_size)
+        self._last_schema: Schema | None = None
+        self._last_writer: Callable[[Any], str] = str
+        self._last_head = ""
         self.fixed_schema = self.parse_schema(schema_content) if schema_content else None
         """``schema.content`` (KIP-1054): with ``schemas.enable=true``, every message read is a payload alone of
         this schema (no envelope); writing is unchanged."""
@@ -296,6 +301,15 @@ class ConnectJson:
         return node
 
     def write(self, topic: str, schema: Schema | None, value: Any) -> bytes | None:
+        if schema is not None and schema is self._last_schema:
+            # the schema of the previous call (one topic's records in a row): its writer and the envelope's text
+            # before the payload, kept for that one schema by identity, so neither cache is looked up again
+            try:
+                payload = self._last_writer(value)
+            except (_PathError, RecursionError, UnicodeError):
+                pass  # the general path below writes it again and names the topic, the field and what went wrong
+            else:
+                return (self._last_head + payload + "}").encode() if self.schemas_enable else payload.encode()
         if schema is None and value is None:
             return None
         if schema is None and isinstance(value, Struct):
@@ -308,6 +322,9 @@ class ConnectJson:
         except (RecursionError, UnicodeError) as exc:
             raise DataError(f"JsonConverter cannot write the {self.kind} of a record for topic {topic!r}: "
                             f"{type(exc).__name__}: {exc}") from exc
+        if schema is not None:
+            self._last_schema, self._last_writer = schema, self._writer(schema)
+            self._last_head = f'{{"schema":{self.schema_json(schema)},"payload":' if self.schemas_enable else ""
         if not self.schemas_enable:
             return payload.encode()
         head = "null" if schema is None else self.schema_json(schema)
@@ -353,6 +370,8 @@ class ConnectJson:
         t = schema.type
         name = schema.name
         logical = _TO_WIRE.get(name) if name is not None else None
+        if logical is _decimal_to_wire and not self.numeric:
+            return _base64_decimal_writer(schema)
         if logical is not None:
             conv = self
 
@@ -426,14 +445,27 @@ class ConnectJson:
 
     def _compile_struct(self, schema: Schema) -> Callable[[Any], str]:
         fields = [(f.name, f'{json_string(f.name)}:', self._writer(f.schema)) for f in schema.fields]
+        # per field: the writer without the null check, the whole text of the field when it is null (None: the
+        # null is an error, raised by the writer with the check) and that writer
+        fast = [(prefix, self._compile(f.schema), self._null_text(f.schema, prefix, write), write)
+                for f, (_, prefix, write) in zip(schema.fields, fields, strict=True)]
+        n = len(fields)
 
         def write_struct(value: Any) -> str:
             if not isinstance(value, Struct):
                 raise _expected(value, f"a Struct of schema {schema.name or repr(schema)}")
             if value.schema is not schema and value.schema != schema:
                 raise _PathError(f"is a Struct of another schema ({value.schema!r}; expected {schema!r})")
+            values = value._values  # without defaults
+            if len(values) == n:
+                try:
+                    return "{" + ",".join([prefix + write(x) if x is not None else null if null is not None
+                                           else checked(x)
+                                           for (prefix, write, null, checked), x in zip(fast, values, strict=True)]) + "}"
+                except _PathError:
+                    pass  # written again field by field below, to name the field
             parts = []
-            for (name, prefix, write), item in zip(fields, value._values, strict=True):  # without defaults
+            for (name, prefix, write), item in zip(fields, values, strict=True):
                 try:
                     parts.append(prefix + write(item))
                 except _PathError as exc:
@@ -441,6 +473,13 @@ class ConnectJson:
                     raise
             return f"{{{','.join(parts)}}}"
         return write_struct
+
+    def _null_text(self, schema: Schema, prefix: str, write: Callable[[Any], str]) -> str | None:
+        """A struct field's text when its value is null (what ``write``, from :meth:`_with_nulls`, gives for it),
+        or None when a null is an error."""
+        if (schema.default is not None and self.replace_null) or schema.optional:
+            return prefix + write(None)
+        return None
 
     def _compile_map(self, schema: Schema) -> Callable[[Any], str]:
         ks, vs = schema.key_schema, schema.value_schema
@@ -780,6 +819,26 @@ def _decimal_to_wire(conv: ConnectJson, schema: Schema, value: Any) -> str:
     return '"' + base64.b64encode(raw).decode("ascii") + '"'
 
 
+def _base64_decimal_writer(schema: Schema) -> Callable[[Any], str]:
+    """``_decimal_to_wire`` with ``decimal.format=BASE64`` for one schema, its scale read once."""
+    try:
+        scale = Decimal.scale(schema)
+    except (DataError, ValueError):  # a bad scale parameter: the general writer names it on every value
+        return lambda value: _decimal_to_wire(_BASE64_DEFAULTS, schema, value)
+    exponent = -scale
+    up, down = (10 ** scale, 1) if scale >= 0 else (1, 10 ** -scale)
+    b64 = base64.b64encode
+
+    def write_decimal(value: Any) -> str:
+        if type(value) is not _decimal.Decimal or value.as_tuple().exponent != exponent:
+            return _decimal_to_wire(_BASE64_DEFAULTS, schema, value)  # a subclass, or its error
+        numerator, denominator = value.as_integer_ratio()  # exact: value * 10**scale is an integer
+        unscaled = numerator * up // (denominator * down)
+        raw = unscaled.to_bytes(max(1, (unscaled + (unscaled < 0)).bit_length() // 8 + 1), "big", signed=True)
+        return '"' + b64(raw).decode("ascii") + '"'
+    return write_decimal
+
+
 def _date_to_wire(conv: ConnectJson, schema: Schema, value: Any) -> str:
     if not isinstance(value, _dt.date) or isinstance(value, _dt.datetime):
         raise _expected(value, "a datetime.date (Date)")
@@ -797,6 +856,9 @@ def _timestamp_to_wire(conv: ConnectJson, schema: Schema, value: Any) -> str:
         raise _expected(value, "a datetime.datetime (Timestamp)")
     return str(Timestamp.from_logical(schema, value))
 
+
+_BASE64_DEFAULTS = ConnectJson(is_key=False, schemas_enable=False)
+"""A converter whose only use is its ``numeric`` (false): what ``_decimal_to_wire`` reads of it."""
 
 _TO_WIRE: dict[str, Callable[[ConnectJson, Schema, Any], str]] = {
     Decimal.LOGICAL_NAME: _decimal_to_wire, Date.LOGICAL_NAME: _date_to_wire,

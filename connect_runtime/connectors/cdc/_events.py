@@ -7,7 +7,6 @@ source block ``io.debezium.connector.postgresql.Source``.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -130,6 +129,7 @@ class TableEvents:
             value = value.field(c.name, t.schema)
         self.value_schema = value.build()
         keys = [(c, t) for c, t in zip(self.columns, self.types, strict=True) if c.key]
+        self.key_index = [i for i, c in enumerate(self.columns) if c.key]
         self.key_schema: Schema | None = None
         if keys:
             kb = SchemaBuilder.struct().name(f"{base}.Key")
@@ -171,11 +171,11 @@ class TableEvents:
     def key(self, row: Struct) -> Struct | None:
         if self.key_schema is None:
             return None
-        return Struct.from_values(self.key_schema, [row.get_without_default(f.name) for f in self.key_schema.fields])
+        values = row._values
+        return Struct.from_values(self.key_schema, [values[i] for i in self.key_index])
 
     def _source(self, pos: Position, snapshot: str) -> Struct:
-        seq = json.dumps([None if pos.last_commit is None else str(pos.last_commit), str(pos.lsn)],
-                         separators=(",", ":"))
+        seq = _sequence(pos.last_commit, pos.lsn)
         return Struct.from_values(SOURCE_SCHEMA, [
             VERSION, CONNECTOR, self.prefix, pos.ts_usec // 1000, snapshot, self.db, seq, pos.ts_usec,
             pos.ts_usec * 1000, self.schema_name, self.table, pos.tx_id, pos.lsn, None, None, None])
@@ -276,6 +276,13 @@ def _header_part(value: Any, embedded: bool) -> str:
         return "[" + ",".join(_header_part(v, True) for v in value) + "]"
     text = str(value)
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"' if embedded else text
+
+
+def _sequence(last_commit: int | None, lsn: int) -> str:
+    """``source.sequence``: the JSON text of ``[last_commit, lsn]`` as strings, Debezium's (the end of the transaction
+    before, null when unknown, and the change's LSN), as ``json.dumps`` without spaces writes it (the LSNs are digits
+    only, so no escaping is needed)."""
+    return f'["{last_commit}","{lsn}"]' if last_commit is not None else f'[null,"{lsn}"]'
 
 
 def _unavailable(schema: Schema, where: str) -> Any:

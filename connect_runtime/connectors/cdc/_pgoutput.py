@@ -161,21 +161,29 @@ class _Reader:
         return s
 
     def tuple_data(self) -> tuple[ColumnValue, ...]:
-        (n,) = self.take(_H)
+        # one loop over the bytes with the position in a local (the hot path of a stream: every column of every
+        # row); a message cut short raises IndexError or struct.error, which decode() names
+        buf, pos = self.buf, self.pos
+        (n,) = _H.unpack_from(buf, pos)
+        pos += 2
         values: list[ColumnValue] = []
+        append, length_at = values.append, _I.unpack_from
         for i in range(n):
-            kind = self.byte()
-            if kind == "n":
-                values.append(NULL)
-            elif kind == "u":
-                values.append(UNCHANGED_TOAST)
-            elif kind == "t":
-                (length,) = self.take(_I)
-                values.append(self.buf[self.pos:self.pos + length].decode())
-                self.pos += length
+            kind = buf[pos]
+            pos += 1
+            if kind == 116:  # 't'
+                (length,) = length_at(buf, pos)
+                pos += 4
+                append(buf[pos:pos + length].decode())
+                pos += length
+            elif kind == 110:  # 'n'
+                append(NULL)
+            elif kind == 117:  # 'u'
+                append(UNCHANGED_TOAST)
             else:
-                raise DataError(f"pgoutput tuple data: column {i} has kind {kind!r}, expected 'n', 'u' or 't' "
+                raise DataError(f"pgoutput tuple data: column {i} has kind {chr(kind)!r}, expected 'n', 'u' or 't' "
                                 "(binary tuple data is never asked for)")
+        self.pos = pos
         return tuple(values)
 
 

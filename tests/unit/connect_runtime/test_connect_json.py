@@ -323,3 +323,26 @@ def test_schema_content_reads_every_message_as_a_payload_of_that_schema() -> Non
     with pytest.raises(ConfigError) as info:
         conv(**{"schema.content": '{"type":"struct","fields":[{"type":"int8"}]}'})
     assert 'name itself in "field"' in info.value.errors["schema.content"]
+
+
+def test_records_of_one_schema_in_a_row_are_written_alike_and_a_bad_one_still_names_its_field() -> None:
+    """The writer keeps the previous record's schema (by identity) and writes a struct's fields in one pass; a
+    record that does not fit is written again the general way, so its error names the field all the same."""
+    c = conv()
+    first = c.from_connect_data("t", ORDER, order())
+    assert [c.from_connect_data("t", ORDER, order()) for _ in range(3)] == [first] * 3
+    with pytest.raises(DataError, match=r"value of a record for topic 't': field 'id' is a str"):
+        c.from_connect_data("t", ORDER, _with(order(), id="7"))
+    with pytest.raises(DataError, match=r"field 'tags' is null but its schema is required"):
+        c.from_connect_data("t", ORDER, _with(order(), tags=None))
+    assert c.from_connect_data("t", ORDER, order()) == first
+
+
+@pytest.mark.parametrize("scale", [-3, 0, 2, 18])
+def test_decimals_of_any_scale_are_their_unscaled_twos_complement_bytes(scale: int) -> None:
+    schema = Decimal.schema(scale)
+    for unscaled in (0, 1, -1, 127, 128, -128, -129, 255, 10**30 + 7, -(10**30) - 7):
+        value = D((int(unscaled < 0), tuple(map(int, str(abs(unscaled)))), -scale))
+        raw = unscaled.to_bytes(max(1, (unscaled + (unscaled < 0)).bit_length() // 8 + 1), "big", signed=True)
+        assert envelope(conv().from_connect_data("t", schema, value))["payload"] == base64.b64encode(raw).decode()
+        assert conv().to_connect_data("t", conv().from_connect_data("t", schema, value)).value == value
