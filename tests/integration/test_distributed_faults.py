@@ -69,7 +69,6 @@ from tests.support.airflow_env import AirflowEnv, stop_group
 from tests.support.distributed import (  # noqa: F401 (deployment: the module's fixture)
     HEARTBEAT_TIMEOUT_S,
     RECORDS_PER_DAY,
-    add_dag,
     deploy_module,
     deployment,
 )
@@ -518,21 +517,34 @@ task lost mid-run."""
 
 
 @pytest.fixture(scope="module")
-def celery(tmp_path_factory: pytest.TempPathFactory, deployment: Any) -> Iterator[Any]:  # noqa: F811
+def celery_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Celery faults' directory: the fanned-out sink's ledger files under ``ledger/``."""
+    base = tmp_path_factory.mktemp("faults-celery")
+    (base / "ledger").mkdir()
+    return base
+
+
+@pytest.fixture(scope="module")
+def deployment_dags(celery_base: Path) -> dict[str, str]:
+    """The Celery faults' DAGs, in the deployment's DAGs folder from its start: ``faults_worker_lost`` (the zombie
+    test's source: one Airflow retry, 1 s apart) and ``faults_worker_lost_sink``."""
+    return {
+        CELERY_DAG_ID: ZOMBIE_DAG.format(
+            dag_id=CELERY_DAG_ID, conn_id=CELERY_CONN_ID, name=CELERY_SOURCE, topic="lost-orders",
+            records=LOST_RECORDS, tasks=TASKS, partitions=PARTITIONS),
+        SINK_DAG_ID: SINK_DAG.format(
+            dag_id=SINK_DAG_ID, conn_id=CELERY_CONN_ID, name=SINK_CONNECTOR, topic="lost-sink-orders",
+            records=SINK_RECORDS, partitions=PARTITIONS, ledger=celery_base / "ledger" / SINK_CONNECTOR),
+    }
+
+
+@pytest.fixture(scope="module")
+def celery(celery_base: Path, deployment: Any) -> Iterator[Any]:  # noqa: F811
     """Airflow on the CeleryExecutor of the module's deployment (``scripts/deploy/``: PostgreSQL as the metadata DB,
     Redis as Celery's broker, an API server, scheduler, DAG processor and triggerer) with two workers of one task
     slot each and their own hostnames (``worker-a``, ``worker-b``: Airflow's ``hostname_callable``), on the
     deployment's Kafka cluster (connection ``pyconnect_default``), with ``task_instance_heartbeat_timeout`` at
-    :data:`HEARTBEAT_TIMEOUT_S`. Adds DAG ``faults_worker_lost`` (the zombie test's source: one Airflow retry, 1 s
-    apart) and DAG ``faults_worker_lost_sink``."""
-    base = tmp_path_factory.mktemp("faults-celery")
-    (base / "ledger").mkdir()
-    add_dag(deployment, CELERY_DAG_ID, ZOMBIE_DAG.format(
-        dag_id=CELERY_DAG_ID, conn_id=CELERY_CONN_ID, name=CELERY_SOURCE, topic="lost-orders", records=LOST_RECORDS,
-        tasks=TASKS, partitions=PARTITIONS))
-    add_dag(deployment, SINK_DAG_ID, SINK_DAG.format(
-        dag_id=SINK_DAG_ID, conn_id=CELERY_CONN_ID, name=SINK_CONNECTOR, topic="lost-sink-orders",
-        records=SINK_RECORDS, partitions=PARTITIONS, ledger=base / "ledger" / SINK_CONNECTOR))
+    :data:`HEARTBEAT_TIMEOUT_S`; the DAGs of :func:`deployment_dags` stored and unpaused."""
     af = deployment.airflow
 
     def stored() -> bool:
@@ -542,7 +554,7 @@ def celery(tmp_path_factory: pytest.TempPathFactory, deployment: Any) -> Iterato
     wait_for(f"the DAG processor to store {CELERY_DAG_ID} and {SINK_DAG_ID}", stored, START_S, 1.0)
     af.airflow("dags", "unpause", CELERY_DAG_ID)
     af.airflow("dags", "unpause", SINK_DAG_ID)
-    af.ledger = base / "ledger" / SINK_CONNECTOR
+    af.ledger = celery_base / "ledger" / SINK_CONNECTOR
     yield af
 
 
