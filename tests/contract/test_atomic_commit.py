@@ -231,7 +231,7 @@ def test_a_process_killed_at_random_instants_leaves_whole_transactions(backend_u
 @pytest.mark.slow
 @pytest.mark.not_on_tansu(ABORTED_VISIBLE_ON_TANSU)
 def test_a_process_killed_at_random_instants_leaves_whole_transactions_long(backend_url: str, tmp_path: Path) -> None:
-    backend_kill_loop(backend_url, tmp_path, kills=slow_iterations(10, 40), seed=12)
+    backend_kill_loop(backend_url, tmp_path, kills=slow_iterations(5, 40), seed=12)
 
 
 # -- through the runtime -------------------------------------------------------------------------------------
@@ -309,7 +309,7 @@ def test_an_exactly_once_source_killed_at_random_instants_writes_every_record_on
 @pytest.mark.slow
 @pytest.mark.not_on_tansu(ABORTED_VISIBLE_ON_TANSU)
 def test_an_exactly_once_source_killed_at_random_instants_long(backend_url: str, tmp_path: Path) -> None:
-    source_kill_loop(backend_url, tmp_path, kills=slow_iterations(8, 30), seed=22)
+    source_kill_loop(backend_url, tmp_path, kills=slow_iterations(4, 30), seed=22)
 
 
 @pytest.mark.not_on_tansu(ABORTED_VISIBLE_ON_TANSU)

@@ -1,11 +1,21 @@
-"""Faults across machines (issue 33.2) under a real Airflow: a Kafka broker SIGKILLed mid-run; a task's supervisor
+"""The distributed deployment (issue 33) and faults across machines (issue 33.2) under a real Airflow: the example
+pipeline on Celery workers, each record once in every sink; a Kafka broker SIGKILLed mid-run; a task's supervisor
 SIGKILLed, leaving a zombie task process that the next try must fence; a Celery worker lost while it runs a
 connector task, its try handed to the other worker.
 
-The deployment (one module-scoped fixture each): three Apache Kafka 4.4.0 KRaft nodes
+One deployment for the module (``tests/support/distributed.py``, module-scoped: starting it takes minutes, so the
+example and the faults share it): ``scripts/deploy/`` with three Apache Kafka 4.4.0 KRaft nodes
 (``tests/support/kafka_cluster.py``: replication factor 3, ``min.insync.replicas=2``) as the ``pyconnect``
-backend, and a real Airflow (``airflow standalone``: scheduler, DAG processor, API server, LocalExecutor) with
-``[scheduler] task_instance_heartbeat_timeout`` at 20 s (Airflow's default is 300 s), running two DAGs.
+backend, Airflow on the CeleryExecutor (PostgreSQL, Redis, two workers of one slot), moto S3 and a Spark cluster.
+The example runs first, on a deployment no fault touched yet. The broker kill and the zombie also run under
+``airflow standalone`` (scheduler, DAG processor, API server, LocalExecutor) on the same Kafka cluster, with
+``[scheduler] task_instance_heartbeat_timeout`` at 20 s (Airflow's default is 300 s), as on the Celery workers.
+
+- **The example on the deployment** (``example_orders_distributed``, three days triggered with their logical dates,
+  ``airflow dags trigger``): tasks on two Celery workers that share no disk, Kafka on three brokers, the lake on
+  S3, the Spark step on the standalone cluster. Checked from the data: every record of the topic is once in the
+  lake and once in PostgreSQL, Spark's totals equal totals computed from the topic, tasks ran on both workers'
+  hostnames, and the Spark applications ran on the cluster's master.
 
 - **A broker SIGKILLed mid-run, then restarted** (DAG ``faults_broker_kill``: an exactly-once DataGen source with
   two tasks over six partitions, then a FileSink with two tasks over what it committed, ``until_offsets``; one
@@ -24,7 +34,7 @@ backend, and a real Airflow (``airflow standalone``: scheduler, DAG processor, A
   next try (``up_for_retry``). With CeleryExecutor's ``task_acks_late`` the unacknowledged message would only be
   redelivered after Redis' ``visibility_timeout`` (86,400 s by default), and the execution API refuses to start a
   try that is no longer queued. The zombie itself ends at its next write to the dead supervisor (a broken pipe).
-- **A Celery worker lost mid-run** (DAG ``faults_worker_lost`` on a deployment of its own,
+- **A Celery worker lost mid-run** (DAG ``faults_worker_lost`` on the deployment's Airflow,
   ``scripts/deploy/airflow_celery.py``: CeleryExecutor, Redis, PostgreSQL, two workers of one slot with their own
   hostnames): the worker running the source and its task process are SIGKILLed; the scheduler fails the try after
   ``task_instance_heartbeat_timeout`` and the retry runs on the other worker; its generation fences the lost one.
@@ -40,6 +50,7 @@ Every wait is bounded and names what it waited for.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
@@ -55,7 +66,13 @@ from typing import Any
 import pytest
 
 from tests.support.airflow_env import AirflowEnv, stop_group
-from tests.support.kafka_cluster import MIN_ISR, REPLICATION, KafkaCluster, running_cluster
+from tests.support.distributed import (  # noqa: F401 (deployment: the module's fixture)
+    HEARTBEAT_TIMEOUT_S,
+    RECORDS_PER_DAY,
+    deploy_module,
+    deployment,
+)
+from tests.support.kafka_cluster import MIN_ISR, REPLICATION, KafkaCluster
 from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.kafka, pytest.mark.airflow, pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -105,9 +122,6 @@ with DAG("{dag_id}", schedule=None, start_date=datetime(2026, 1, 1), catchup=Fal
 
 ZOMBIE_DAG_ID = "faults_zombie"
 ZOMBIE_RECORDS = 240_000
-HEARTBEAT_TIMEOUT_S = 20
-"""``[scheduler] task_instance_heartbeat_timeout`` of the deployment (Airflow's default: 300 s): how long a task
-instance whose supervisor stopped heart-beating stays ``running`` before the scheduler fails it (and retries it)."""
 
 ZOMBIE_DAG = '''
 from datetime import datetime, timedelta
@@ -174,9 +188,10 @@ class Airflow:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    with running_cluster(tmp_path_factory.mktemp("faults-cluster")) as c:
-        yield c
+def cluster(deployment: Any) -> KafkaCluster:  # noqa: F811
+    """The deployment's three Kafka nodes: the backend of both Airflows of the module."""
+    kafka: KafkaCluster = deployment.kafka
+    return kafka
 
 
 @pytest.fixture(scope="module")
@@ -299,6 +314,25 @@ def finished(airflow: Airflow, run_id: str, dag_id: str = DAG_ID) -> Callable[[]
         return airflow.run_state(run_id, dag_id) in ("success", "failed")
 
     return check
+
+
+def test_distributed_example_each_record_once_in_every_sink(deployment: Any) -> None:  # noqa: F811
+    for worker in deployment.airflow.workers.values():  # both machines up (a no-op unless a test lost one)
+        worker.restart()
+    example = deploy_module("deploy.example")
+    example.prepare(deployment)
+    example.run_days(deployment, timeout_s=1500)
+    result = example.summary(deployment, RECORDS_PER_DAY)
+    out = io.StringIO()
+    example.print_summary(result, out)
+    assert result["ok"], out.getvalue()
+    counts = result["counts"]
+    assert counts["expected"] == 3 * RECORDS_PER_DAY
+    assert counts["topic"] == counts["lake"] == counts["warehouse"] == counts["expected"], out.getvalue()
+    hosts = {t["host"] for t in result["tasks"] if t["state"] == "success"}
+    assert {"worker-a", "worker-b"} <= hosts, out.getvalue()
+    assert len(result["spark_apps"]) >= len(example.DAYS), out.getvalue()
+    assert all(t["state"] == "success" for t in result["tasks"]), out.getvalue()
 
 
 def test_a_broker_sigkilled_mid_run_then_restarted(airflow: Airflow, cluster: KafkaCluster) -> None:
@@ -438,6 +472,9 @@ def test_a_zombie_task_left_by_its_sigkilled_supervisor_is_fenced_by_the_next_tr
 
 # -- on Celery workers (scripts/deploy/airflow_celery.py) --------------------------------------------------------
 
+CELERY_CONN_ID = "pyconnect_default"
+"""The deployment's connection to its Kafka cluster (``deploy.BACKEND_SETTINGS``: the same settings as
+:data:`SETTINGS`)."""
 CELERY_DAG_ID = "faults_worker_lost"
 CELERY_SOURCE = "lost-src"
 LOST_RECORDS = 120_000
@@ -480,41 +517,45 @@ task lost mid-run."""
 
 
 @pytest.fixture(scope="module")
-def celery(tmp_path_factory: pytest.TempPathFactory, cluster: KafkaCluster) -> Iterator[Any]:
-    """Airflow on the CeleryExecutor (``scripts/deploy/``: PostgreSQL as the metadata DB, Redis as Celery's broker,
-    an API server, scheduler, DAG processor and triggerer) with two workers of one task slot each and their own
-    hostnames (``worker-a``, ``worker-b``: Airflow's ``hostname_callable``), on the module's Kafka cluster, with
-    ``task_instance_heartbeat_timeout`` at :data:`HEARTBEAT_TIMEOUT_S`. Runs DAG ``faults_worker_lost``: the
-    zombie test's source (one Airflow retry, 1 s apart)."""
-    from scripts.deploy.airflow_celery import airflow_celery
-    from scripts.deploy.servers import postgres_server, redis_server
-    from tests.support import REPO
-
+def celery_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Celery faults' directory: the fanned-out sink's ledger files under ``ledger/``."""
     base = tmp_path_factory.mktemp("faults-celery")
-    dags = base / "dags"
-    dags.mkdir()
-    (dags / f"{CELERY_DAG_ID}.py").write_text(ZOMBIE_DAG.format(
-        dag_id=CELERY_DAG_ID, conn_id=CONN_ID, name=CELERY_SOURCE, topic="lost-orders", records=LOST_RECORDS,
-        tasks=TASKS, partitions=PARTITIONS))
     (base / "ledger").mkdir()
-    (dags / f"{SINK_DAG_ID}.py").write_text(SINK_DAG.format(
-        dag_id=SINK_DAG_ID, conn_id=CONN_ID, name=SINK_CONNECTOR, topic="lost-sink-orders", records=SINK_RECORDS,
-        partitions=PARTITIONS, ledger=base / "ledger" / SINK_CONNECTOR))
-    env = {f"AIRFLOW_CONN_{CONN_ID.upper()}": json.dumps({"conn_type": "pyconnect", "host": cluster.url,
-                                                           "extra": json.dumps(SETTINGS)}),
-           "PYTHONPATH": str(REPO)}  # this checkout's provider and runtime in every Airflow process
-    with redis_server(base / "redis") as redis_url, postgres_server(("airflow",)) as pg, airflow_celery(
-            base, dags_folder=dags, metadata_url=f"{pg}/airflow", broker_url=redis_url, env=env, concurrency=1,
-            heartbeat_timeout_s=HEARTBEAT_TIMEOUT_S) as af:
-        def stored() -> bool:
-            af.check_alive()
-            return af.query("SELECT count(*) FROM dag WHERE dag_id IN (%s, %s)", CELERY_DAG_ID, SINK_DAG_ID) == [(2,)]
+    return base
 
-        wait_for(f"the DAG processor to store {CELERY_DAG_ID} and {SINK_DAG_ID}", stored, START_S, 1.0)
-        af.airflow("dags", "unpause", CELERY_DAG_ID)
-        af.airflow("dags", "unpause", SINK_DAG_ID)
-        af.ledger = base / "ledger" / SINK_CONNECTOR
-        yield af
+
+@pytest.fixture(scope="module")
+def deployment_dags(celery_base: Path) -> dict[str, str]:
+    """The Celery faults' DAGs, in the deployment's DAGs folder from its start: ``faults_worker_lost`` (the zombie
+    test's source: one Airflow retry, 1 s apart) and ``faults_worker_lost_sink``."""
+    return {
+        CELERY_DAG_ID: ZOMBIE_DAG.format(
+            dag_id=CELERY_DAG_ID, conn_id=CELERY_CONN_ID, name=CELERY_SOURCE, topic="lost-orders",
+            records=LOST_RECORDS, tasks=TASKS, partitions=PARTITIONS),
+        SINK_DAG_ID: SINK_DAG.format(
+            dag_id=SINK_DAG_ID, conn_id=CELERY_CONN_ID, name=SINK_CONNECTOR, topic="lost-sink-orders",
+            records=SINK_RECORDS, partitions=PARTITIONS, ledger=celery_base / "ledger" / SINK_CONNECTOR),
+    }
+
+
+@pytest.fixture(scope="module")
+def celery(celery_base: Path, deployment: Any) -> Iterator[Any]:  # noqa: F811
+    """Airflow on the CeleryExecutor of the module's deployment (``scripts/deploy/``: PostgreSQL as the metadata DB,
+    Redis as Celery's broker, an API server, scheduler, DAG processor and triggerer) with two workers of one task
+    slot each and their own hostnames (``worker-a``, ``worker-b``: Airflow's ``hostname_callable``), on the
+    deployment's Kafka cluster (connection ``pyconnect_default``), with ``task_instance_heartbeat_timeout`` at
+    :data:`HEARTBEAT_TIMEOUT_S`; the DAGs of :func:`deployment_dags` stored and unpaused."""
+    af = deployment.airflow
+
+    def stored() -> bool:
+        af.check_alive()
+        return af.query("SELECT count(*) FROM dag WHERE dag_id IN (%s, %s)", CELERY_DAG_ID, SINK_DAG_ID) == [(2,)]
+
+    wait_for(f"the DAG processor to store {CELERY_DAG_ID} and {SINK_DAG_ID}", stored, START_S, 1.0)
+    af.airflow("dags", "unpause", CELERY_DAG_ID)
+    af.airflow("dags", "unpause", SINK_DAG_ID)
+    af.ledger = celery_base / "ledger" / SINK_CONNECTOR
+    yield af
 
 
 def connectors_view_runs(api_url: str, connector: str) -> list[dict[str, Any]]:
@@ -522,7 +563,7 @@ def connectors_view_runs(api_url: str, connector: str) -> list[dict[str, Any]]:
     deployment's simple auth manager makes every caller an admin)."""
     import urllib.request
 
-    with urllib.request.urlopen(f"{api_url}/pyconnect/api/connections/{CONN_ID}/runs?connector={connector}",
+    with urllib.request.urlopen(f"{api_url}/pyconnect/api/connections/{CELERY_CONN_ID}/runs?connector={connector}",
                                 timeout=60) as resp:
         return list(json.loads(resp.read())["runs"])
 

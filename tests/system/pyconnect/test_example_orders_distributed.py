@@ -1,7 +1,7 @@
 """System test of ``dags/example_orders_distributed.py`` on one machine: one day through the fan-out source on the
 session's Apache Kafka broker, the lake on S3 (moto), the warehouse on PostgreSQL and Spark in local mode. The
 three days on Celery workers, three brokers and a Spark cluster, checked from the data:
-tests/integration/test_distributed_example.py."""
+tests/integration/test_distributed_faults.py."""
 
 from __future__ import annotations
 
