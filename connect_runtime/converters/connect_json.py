@@ -250,9 +250,9 @@ class ConnectJson:
         self._to_json_cache = _LRU(cache_size)
         self._writers = _LRU(cache_size)
         self._to_connect_cache = _LRU(cache_size)
-        self._last_schema: Schema | None = None
-        self._last_writer: Callable[[Any], str] = str
-        self._last_head = ""
+        self._last: tuple[Schema | None, Callable[[Any], str], str] = (None, str, "")
+        """The previous call's schema, its writer and the envelope's text before the payload: one tuple, replaced
+        whole, so a converter shared by threads never pairs one schema's writer with another's head."""
         self.fixed_schema = self.parse_schema(schema_content) if schema_content else None
         """``schema.content`` (KIP-1054): with ``schemas.enable=true``, every message read is a payload alone of
         this schema (no envelope); writing is unchanged."""
@@ -301,15 +301,16 @@ class ConnectJson:
         return node
 
     def write(self, topic: str, schema: Schema | None, value: Any) -> bytes | None:
-        if schema is not None and schema is self._last_schema:
+        last_schema, last_writer, last_head = self._last
+        if schema is not None and schema is last_schema:
             # the schema of the previous call (one topic's records in a row): its writer and the envelope's text
             # before the payload, kept for that one schema by identity, so neither cache is looked up again
             try:
-                payload = self._last_writer(value)
+                payload = last_writer(value)
             except (_PathError, RecursionError, UnicodeError):
                 pass  # the general path below writes it again and names the topic, the field and what went wrong
             else:
-                return (self._last_head + payload + "}").encode() if self.schemas_enable else payload.encode()
+                return (last_head + payload + "}").encode() if self.schemas_enable else payload.encode()
         if schema is None and value is None:
             return None
         if schema is None and isinstance(value, Struct):
@@ -323,8 +324,8 @@ class ConnectJson:
             raise DataError(f"JsonConverter cannot write the {self.kind} of a record for topic {topic!r}: "
                             f"{type(exc).__name__}: {exc}") from exc
         if schema is not None:
-            self._last_schema, self._last_writer = schema, self._writer(schema)
-            self._last_head = f'{{"schema":{self.schema_json(schema)},"payload":' if self.schemas_enable else ""
+            self._last = (schema, self._writer(schema),
+                          f'{{"schema":{self.schema_json(schema)},"payload":' if self.schemas_enable else "")
         if not self.schemas_enable:
             return payload.encode()
         head = "null" if schema is None else self.schema_json(schema)
