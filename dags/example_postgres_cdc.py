@@ -15,13 +15,14 @@ Every hour::
   nothing. Its XCom's ``source_offsets`` name how far it read: Debezium's offset under the partition
   ``{"server": "shop"}`` (``lsn``, ``lsn_commit``, ``txId``, ``ts_usec``).
 - ``replicate`` (:class:`PyConnectSinkOperator`, ``SqlSink``): Debezium's ``ExtractNewRecordState`` turns each
-  event into the row it left (tombstones kept: a delete), a ``RegexRouter`` names the table
+  event into the row it left (``delete.tombstone.handling.mode=tombstone``, Debezium 3's default: a delete
+  becomes a tombstone), a ``RegexRouter`` names the table
   (``shop.public.orders`` -> ``orders``), and the sink upserts by the primary key (``pk.mode=record_key``) and
   deletes on a tombstone, in the replica database, up to what ``capture`` committed
   (``until_offsets=capture.output``). The sink keeps its offsets in the replica, in the same transaction as the
   rows. After the run the replica equals the source as it was at the last transaction ``capture`` read.
 - ``lake`` (:class:`PyConnectSinkOperator`, ``ParquetSink``): every change as one row, appended, never updated:
-  ``ExtractNewRecordState`` with ``delete.handling.mode=rewrite`` gives the row the change left (a delete: the
+  ``ExtractNewRecordState`` with ``delete.tombstone.handling.mode=rewrite`` gives the row the change left (a delete: the
   event's ``before``, the key and, unless ``REPLICA IDENTITY FULL``, nulls or a ``NOT NULL`` column's stand-in, and
   ``__deleted`` ``"true"``; tombstones dropped) plus ``__op`` (``r`` snapshot, ``c``, ``u``,
   ``d``), ``__lsn`` and ``__txId`` (the change's LSN and PostgreSQL transaction: joins the changes of one
@@ -131,7 +132,7 @@ def example_postgres_cdc() -> None:
             "auto.evolve": "true",  # an ALTER TABLE ... ADD COLUMN at the source adds the column here
             "transforms": "unwrap,route",
             "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
-            "transforms.unwrap.drop.tombstones": "false",  # the tombstone is the sink's delete
+            "transforms.unwrap.delete.tombstone.handling.mode": "tombstone",  # a delete: the sink deletes
             "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
             "transforms.route.regex": PREFIX.replace(".", "\\.") + "\\.[^.]+\\.(.*)",
             "transforms.route.replacement": "$1",
@@ -151,7 +152,7 @@ def example_postgres_cdc() -> None:
             "storage.options": "{{ var.value.get('pyconnect_lake_storage_options', '{}') }}",
             "transforms": "unwrap,offset",
             "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
-            "transforms.unwrap.delete.handling.mode": "rewrite",  # a delete is a row too: its key, __deleted=true
+            "transforms.unwrap.delete.tombstone.handling.mode": "rewrite",  # a delete is a row too: __deleted=true
             "transforms.unwrap.add.fields": "op,lsn,txId,source.ts_ms",  # __op, __lsn, __txId, __source_ts_ms
             "transforms.offset.type": "org.apache.kafka.connect.transforms.InsertField$Value",
             "transforms.offset.offset.field": "__offset",  # the topic's order: the table's changes in commit order

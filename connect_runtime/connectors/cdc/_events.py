@@ -299,5 +299,5 @@ def _unavailable(schema: Schema, where: str) -> Any:
                     "placeholder here yet (REPLICA IDENTITY FULL sends it)")
 
 
-__all__ = ["CONNECTOR", "CONTEXT_HEADER", "NEWKEY_HEADER", "OLDKEY_HEADER", "SOURCE_SCHEMA", "TX_COMMIT_LSN", "TX_END_LSN", "UNAVAILABLE",
-           "ColumnInfo", "Position", "TableEvents", "context_headers", "header_text"]
+__all__ = ["CONNECTOR", "CONTEXT_HEADER", "NEWKEY_HEADER", "OLDKEY_HEADER", "SOURCE_SCHEMA", "TX_COMMIT_LSN",
+           "TX_END_LSN", "UNAVAILABLE", "ColumnInfo", "Position", "TableEvents", "context_headers", "header_text"]

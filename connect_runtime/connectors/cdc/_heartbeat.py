@@ -30,8 +30,8 @@ def heartbeat(heartbeat_prefix: str, prefix: str, offset: Mapping[str, Any]) -> 
 def moved_offset(base: Mapping[str, Any] | None, lsn: int) -> dict[str, Any]:
     """The offset of a heartbeat at ``lsn``: ``base`` (the last record's offset, or the committed one) with ``lsn``
     and ``lsn_proc`` moved there and the snapshot keys left out (the snapshot is over). The keys that say which
-    changes are written (``tx_commit_lsn``, ``event``, ``tx_end_lsn``, and Debezium's ``lsn_commit``) stay as they are: everything before ``lsn`` that they do not
-    cover had nothing to write."""
+    changes are written (``tx_commit_lsn``, ``event``, ``tx_end_lsn``, and Debezium's ``lsn_commit``) stay as they
+    are: everything before ``lsn`` that they do not cover had nothing to write."""
     out = {k: v for k, v in (base or {}).items() if k not in ("snapshot", "last_snapshot_record")}
     out.update(lsn=lsn, lsn_proc=lsn, ts_usec=time.time_ns() // 1000)
     return out
