@@ -370,33 +370,47 @@ def test_a_zombie_run_writes_nothing_and_never_moves_the_slot_back(tmp_path: Pat
     cfg_path = tmp_path / "cdc.json"
     cfg_path.write_text(json.dumps(cfg))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    base = sum(len(r) for r in snapshot.values())
 
-    def written() -> int:
-        return sum(len(topic_events(kafka_url, f"{prefix}.public.{t}")) for t in ("a", "b"))
+    def start_zombie(log_path: Path) -> subprocess.Popen[bytes]:
+        with open(log_path, "ab") as out:
+            return subprocess.Popen([PYCONNECT, "--backend", kafka_url, "run", str(cfg_path)], cwd=REPO, env=env,
+                                    stdout=out, stderr=subprocess.STDOUT)
 
-    with open(tmp_path / "zombie.log", "ab") as out:
-        zombie = subprocess.Popen([PYCONNECT, "--backend", kafka_url, "run", str(cfg_path)], cwd=REPO, env=env,
-                                  stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 120
-        while written() < base + 100:  # the zombie committed some of the stream: freeze it there
-            assert zombie.poll() is None, "the first run ended before it could be frozen: give it more work"
-            assert time.monotonic() < deadline, "waited 120 s for the first run to commit 100 records"
-            time.sleep(0.005)
-        os.kill(zombie.pid, signal.SIGSTOP)
-        frozen_at = confirmed_flush(logical_database, "debezium")
-        run_source(cfg, kafka_url)  # the successor: fences the frozen run's generation, does the rest
-        moved = confirmed_flush(logical_database, "debezium")
+    # The first run is frozen once it committed part of the stream (the slot moved: it advances only after a
+    # commit). A run that read everything before the freeze (a fast run beside a busy test process) leaves its
+    # successor nothing to take over: that attempt is a miss, and the next one gets more work.
+    for attempt in range(4):
+        log_path = tmp_path / f"zombie{attempt}.log"
+        before = confirmed_flush(logical_database, "debezium") or 0
+        zombie = start_zombie(log_path)
+        try:
+            deadline = time.monotonic() + 120
+            while (confirmed_flush(logical_database, "debezium") or 0) <= before and zombie.poll() is None:
+                assert time.monotonic() < deadline, "waited 120 s for the first run to commit a batch (slot moved)"
+                time.sleep(0.005)
+            if zombie.poll() is not None:  # it ended before it could be frozen
+                assert zombie.returncode == 0, log_path.read_text()[-3000:]
+                work.transactions(600 * 2 ** (attempt + 1))
+                continue
+            os.kill(zombie.pid, signal.SIGSTOP)
+            frozen_at = confirmed_flush(logical_database, "debezium")
+            took_over = run_source(cfg, kafka_url).to_dict()["records"]  # the successor: fences the frozen run
+            moved = confirmed_flush(logical_database, "debezium")
+            os.kill(zombie.pid, signal.SIGCONT)
+            zombie.wait(120)
+        finally:
+            if zombie.poll() is None:
+                zombie.kill()
+                zombie.wait(30)
+        if took_over == 0:  # the frozen run had read and committed everything: nothing was left to take over
+            work.transactions(600 * 2 ** (attempt + 1))
+            continue
         assert moved is not None and frozen_at is not None and moved > frozen_at
-        os.kill(zombie.pid, signal.SIGCONT)
-        zombie.wait(120)
-    finally:
-        if zombie.poll() is None:
-            zombie.kill()
-            zombie.wait(30)
-    assert zombie.returncode != 0 and "fenced" in (tmp_path / "zombie.log").read_text()
-    assert confirmed_flush(logical_database, "debezium") == moved  # the zombie did not move it back
+        assert zombie.returncode != 0 and "fenced" in log_path.read_text()
+        assert confirmed_flush(logical_database, "debezium") == moved  # the zombie did not move it back
+        break
+    else:
+        raise AssertionError("the first run read everything before it could be frozen, four times with more work")
     check_topics(kafka_url, work, snapshot, prefix)
     assert run_source(cfg, kafka_url).to_dict()["records"] == 0
 
