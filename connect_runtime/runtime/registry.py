@@ -244,7 +244,10 @@ class Registry:
         def bump(current: bytes | None) -> bytes:
             before = None if current is None else ConnectorRecord.from_json(current)
             previous[0] = before
-            now = _now_ms()
+            # strictly after the previous run's start: a run is told from an earlier one by its start (an offsets
+            # change bumps the generation of a run that ended and keeps its start, see _left_behind), so two runs
+            # beginning within one millisecond must not share it
+            now = _now_ms() if before is None or before.started is None else max(_now_ms(), before.started + 1)
             rec = ConnectorRecord(
                 name=name, scope=scope, kind=kind,
                 generation=max(floor, 0 if before is None else before.generation + 1),

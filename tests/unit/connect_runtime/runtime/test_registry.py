@@ -146,6 +146,26 @@ def test_every_attempt_names_the_host_that_ran_it_with_its_try(registry: Registr
                            (2, "stopped", "worker-b.example", "2")]
 
 
+def test_runs_beginning_within_one_millisecond_keep_an_attempt_each(registry: Registry,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that ends and the next beginning in the same millisecond (a fast machine; this test's own clock is
+    frozen): each run still starts after the previous one, so the killed run between them keeps its attempt (it was
+    taken for the one already recorded when two starts were equal)."""
+    import connect_runtime.runtime.registry as registry_module
+
+    frozen = now_ms()
+    monkeypatch.setattr(registry_module, "_now_ms", lambda: frozen)
+    first, _ = begin(registry)
+    assert registry.finish(first)
+    second, _ = begin(registry)
+    assert second.started is not None and first.started is not None and second.started > first.started
+    assert registry.update(second, heartbeat=frozen - int(STALE_SECONDS * 1000) - 5_000)  # then it died
+    third, _ = begin(registry)
+    assert registry.finish(third)
+    assert sorted((a["generation"], a["state"]) for a in registry.attempts("gen")) == [
+        (0, "stopped"), (1, "died"), (2, "stopped")]
+
+
 def test_an_entry_written_before_hosts_were_kept_still_reads(registry: Registry, backend: Backend) -> None:
     """Entries and attempts of an older version have no ``host`` / ``workers``: they read as ``""`` / ``[]`` and a
     new generation over them works; its attempts name their host, the old ones stay as they were."""
