@@ -182,13 +182,12 @@ class PostgresCdcTask(SourceTask):
     def _check_not_invalidated(self) -> None:
         """A slot the server invalidated (``wal_status`` ``lost``: it held more WAL than ``max_slot_wal_keep_size``
         allows, PostgreSQL 13+) can never be read again: one error naming the slot, why, and the way back."""
-        row = self.control.execute("SELECT wal_status FROM pg_replication_slots WHERE slot_name = %s",
-                                   (self.slot,)).fetchone()
-        if row is not None and row[0] == "unreserved":
+        status = self._wal_status()
+        if status == "unreserved":
             log.warning("PostgresCdcSource: replication slot %s keeps more WAL than max_slot_wal_keep_size allows "
                         "(wal_status unreserved): the next checkpoint may invalidate it; this run reads it now",
                         self.slot)
-        if row is not None and row[0] == "lost":
+        if status == "lost":
             offset = self.offset or {}
             raise ConnectError(
                 f"replication slot {self.slot!r} (slot.name) was invalidated by the server (wal_status lost): it "
@@ -210,10 +209,7 @@ class PostgresCdcTask(SourceTask):
 
         self.committed = self.emitted = (0, 0)  # the snapshot's positions; the stream after it starts afresh
         if not slot:
-            conn = self._snapshot_conn = _db.connect(self.cfg, "reading the snapshot")
-            conn.autocommit = False
-            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-            conn.read_only = True
+            conn = self._snapshot_connection()
             consistent = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0]  # type: ignore[index]
             self._list_tables(conn, consistent)
             return
@@ -232,14 +228,21 @@ class PostgresCdcTask(SourceTask):
                 raise ConnectError(f"creating replication slot {self.slot!r} failed: "
                                    f"{(res.error_message or b'').decode(errors='replace').strip()}")
             consistent, snapshot_name = (res.get_value(0, 1) or b"").decode(), (res.get_value(0, 2) or b"").decode()
-            conn = self._snapshot_conn = _db.connect(self.cfg, "reading the snapshot")
-            conn.autocommit = False
-            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-            conn.read_only = True
+            conn = self._snapshot_connection()
             conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot_name)))
         finally:
             replication.close()  # the snapshot lives on in the importing transaction
         self._list_tables(conn, consistent)
+
+    def _snapshot_connection(self) -> psycopg.Connection[Any]:
+        """The snapshot's own connection: one read-only ``REPEATABLE READ`` transaction (kept as ``_snapshot_conn``)."""
+        import psycopg
+
+        conn = self._snapshot_conn = _db.connect(self.cfg, "reading the snapshot")
+        conn.autocommit = False
+        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        conn.read_only = True
+        return conn
 
     def _list_tables(self, conn: psycopg.Connection[Any], consistent: str) -> None:
         xmin = conn.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint").fetchone()[0]  # type: ignore[index]
