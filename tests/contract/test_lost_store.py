@@ -40,6 +40,8 @@ from connect_runtime import run_sink, run_source
 from connect_runtime.api.errors import BackendError, BackendUnavailableError
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends import Backend, ProducerRecord, open_backend
+from connect_runtime.backends.kafka.group_offsets import SEND_GRACE_S
+from connect_runtime.runtime.fencing import SINK_COMMITS_STORE
 from tests.support.contract import (
     Broken,
     in_thread,
@@ -48,6 +50,7 @@ from tests.support.contract import (
     read_topic,
     settled,
     sigkill,
+    stacks,
     start_worker,
     uid,
     wait_until,
@@ -428,7 +431,7 @@ def test_a_source_run_that_loses_its_store_fails_once_and_a_rerun_writes_every_r
         store.lose()
         try:
             run.join(FAIL_WITHIN_S + 30)
-            assert not run.is_alive(), "the run did not end after its store was lost"
+            assert not run.is_alive(), f"the run did not end after its store was lost:\n{stacks()}"
         finally:
             store.restore()
         _one_clear_error(out, lost_at, store.name, caplog)
@@ -466,7 +469,7 @@ def test_a_sink_run_that_loses_its_store_fails_once_and_a_rerun_delivers_the_res
         store.lose()
         try:
             run.join(FAIL_WITHIN_S + 30)
-            assert not run.is_alive(), "the sink run did not end after its store was lost"
+            assert not run.is_alive(), f"the sink run did not end after its store was lost:\n{stacks()}"
         finally:
             store.restore()
         _serves_again(store)
@@ -478,6 +481,55 @@ def test_a_sink_run_that_loses_its_store_fails_once_and_a_rerun_delivers_the_res
         assert delivered == set(range(n))
         assert committed() == n
         _one_clear_error(out, lost_at, store.name, caplog)
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("warm", [False, True], ids=["first-transaction", "warm-coordinator"])
+def test_a_transaction_whose_cluster_freezes_before_its_group_offsets_fails_within_its_bound(
+        warm: bool, fresh_kafka_broker: Any) -> None:
+    """A sink's commit fence sends its group offsets in its transaction (KIP-447). librdkafka does not bound that
+    call on a coordinator that never answers (confluentinc/librdkafka#5456): frozen there, a sink run hung for good
+    (CI, a broker frozen mid-run). The commit fails within its bound; the transaction is never committed; a new
+    producer of the same id takes over once the broker answers again."""
+    broker = fresh_kafka_broker
+    topic, group, tid = uid("frozen-txn"), uid("frozen-txn"), uid("frozen-txn")
+    tp = TopicPartition(topic, 0)
+    with open_backend(broker.url, {"connect.timeout.ms": 3000, "offset.storage.read.timeout.ms": 3000}) as be:
+        be.create_topics({topic: 1})
+        consumer = be.consumer(group)
+        producer = be.transactional_producer(tid, SINK_COMMITS_STORE)
+        try:
+            producer.init_transactions(30)
+            if warm:  # the group's coordinator already known to the producer
+                producer.begin_transaction()
+                producer.send_group_offsets(consumer, {tp: 1})
+                producer.commit_transaction([], 30)
+            producer.begin_transaction()
+            producer.send_group_offsets(consumer, {tp: 5})
+            os.kill(broker.proc.pid, signal.SIGSTOP)
+            t0 = time.monotonic()
+            try:
+                with pytest.raises(BackendUnavailableError, match="did not return within"):
+                    producer.commit_transaction([], 3)
+                took = time.monotonic() - t0
+            finally:
+                os.kill(broker.proc.pid, signal.SIGCONT)
+            assert took < 3 + SEND_GRACE_S + 2, f"the commit failed {took:.1f} s after it began (bound 3 s)"
+            with pytest.raises(BackendUnavailableError, match="given up"):
+                producer.begin_transaction()
+        finally:
+            producer.close()
+        successor = be.transactional_producer(tid, SINK_COMMITS_STORE)
+        try:
+            successor.init_transactions(60)  # aborts the frozen one's transaction, offsets included
+            assert consumer.committed([tp], 30)[tp] == (1 if warm else None)
+            successor.begin_transaction()
+            successor.send_group_offsets(consumer, {tp: 7})
+            successor.commit_transaction([], 30)
+            assert consumer.committed([tp], 30)[tp] == 7
+        finally:
+            successor.close()
+            consumer.close()
 
 
 # -- a blink ---------------------------------------------------------------------------------------------

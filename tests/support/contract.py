@@ -7,8 +7,10 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -80,6 +82,17 @@ def in_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[thread
     t = threading.Thread(target=body, daemon=True)
     t.start()
     return t, out
+
+
+def stacks() -> str:
+    """Every live thread's stack, for the message of a test whose run did not end: where it waits."""
+    frames = sys._current_frames()
+    parts = []
+    for t in threading.enumerate():
+        frame = frames.get(t.ident) if t.ident is not None else None
+        if frame is not None:
+            parts.append(f"--- thread {t.name}:\n{''.join(traceback.format_stack(frame))}")
+    return "\n".join(parts)
 
 
 # -- reading what is committed -----------------------------------------------------------------------------

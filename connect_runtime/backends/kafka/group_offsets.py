@@ -10,6 +10,7 @@ instance's ``init_transactions`` aborts the open transaction, offsets included).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,12 @@ from connect_runtime.backends.kafka.consumer import KafkaConsumer
 
 if TYPE_CHECKING:
     from connect_runtime.backends.kafka.transactions import KafkaTransactionalProducer
+
+
+SEND_GRACE_S = 2.0
+"""How long past its own timeout ``send_offsets_to_transaction`` is waited for before its producer is given up:
+librdkafka does not enforce that timeout on the group coordinator's requests (confluentinc/librdkafka#5456: a
+coordinator that is frozen, its connection open but never answering, holds the call for ever)."""
 
 
 class TransactionGroupOffsets:
@@ -52,7 +59,7 @@ class TransactionGroupOffsets:
         backend = owner.backend
         group, tps, metadata = self._pending
         try:
-            owner._p.send_offsets_to_transaction(tps, metadata, max(0.001, deadline - time.monotonic()))
+            _bounded_send(owner, tps, metadata, max(0.001, deadline - time.monotonic()), group, timeout)
         except ck.KafkaException as exc:
             if owner._is_fenced(exc):
                 raise owner._fenced_error(exc) from exc
@@ -71,4 +78,32 @@ class TransactionGroupOffsets:
         self._pending = None
 
 
-__all__ = ["TransactionGroupOffsets"]
+def _bounded_send(owner: KafkaTransactionalProducer, tps: list[Any], metadata: Any, bound: float, group: str,
+                  timeout: float) -> None:
+    """``send_offsets_to_transaction`` on a thread of its own, waited for ``bound`` plus :data:`SEND_GRACE_S`. A call
+    still running then is left to its thread and the producer wedged (never used again, its handle destroyed only
+    after the call returned: :meth:`~.producers._KafkaProducerBase.wedge`); its transaction stays open until the
+    coordinator's transaction timeout or the next ``init_transactions`` of its id aborts it, offsets included."""
+    failed: list[BaseException] = []
+
+    def send() -> None:
+        try:
+            owner._p.send_offsets_to_transaction(tps, metadata, bound)
+        except BaseException as exc:
+            failed.append(exc)
+
+    call = threading.Thread(target=send, name="kafka-send-offsets", daemon=True)
+    call.start()
+    call.join(bound + SEND_GRACE_S)
+    if call.is_alive():
+        owner.wedge(call)
+        raise BackendUnavailableError(
+            f"{owner.what}: sending the offsets of group {group!r} to the transaction did not return within "
+            f"{bound + SEND_GRACE_S:g} s (offset.flush.timeout.ms {timeout:g} s and {SEND_GRACE_S:g} s more): the "
+            f"Kafka cluster at {owner.backend.bootstrap} did not answer, and librdkafka does not bound that call "
+            "(confluentinc/librdkafka#5456); the producer is given up and its transaction aborted by the cluster")
+    if failed:
+        raise failed[0]
+
+
+__all__ = ["SEND_GRACE_S", "TransactionGroupOffsets"]

@@ -100,6 +100,15 @@ class _KafkaProducerBase:
         self._closed = False
         # a call failed because the cluster could not be reached (close then waits only briefly)
         self._unreachable = False
+        # a call into librdkafka that did not return within its bound, still running on this thread (see wedge)
+        self._wedged: threading.Thread | None = None
+
+    def wedge(self, call: threading.Thread) -> None:
+        """A call into the client did not return within its bound and is left running on ``call``: the producer is
+        never used again, and its handle is destroyed only after that call returned (destroying it under a call in
+        progress would free what the call still uses)."""
+        self._wedged = call
+        self._unreachable = True
 
     def _queue_full(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Librdkafka's queue is full: serve delivery reports until there is room (bounded)."""
@@ -250,11 +259,13 @@ class _KafkaProducerBase:
         if self._closed:
             return
         self._closed = True
-        try:
-            self._p.purge(in_queue=True, in_flight=False, blocking=False)
-            self._p.poll(0)
-        except (ck.KafkaException, RuntimeError):
-            pass
+        wedged = self._wedged
+        if wedged is None:
+            try:
+                self._p.purge(in_queue=True, in_flight=False, blocking=False)
+                self._p.poll(0)
+            except (ck.KafkaException, RuntimeError):
+                pass
         if getattr(self, "_fenced", False):
             # close() would try to abort the fenced transaction and fail; destroying the handle is enough
             self._p = None
@@ -265,6 +276,8 @@ class _KafkaProducerBase:
         failed: list[BaseException] = []
 
         def close() -> None:
+            if wedged is not None:
+                wedged.join()  # then nothing else uses the handle (a frozen cluster: for as long as it stays so)
             try:
                 producer.close()
             except Exception as exc:  # librdkafka reports some close failures as SystemError

@@ -271,6 +271,9 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
     def begin_transaction(self) -> None:
         if self._fenced:
             raise self._fenced_error(None)
+        if self._wedged is not None:
+            raise BackendUnavailableError(f"{self.what}: given up after a call into the client did not return "
+                                          f"(the Kafka cluster at {self.backend.bootstrap} did not answer)")
         self._poll(0)
         self.tracker.reset()
         self._offset_errors.clear()
@@ -386,6 +389,11 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                 raise self._failure(exc, "commit_transaction") from exc
 
     def _abort_after_failure(self, timeout: float) -> None:
+        if self._wedged is not None:  # a call still runs in the client: the cluster aborts the transaction
+            self._in_txn = False
+            self._txn_batches = []
+            self._group_offsets.clear()
+            return
         if self._fenced or not self._in_txn:
             return
         try:
@@ -422,7 +430,7 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
         self._in_txn = False
 
     def close(self) -> None:
-        if self._in_txn and not self._fenced and not self._closed:
+        if self._in_txn and not self._fenced and not self._closed and self._wedged is None:
             try:
                 self._p.purge(in_queue=True, in_flight=False, blocking=False)
                 self._p.abort_transaction(self.backend.connect_timeout)
