@@ -515,8 +515,6 @@ def test_a_transaction_whose_cluster_freezes_before_its_group_offsets_fails_with
             finally:
                 os.kill(broker.proc.pid, signal.SIGCONT)
             assert took < 3 + SEND_GRACE_S + 2, f"the commit failed {took:.1f} s after it began (bound 3 s)"
-            with pytest.raises(BackendUnavailableError, match="given up"):
-                producer.begin_transaction()
         finally:
             producer.close()
         successor = be.transactional_producer(tid, SINK_COMMITS_STORE)

@@ -89,7 +89,7 @@ def _bounded_send(owner: KafkaTransactionalProducer, tps: list[Any], metadata: A
     def send() -> None:
         try:
             owner._p.send_offsets_to_transaction(tps, metadata, bound)
-        except BaseException as exc:
+        except BaseException as exc:  # raised on the caller's thread below
             failed.append(exc)
 
     call = threading.Thread(target=send, name="kafka-send-offsets", daemon=True)

@@ -271,9 +271,6 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
     def begin_transaction(self) -> None:
         if self._fenced:
             raise self._fenced_error(None)
-        if self._wedged is not None:
-            raise BackendUnavailableError(f"{self.what}: given up after a call into the client did not return "
-                                          f"(the Kafka cluster at {self.backend.bootstrap} did not answer)")
         self._poll(0)
         self.tracker.reset()
         self._offset_errors.clear()
@@ -389,17 +386,13 @@ class KafkaTransactionalProducer(_KafkaProducerBase, TransactionalProducer):
                 raise self._failure(exc, "commit_transaction") from exc
 
     def _abort_after_failure(self, timeout: float) -> None:
-        if self._wedged is not None:  # a call still runs in the client: the cluster aborts the transaction
-            self._in_txn = False
-            self._txn_batches = []
-            self._group_offsets.clear()
-            return
         if self._fenced or not self._in_txn:
             return
         try:
-            # best effort: a cluster that could not be reached is not waited for again (the coordinator aborts the
-            # transaction after transaction.timeout.ms, and the next init_transactions of this id aborts it too)
-            self._p.abort_transaction(1.0 if self._unreachable else max(timeout, 0.001))
+            # best effort: an unreachable cluster is not waited for again, nor asked when a call still runs (wedged);
+            # the coordinator aborts it after transaction.timeout.ms, the next init_transactions of this id too
+            if self._wedged is None:
+                self._p.abort_transaction(1.0 if self._unreachable else max(timeout, 0.001))
         except ck.KafkaException as exc:
             if self._is_fenced(exc):
                 self._fenced = True
