@@ -9,7 +9,7 @@ input schema (cached), fills a new Struct of it, and replaces the record's ``key
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from connect_runtime.api.data import Schema, SchemaBuilder, SchemaType, Struct
@@ -100,13 +100,15 @@ class OnKey(KeyOrValue):
 
 
 class SchemaCache:
-    """Updated schemas by input schema, the 16 most recently used (as Kafka Connect's transforms keep them)."""
+    """Updated schemas by input schema, the 16 most recently used (as Kafka Connect's transforms keep them). The key
+    is the input schema, or a tuple of it and what else the update depends on (``ExtractNewRecordState``'s dropped
+    fields); ``make`` gets the key."""
 
     def __init__(self, size: int = 16) -> None:
         self.size = size
-        self._d: OrderedDict[Schema, Schema] = OrderedDict()
+        self._d: OrderedDict[Hashable, Schema] = OrderedDict()
 
-    def get(self, schema: Schema, make: Callable[[Schema], Schema]) -> Schema:
+    def get(self, schema: Hashable, make: Callable[[Any], Schema]) -> Schema:
         out = self._d.get(schema)
         if out is None:
             out = make(schema)
