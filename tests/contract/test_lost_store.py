@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -42,6 +43,7 @@ from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends import Backend, ProducerRecord, open_backend
 from connect_runtime.backends.kafka.group_offsets import SEND_GRACE_S
 from connect_runtime.runtime.fencing import SINK_COMMITS_STORE
+from tests.support import slow_iterations
 from tests.support.contract import (
     Broken,
     in_thread,
@@ -402,6 +404,18 @@ SINK_LOST = ["sqlite-locked", pytest.param("kafka-frozen", marks=KAFKA),
 """Each run kind meets one Kafka loss by default, the other in the slow part (a fresh broker each)."""
 
 
+def _lose_under(store: Lost, run: threading.Thread) -> float:
+    """Lose the store under ``run``, wait (bounded) for the run to end, restore the store; when it was lost."""
+    lost_at = time.monotonic()
+    store.lose()
+    try:
+        run.join(FAIL_WITHIN_S + 30)
+        assert not run.is_alive(), f"the run did not end after its store was lost:\n{stacks()}"
+    finally:
+        store.restore()
+    return lost_at
+
+
 def _one_clear_error(out: dict[str, Any], lost_at: float, name: str, caplog: pytest.LogCaptureFixture) -> None:
     exc = out.get("error")
     assert exc is not None, f"the run did not fail: {out}"
@@ -427,13 +441,7 @@ def test_a_source_run_that_loses_its_store_fails_once_and_a_rerun_writes_every_r
         run, out = in_thread(run_source, config, store.url, backend_settings=store.settings, max_seconds=120)
         wait_until("the run to commit", lambda: all(
             committed_offset(store.url, name, {"task": t, "round": 1}) for t in range(2)), 60)
-        lost_at = time.monotonic()
-        store.lose()
-        try:
-            run.join(FAIL_WITHIN_S + 30)
-            assert not run.is_alive(), f"the run did not end after its store was lost:\n{stacks()}"
-        finally:
-            store.restore()
+        lost_at = _lose_under(store, run)
         _one_clear_error(out, lost_at, store.name, caplog)
         _serves_again(store)
         again = run_source({**config, "poll.sleep.ms": 0}, store.url, backend_settings=store.settings)
@@ -446,41 +454,58 @@ def test_a_source_run_that_loses_its_store_fails_once_and_a_rerun_writes_every_r
         assert again.records > 0
 
 
-@pytest.mark.parametrize("kind", SINK_LOST)
-def test_a_sink_run_that_loses_its_store_fails_once_and_a_rerun_delivers_the_rest(
-        kind: str, request: pytest.FixtureRequest, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO)
+def _sink_run_loses_its_store(store: Lost, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                              pause_s: float = 0.0) -> None:
+    """A sink run loses its store ``pause_s`` after its first commit: it fails once within the bound, having committed
+    nothing past what it delivered; once the store is back a rerun delivers the rest."""
+    caplog.clear()
     topic, name = uid("lost-sink"), uid("lost-sink")
-    log = tmp_path / "calls.jsonl"
+    log = tmp_path / f"calls-{name}.jsonl"
     config = {"name": name, "connector.class": "tests.support.sink_helpers.RecordingSinkConnector", "topics": topic,
               "tasks.max": "1", "log.path": str(log), "consumer.max.poll.records": "20", "put.sleep.ms": "50",
               "offset.flush.interval.ms": "0", "offset.flush.timeout.ms": "3000", "errors.retry.timeout": "3000",
               "task.shutdown.graceful.timeout.ms": "10000"}
     n = 1000
+    _produce_ints(store, topic, n)
+
+    def committed() -> int | None:
+        return _group_committed(store, name, TopicPartition(topic, 0))
+
+    run, out = in_thread(run_sink, config, store.url, backend_settings=store.settings, max_seconds=120)
+    wait_until("the sink to commit", lambda: committed() is not None, 60)
+    time.sleep(pause_s)
+    lost_at = _lose_under(store, run)
+    _serves_again(store)
+    at_failure = committed()
+    delivered = _delivered(log)
+    assert at_failure is not None and set(range(at_failure)) <= delivered, "committed past what was delivered"
+    run_sink(config, store.url, backend_settings=store.settings, max_seconds=120)
+    delivered = _delivered(log)
+    assert delivered == set(range(n))
+    assert committed() == n
+    _one_clear_error(out, lost_at, store.name, caplog)
+
+
+@pytest.mark.parametrize("kind", SINK_LOST)
+def test_a_sink_run_that_loses_its_store_fails_once_and_a_rerun_delivers_the_rest(
+        kind: str, request: pytest.FixtureRequest, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
     with lost_store(kind, request, tmp_path) as store:
-        _produce_ints(store, topic, n)
+        _sink_run_loses_its_store(store, tmp_path, caplog)
 
-        def committed() -> int | None:
-            return _group_committed(store, name, TopicPartition(topic, 0))
 
-        run, out = in_thread(run_sink, config, store.url, backend_settings=store.settings, max_seconds=120)
-        wait_until("the sink to commit", lambda: committed() is not None, 60)
-        lost_at = time.monotonic()
-        store.lose()
-        try:
-            run.join(FAIL_WITHIN_S + 30)
-            assert not run.is_alive(), f"the sink run did not end after its store was lost:\n{stacks()}"
-        finally:
-            store.restore()
-        _serves_again(store)
-        at_failure = committed()
-        delivered = _delivered(log)
-        assert at_failure is not None and set(range(at_failure)) <= delivered, "committed past what was delivered"
-        run_sink(config, store.url, backend_settings=store.settings, max_seconds=120)
-        delivered = _delivered(log)
-        assert delivered == set(range(n))
-        assert committed() == n
-        _one_clear_error(out, lost_at, store.name, caplog)
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_a_sink_run_whose_broker_freezes_at_a_random_instant_fails_once_within_its_bound(
+        request: pytest.FixtureRequest, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The broker frozen (SIGSTOP) at a random instant of a sink's commit cycle (poll, put, the fence transaction, its
+    group offsets, its commit): one in six such freezes hung the run for good before send_offsets_to_transaction was
+    bounded."""
+    caplog.set_level(logging.INFO)
+    rnd = random.Random(int(os.environ.get("PYCONNECT_SEED", "416")))
+    with lost_store("kafka-frozen", request, tmp_path) as store:
+        for _ in range(slow_iterations(3, 20)):
+            _sink_run_loses_its_store(store, tmp_path, caplog, pause_s=rnd.uniform(0.0, 1.5))
 
 
 @pytest.mark.kafka
