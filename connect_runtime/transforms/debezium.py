@@ -254,7 +254,8 @@ class ExtractNewRecordState(Transformation[ConnectRecord]):
             return record
         if isinstance(key, dict):
             listed = set(names)
-            return replaced(record, "key", {k: v for k, v in key.items() if k not in listed})  # type: ignore
+            dropped: ConnectRecord = replaced(record, "key", {k: v for k, v in key.items() if k not in listed})
+            return dropped
         if not isinstance(key, Struct):
             raise DataError(f"ExtractNewRecordState: drop.fields.from.key needs a Struct or dict key, got a "
                             f"{type(key).__name__} in the record of {describe(record)}")
@@ -274,7 +275,8 @@ class ExtractNewRecordState(Transformation[ConnectRecord]):
         out = Struct(schema)
         for f in schema.fields:
             out.put(f.name, read(f.name))
-        return replaced(record, "key", out, "key_schema", schema)  # type: ignore[no-any-return]
+        rekeyed: ConnectRecord = replaced(record, "key", out, "key_schema", schema)
+        return rekeyed
 
     def _with_headers(self, record: ConnectRecord, envelope: Mapping[str, Any] | None) -> ConnectRecord:
         """``add.headers`` appended to the record's headers (a tombstone: ``op`` only, as ``d``)."""

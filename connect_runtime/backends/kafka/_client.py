@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -60,6 +61,29 @@ _GROUPLESS_CONSUMER_CODES = _TRANSIENT_CONSUMER_CODES | {ck.KafkaError.GROUP_AUT
 
 _EOF = ck.KafkaError._PARTITION_EOF
 _NOT_AVAILABLE = ck.TIMESTAMP_NOT_AVAILABLE
+
+
+def bounded_call(fn: Callable[[], Any], bound: float, name: str) -> tuple[threading.Thread | None, Any]:
+    """``fn()`` on a daemon thread of its own, waited for ``bound`` seconds, for librdkafka calls that may not return
+    in their own time: ``(None, result)``, or its exception raised here, or ``(thread, None)`` when it still runs
+    (the caller leaves the client to that thread: destroying a handle under a call frees what the call uses)."""
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, fn()))
+        except BaseException as exc:  # handed to the caller's thread, which raises it
+            outcome.append((False, exc))
+
+    call = threading.Thread(target=run, name=name, daemon=True)
+    call.start()
+    call.join(bound)
+    if call.is_alive():
+        return call, None
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return None, value
 
 
 def _is_secret(name: str) -> bool:

@@ -30,6 +30,7 @@ from connect_runtime.backends.kafka._client import (
     _consume,
     _is_secret,
     _nogroup,
+    bounded_call,
 )
 from connect_runtime.backends.kafka.ends import _EndReader
 
@@ -314,36 +315,25 @@ class _GroupCommitter:
         self._client: Any = None
 
     def commit(self, tps: list[Any], timeout: float) -> None:
-        outcome: list[Any] = []
         if self._client is None:
             self._client = self.backend.make_client(ck.Consumer, self._conf, "consumer")
         client = self._client
-
-        def run() -> None:
-            try:
-                outcome.append(client.commit(offsets=tps, asynchronous=False))
-            except BaseException as exc:  # handed to the caller's thread, which raises it
-                outcome.append(exc)
-
-        worker = threading.Thread(target=run, name="pyconnect-kafka-commit", daemon=True)
-        worker.start()
-        worker.join(timeout)
-        if worker.is_alive():
+        try:
+            running, result = bounded_call(lambda: client.commit(offsets=tps, asynchronous=False), timeout,
+                                           "pyconnect-kafka-commit")
+        except ck.KafkaException as exc:
+            raise self.backend._unavailable(exc, f"committing offsets of group {self._group_id!r}",
+                                            Need("Read", "Group", self._group_id),
+                                            Need("Read", "Topic", tps[0].topic)) from exc
+        if running is not None:
             # librdkafka's synchronous commit goes on until it gives up by itself (after a broker restart it was
             # seen stuck for 40 s while the cluster answered again): this handle is left to finish it and close in
             # the background, and the next commit goes through a new one
             self._client = None
-            _close_in_background(client, worker)
+            _close_in_background(client, running)
             raise BackendUnavailableError(
                 f"Kafka cluster at {self.backend.bootstrap} did not answer the {self._what} committing offsets "
                 f"within {timeout:g} s")
-        result = outcome[0]
-        if isinstance(result, BaseException):
-            if isinstance(result, ck.KafkaException):
-                raise self.backend._unavailable(result, f"committing offsets of group {self._group_id!r}",
-                                                Need("Read", "Group", self._group_id),
-                                                Need("Read", "Topic", tps[0].topic)) from result
-            raise result
         for tp in result or []:
             if tp.error is not None:
                 raise self.backend.translate(ck.KafkaException(tp.error),

@@ -10,7 +10,6 @@ instance's ``init_transactions`` aborts the open transaction, offsets included).
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -20,7 +19,7 @@ import confluent_kafka as ck
 from connect_runtime.api.errors import BackendError, BackendUnavailableError
 from connect_runtime.api.records import TopicPartition
 from connect_runtime.backends.base import Consumer
-from connect_runtime.backends.kafka._client import _UNREACHABLE_CODES, _describe, _kafka_error
+from connect_runtime.backends.kafka._client import _UNREACHABLE_CODES, _describe, _kafka_error, bounded_call
 from connect_runtime.backends.kafka.consumer import KafkaConsumer
 
 if TYPE_CHECKING:
@@ -80,30 +79,19 @@ class TransactionGroupOffsets:
 
 def _bounded_send(owner: KafkaTransactionalProducer, tps: list[Any], metadata: Any, bound: float, group: str,
                   timeout: float) -> None:
-    """``send_offsets_to_transaction`` on a thread of its own, waited for ``bound`` plus :data:`SEND_GRACE_S`. A call
-    still running then is left to its thread and the producer wedged (never used again, its handle destroyed only
-    after the call returned: :meth:`~.producers._KafkaProducerBase.wedge`); its transaction stays open until the
-    coordinator's transaction timeout or the next ``init_transactions`` of its id aborts it, offsets included."""
-    failed: list[BaseException] = []
-
-    def send() -> None:
-        try:
-            owner._p.send_offsets_to_transaction(tps, metadata, bound)
-        except BaseException as exc:  # raised on the caller's thread below
-            failed.append(exc)
-
-    call = threading.Thread(target=send, name="kafka-send-offsets", daemon=True)
-    call.start()
-    call.join(bound + SEND_GRACE_S)
-    if call.is_alive():
-        owner.wedge(call)
+    """``send_offsets_to_transaction`` waited for ``bound`` plus :data:`SEND_GRACE_S`. A call still running then is
+    left to its thread and the producer wedged (never used again, its handle destroyed only after the call returned:
+    :meth:`~.producers._KafkaProducerBase.wedge`); its transaction stays open until the coordinator's transaction
+    timeout or the next ``init_transactions`` of its id aborts it, offsets included."""
+    running, _ = bounded_call(lambda: owner._p.send_offsets_to_transaction(tps, metadata, bound),
+                              bound + SEND_GRACE_S, "kafka-send-offsets")
+    if running is not None:
+        owner.wedge(running)
         raise BackendUnavailableError(
             f"{owner.what}: sending the offsets of group {group!r} to the transaction did not return within "
             f"{bound + SEND_GRACE_S:g} s (offset.flush.timeout.ms {timeout:g} s and {SEND_GRACE_S:g} s more): the "
             f"Kafka cluster at {owner.backend.bootstrap} did not answer, and librdkafka does not bound that call "
             "(confluentinc/librdkafka#5456); the producer is given up and its transaction aborted by the cluster")
-    if failed:
-        raise failed[0]
 
 
 __all__ = ["SEND_GRACE_S", "TransactionGroupOffsets"]
